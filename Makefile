@@ -1,0 +1,56 @@
+# AgentClash for Django: the two commands are `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench install services system-deps pytest clean format
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Web server + Celery worker (with beat) + the example agent and judge, on SQLite and
+# Celery's filesystem broker. Ctrl-C stops everything.
+run: $(STAMP)
+	@mkdir -p var
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py demo setup
+	$(PY) scripts/devserver.py
+
+# Ruff, migrations check and the whole suite on PostgreSQL and Redis.
+test: $(STAMP) system-deps services
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/agentclash} \
+		$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Run a subset: make pytest ARGS="tests/grading -x"
+pytest: $(STAMP)
+	$(PY) -m pytest $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+services:
+	@scripts/ensure-services.sh
+
+system-deps:
+	@scripts/ensure-system-deps.sh
+
+bench: $(STAMP) services
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf var/ .pytest_cache .ruff_cache

@@ -1,0 +1,31 @@
+"""The Celery app: ``celery -A agentclash_site worker -B``.
+
+State lives in the database; tasks take ids, are idempotent, acknowledge late and ignore
+results. Settings come from Django settings with the ``CELERY_`` prefix.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
+
+app = Celery("agentclash_site")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+def _ensure_filesystem_broker_dirs() -> None:
+    from django.conf import settings
+
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
+    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+        if key in options:
+            os.makedirs(options[key], exist_ok=True)
+
+
+@app.on_after_configure.connect
+def _setup(sender: Celery, **kwargs: object) -> None:
+    _ensure_filesystem_broker_dirs()

@@ -1,0 +1,101 @@
+"""Shared REST API plumbing: the error shape of spec/interfaces.md §7.
+
+Errors are ``{"error": {"code", "message", "field"?, "choices"?}}``; validation errors of
+packs use the validate body instead and are returned by their views directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class ApiError(exceptions.APIException):
+    """An error with a stable snake_case code, raised by views and services."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status_code: int = status.HTTP_400_BAD_REQUEST,
+        field: str | None = None,
+        choices: list[Any] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.error_code = code
+        self.message = message
+        self.field = field
+        self.choices = choices
+        self.extra = extra or {}
+
+    def as_body(self) -> dict[str, Any]:
+        return error_body(self.error_code, self.message, field=self.field, choices=self.choices, **self.extra)
+
+
+def error_body(
+    code: str, message: str, *, field: str | None = None, choices: list[Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        error["field"] = field
+    if choices is not None:
+        error["choices"] = choices
+    error.update(extra)
+    return {"error": error}
+
+
+_CODES = {
+    status.HTTP_401_UNAUTHORIZED: "not_authenticated",
+    status.HTTP_403_FORBIDDEN: "permission_denied",
+    status.HTTP_404_NOT_FOUND: "not_found",
+    status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
+    status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
+    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE: "payload_too_large",
+    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
+    status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
+}
+
+
+def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = key if not prefix else f"{prefix}.{key}"
+            if key == "non_field_errors":
+                name = prefix or None  # type: ignore[assignment]
+            return _first_field_error(value, name or "")
+    if isinstance(detail, list) and detail:
+        return _first_field_error(detail[0], prefix)
+    return (prefix or None), str(detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApiError):
+        return Response(exc.as_body(), status=exc.status_code)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or "You do not have permission to do this.")
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        field, message = _first_field_error(exc.detail)
+        body = error_body("invalid", message, field=field)
+        body["error"]["fields"] = exc.detail
+        response.data = body
+        return response
+    code = _CODES.get(response.status_code, "error")
+    if isinstance(exc, exceptions.APIException):
+        message = str(exc.detail) if not isinstance(exc.detail, (dict, list)) else str(exc.default_detail)
+    else:
+        message = str(exc)
+    response.data = error_body(code, message)
+    return response

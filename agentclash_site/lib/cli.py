@@ -1,0 +1,118 @@
+"""Shared plumbing for management commands with ``--json`` (spec/interfaces.md §2).
+
+- stdout carries exactly one JSON document under ``--json``; logs and progress go to stderr.
+- Errors print ``{"error": {"code", "message", "field"?, "choices"?}}`` and exit with the
+  command's own code for that error, else 2. Usage errors (argparse) exit 2 too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class CliError(Exception):
+    """A failure with a stable code; ``exit_code`` defaults to 2 (usage / invalid input)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        exit_code: int = 2,
+        field: str | None = None,
+        choices: list[Any] | None = None,
+        document: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.exit_code = exit_code
+        self.field = field
+        self.choices = choices
+        self.document = document  # printed instead of the error object (e.g. a validate body)
+        self.extra = extra or {}
+
+    def as_json(self) -> dict[str, Any]:
+        if self.document is not None:
+            return self.document
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            error["field"] = self.field
+        if self.choices is not None:
+            error["choices"] = self.choices
+        error.update(self.extra)
+        return {"error": error}
+
+
+class _JsonAwareParser(CommandParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if self.called_from_command_line and "--json" in sys.argv:
+            sys.stdout.write(json.dumps({"error": {"code": "usage", "message": message}}) + "\n")
+            sys.stderr.write(f"{self.prog}: error: {message}\n")
+            sys.exit(2)
+        super().error(message)
+
+
+def _make_json_aware(parser: argparse.ArgumentParser) -> None:
+    """Swap in the JSON-aware ``error`` on the parser and every subparser."""
+    if isinstance(parser, CommandParser):
+        parser.__class__ = _JsonAwareParser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _make_json_aware(sub)
+
+
+def dumps(document: Any) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=2, default=str)
+
+
+class JsonCommand(BaseCommand):
+    """Base for commands that print a JSON document with ``--json`` and text otherwise."""
+
+    json_flag = True
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        _make_json_aware(parser)
+        return parser
+
+    def add_json_argument(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        self._as_json = bool(options.get("json"))
+        try:
+            return super().execute(*args, **options)
+        except CliError as exc:
+            self.print_error(exc)
+            sys.exit(exc.exit_code)
+
+    def print_error(self, exc: CliError) -> None:
+        if self._as_json:
+            self.stdout.write(dumps(exc.as_json()))
+        else:
+            text = self.format_error_text(exc)
+            self.stderr.write(text)
+
+    def format_error_text(self, exc: CliError) -> str:
+        lines = [f"error: {exc.message}" + (f" ({exc.code})" if exc.code else "")]
+        if exc.field:
+            lines[0] = f"error: {exc.field}: {exc.message} ({exc.code})"
+        if exc.choices:
+            lines.append("choices:")
+            lines.extend(f"  - {choice}" for choice in exc.choices)
+        return "\n".join(lines)
+
+    def emit(self, document: dict[str, Any], text: str) -> None:
+        """Print ``document`` as JSON under ``--json``, else the readable ``text``."""
+        if self._as_json:
+            self.stdout.write(dumps(document))
+        else:
+            self.stdout.write(text)

@@ -1,0 +1,114 @@
+"""Strict parsers for environment variables (spec/interfaces.md §1).
+
+A malformed value is a start-up error that names the variable and the fix; nothing is
+silently coerced (``DEBUG=ture`` is not False).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+_TRUE = {"true", "1"}
+_FALSE = {"false", "0"}
+
+
+def parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be true or false (or 1/0), got {raw!r}")
+
+
+def env_bool(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return parse_bool(name, raw)
+
+
+def env_int(name: str, default: int, environ: Mapping[str, str] | None = None) -> int:
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def env_list(name: str, default: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return list(default)
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
+    """``sqlite:///relative/path``, ``sqlite:////absolute/path``, ``postgres://`` or
+    ``postgresql://``. Anything else is an error naming the scheme."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "sqlite":
+        if not url.lower().startswith("sqlite:///"):
+            raise ConfigError("DATABASE_URL for SQLite must look like sqlite:///var/db.sqlite3")
+        raw_path = url[len("sqlite:///") :].split("?", 1)[0]
+        if not raw_path:
+            raise ConfigError("DATABASE_URL for SQLite needs a file path, e.g. sqlite:///var/db.sqlite3")
+        path = Path(unquote(raw_path))
+        if not path.is_absolute():
+            path = base_dir / path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(path),
+            # WAL lets the web server read while the worker writes; IMMEDIATE takes the
+            # write lock at BEGIN so two writers queue on the busy timeout instead of
+            # failing with "database is locked" on lock upgrade.
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": (
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;"
+                ),
+            },
+        }
+    if scheme in {"postgres", "postgresql"}:
+        name = unquote(parts.path.lstrip("/"))
+        if not name:
+            raise ConfigError(
+                "DATABASE_URL for PostgreSQL needs a database name: postgres://user@host:5432/dbname"
+            )
+        options: dict[str, Any] = {}
+        for key, values in parse_qs(parts.query).items():
+            options[key] = values[-1]
+        config: dict[str, Any] = {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+        }
+        if options:
+            config["OPTIONS"] = options
+        return config
+    shown = scheme or "(none)"
+    raise ConfigError(
+        f"DATABASE_URL has unsupported scheme {shown!r}: use sqlite:///path, postgres:// or postgresql://"
+    )

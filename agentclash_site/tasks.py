@@ -1,0 +1,14 @@
+"""Site-level tasks."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.core.cache import cache  # noqa: F401  (keeps Django configured in the worker)
+
+
+@shared_task(name="agentclash_site.health_ping")
+def health_ping(marker: str) -> None:
+    """Record that a worker ran this task: the test and `make run` poll for the row."""
+    from agentclash_site.workspaces.models import WorkerHeartbeat
+
+    WorkerHeartbeat.objects.update_or_create(marker=marker)

@@ -1,0 +1,30 @@
+from django.conf import settings
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from agentclash_site import api
+
+api_v1 = [
+    path("health", api.HealthApi.as_view(), name="api-health"),
+    path("workspaces", api.WorkspaceListApi.as_view(), name="api-workspace-list"),
+    path("workspaces/<slug:ws>", api.WorkspaceDetailApi.as_view(), name="api-workspace-detail"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("", include("packs.api_urls")),
+    path("", include("runs.api_urls")),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("", include("agentclash_site.workspaces.urls")),
+    path("", include("packs.urls")),
+    path("", include("runs.urls")),
+]
+
+if settings.DEBUG:
+    from django.conf.urls.static import static
+
+    urlpatterns += static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)

@@ -1,0 +1,99 @@
+"""Home, workspace switcher and API token pages."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from agentclash_site.workspaces.access import get_workspace_for_user, visible_workspaces
+from agentclash_site.workspaces.middleware import SESSION_KEY
+from agentclash_site.workspaces.models import ApiToken
+from agentclash_site.workspaces.services import token_create, token_revoke
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    workspace = request.workspace  # type: ignore[attr-defined]
+    context: dict[str, object] = {"workspace": workspace}
+    if workspace:
+        context.update(_home_counts(workspace))
+    return render(request, "home.html", context)
+
+
+def _home_counts(workspace) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Counts for the home page; apps register what they own lazily to avoid import cycles."""
+    from django.apps import apps
+
+    counts = {}
+    for label, model_name, key in (
+        ("packs", "Pack", "pack_count"),
+        ("runs", "Deployment", "deployment_count"),
+        ("runs", "Run", "run_count"),
+    ):
+        try:
+            model = apps.get_model(label, model_name)
+        except LookupError:
+            counts[key] = 0
+            continue
+        counts[key] = model.objects.filter(workspace=workspace).count()
+    return counts
+
+
+@login_required
+@require_POST
+def workspace_switch(request: HttpRequest) -> HttpResponse:
+    workspace = get_workspace_for_user(request, request.POST.get("workspace", ""))
+    request.session[SESSION_KEY] = workspace.id
+    target = request.POST.get("next") or reverse("home")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("home")
+    return redirect(target)
+
+
+@login_required
+def token_list(request: HttpRequest) -> HttpResponse:
+    tokens = ApiToken.objects.filter(user=request.user).select_related("workspace")
+    return render(
+        request,
+        "workspaces/tokens.html",
+        {"tokens": tokens, "workspaces": visible_workspaces(request).order_by("slug")},
+    )
+
+
+@login_required
+@require_POST
+def token_new(request: HttpRequest) -> HttpResponse:
+    slug = request.POST.get("workspace", "").strip()
+    workspace = get_workspace_for_user(request, slug) if slug else None
+    issued = token_create(
+        user=request.user, workspace=workspace, name=request.POST.get("name", "").strip()[:100]
+    )
+    tokens = ApiToken.objects.filter(user=request.user).select_related("workspace")
+    # The secret is rendered in this one response and never again.
+    return render(
+        request,
+        "workspaces/tokens.html",
+        {
+            "tokens": tokens,
+            "new_secret": issued.secret,
+            "workspaces": visible_workspaces(request).order_by("slug"),
+        },
+    )
+
+
+@login_required
+@require_POST
+def token_revoke_view(request: HttpRequest, token_id) -> HttpResponse:  # type: ignore[no-untyped-def]
+    token = ApiToken.objects.filter(user=request.user, public_id=token_id).first()
+    if token is None:
+        from django.http import Http404
+
+        raise Http404("No such token.")
+    token_revoke(token=token)
+    messages.success(request, f"Token {token.hint}… revoked.")
+    return redirect("token-list")

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class GradingConfig(AppConfig):
+    name = "grading"
+    verbose_name = "Grading"

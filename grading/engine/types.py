@@ -1,0 +1,373 @@
+"""Core typed data of the grading engine (spec/grading.md §1, §2, §7).
+
+Plain dataclasses with slots: these objects are built once per case execution on the hot
+path, so they stay cheap. Pydantic is used for the evaluation spec (validated once per
+pack version), not here. Nothing in ``grading.engine`` imports Django.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    NOT_EVALUATED = "NOT_EVALUATED"
+    UNAVAILABLE = "UNAVAILABLE"
+    ERROR = "ERROR"
+
+
+class OutcomeClass(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNAVAILABLE = "unavailable"
+    INFRA_ERROR = "infra_error"
+    PACK_ERROR = "pack_error"
+    EVALUATOR_ERROR = "evaluator_error"
+
+
+class ResultKind(StrEnum):
+    VALIDATOR = "validator"
+    TRAJECTORY = "trajectory"
+    RULE = "rule"
+    GUARD = "guard"
+    JUDGE = "judge"
+    CLAIMS = "claims"
+
+
+class Validity(StrEnum):
+    VALID = "valid"
+    DEGRADED = "degraded"
+    INVALID = "invalid"
+
+
+class Gate(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_GRADED = "not_graded"
+
+
+# The statuses that carry a verdict about the agent.
+GRADED_STATUSES = frozenset({Status.PASSED, Status.FAILED})
+
+
+# ---------------------------------------------------------------------------
+# Canonical text of JSON values (grading.md §1.4 rule 7)
+# ---------------------------------------------------------------------------
+
+
+def _canonical_numbers(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return int(value)
+        return value
+    if isinstance(value, dict):
+        return {str(k): _canonical_numbers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical_numbers(v) for v in value]
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON: sorted keys, no insignificant whitespace, non-ASCII kept,
+    integral numbers without ``.0``, other floats in shortest round-trip form."""
+    return json.dumps(
+        _canonical_numbers(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def as_text(value: Any) -> str:
+    """A value as text: strings verbatim, everything else canonical JSON."""
+    if isinstance(value, str):
+        return value
+    return canonical_json(value)
+
+
+# ---------------------------------------------------------------------------
+# Evidence (grading.md §1.1)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Message:
+    index: int
+    role: str  # system | user | assistant | tool
+    content: str
+    origin: str = "agent"  # agent | gateway
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolCall:
+    index: int  # 0-based over the whole case
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    result: Any = None
+    status: str = "ok"  # ok | error
+    started_at: str | None = None
+    ended_at: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Invocation:
+    id: str
+    user_content: str | None = None
+    tool_call_indexes: list[int] = field(default_factory=list)
+    final_response: str | None = None
+
+
+@dataclass(slots=True)
+class FileEntry:
+    path: str  # normalised, relative to the working directory
+    content: str | None  # UTF-8 text (None when the bytes are not text)
+    size: int
+    sha256: str
+    truncated: bool = False
+    content_bytes: bytes | None = None  # raw bytes when the file is binary
+
+
+@dataclass(slots=True)
+class Task:
+    description: str = ""
+    plan: str = ""
+    summary: str = ""
+    executed_commands: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Resolution:
+    status: str | None = None
+    summary: str | None = None
+    plan: str | None = None
+    gateway_summary: str | None = None
+
+
+@dataclass(slots=True)
+class Metrics:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    model: str | None = None
+
+
+@dataclass(slots=True)
+class Timing:
+    started_at: str | None = None
+    ended_at: str | None = None
+    executor_duration_seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class RenderedPrompt:
+    system: str | None = None
+    instructions: str = ""
+    tool_policy: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Channels:
+    """Which evidence channels the executor reported (grading.md §1.1 "Channels").
+
+    A channel that is False is *unavailable*: checks that need it are UNAVAILABLE,
+    reason ``channel_unavailable``; its evidence is never fabricated.
+    """
+
+    messages: bool = True
+    tool_calls: bool = True
+    files: bool = True
+    tasks: bool = True
+    resolution: bool = True
+    metrics: bool = True
+    user_notes: bool = True
+
+
+@dataclass(slots=True)
+class Evidence:
+    """One case execution's evidence (the successful attempt of one repetition)."""
+
+    final_output: str = ""  # text; a JSON value is stored as its canonical text
+    final_output_value: Any = ""  # the value as reported (str or JSON)
+    messages: list[Message] = field(default_factory=list)
+    invocations: list[Invocation] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    tasks: list[Task] | None = None  # None: not reported, derive (grading.md §5.2)
+    resolution: Resolution | None = None  # None: not reported, derive (§5.3)
+    user_notes: str = ""
+    metrics: Metrics = field(default_factory=Metrics)
+    timing: Timing = field(default_factory=Timing)
+    rendered_prompt: RenderedPrompt = field(default_factory=RenderedPrompt)
+    channels: Channels = field(default_factory=Channels)
+    execution_error: str | None = None
+    limit_hit: bool = False
+    attempt_ok: bool = True
+    raw: dict[str, Any] = field(default_factory=dict)  # the response as received
+
+
+# ---------------------------------------------------------------------------
+# The case being graded and the run context
+# ---------------------------------------------------------------------------
+
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING", "__bool__": lambda self: False})()
+
+
+@dataclass(slots=True)
+class AssetRef:
+    key: str
+    path: str
+    kind: str = ""
+    media_type: str = ""
+    scope: str = "version"  # version | challenge | case
+    artifact_id: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    has_file: bool = False  # a stored file exists (content can be loaded)
+
+
+@dataclass(slots=True)
+class CaseInput:
+    key: str
+    kind: str = ""
+    value: Any = MISSING  # MISSING when the input declares no value
+    artifact_key: str | None = None
+    path: str | None = None
+
+
+@dataclass(slots=True)
+class CaseExpectation:
+    key: str
+    kind: str = ""
+    value: Any = MISSING
+    source: str | None = None  # "input:<k>" | "artifact:<a>"
+    artifact_key: str | None = None
+
+
+@dataclass(slots=True)
+class CaseDef:
+    challenge_key: str
+    case_key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    inputs: list[CaseInput] = field(default_factory=list)
+    expectations: list[CaseExpectation] = field(default_factory=list)
+    assets: list[AssetRef] = field(default_factory=list)  # case-scoped assets
+    artifact_keys: list[str] = field(default_factory=list)  # version assets the case names
+    empty_case: bool = False  # the one empty case of a run without an input set
+    content_hash: str | None = None
+
+
+@dataclass(slots=True)
+class GradeContext:
+    """Everything outside the evidence and the case that grading reads."""
+
+    run_id: str = "offline"
+    lane_id: str = "default"
+    deployment: str = "default"
+    repetition: int = 1
+    attempt: int = 1
+    pack_slug: str = ""
+    pack_version: int = 0
+    challenge_key: str = ""
+    challenge_instructions: str = ""  # the raw template
+    rendered_instructions: str = ""
+    version_assets: dict[str, AssetRef] = field(default_factory=dict)
+    challenge_assets: dict[str, AssetRef] = field(default_factory=dict)
+    challenge_artifact_keys: list[str] = field(default_factory=list)
+    # Loads an asset's bytes; returns None when no file is stored.
+    asset_loader: Callable[[AssetRef], bytes | None] | None = None
+    working_directory: str = "/workspace"
+    execution_mode: str = "native"
+    tool_policy: dict[str, Any] = field(default_factory=dict)
+    evidence_level: str = "structured"
+    deployment_kind: str = "hosted_http"
+    seed: int = 0
+    # Run-level eval feedback id/link, filled by the runs app.
+    eval_feedback_ref: str | None = None
+
+
+# ---------------------------------------------------------------------------
+# Results (grading.md §2, §7)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ExpectationResult:
+    key: str
+    kind: ResultKind
+    text: str
+    status: Status
+    outcome_class: OutcomeClass
+    evidence: str  # never empty, at most 1,000 characters
+    score: float | None = None
+    threshold: float | None = None
+    reason_code: str | None = None
+    gating: bool = False
+    evidence_refs: list[str] = field(default_factory=list)
+    per_invocation_scores: list[float | None] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool | None:
+        if self.status is Status.PASSED:
+            return True
+        if self.status is Status.FAILED:
+            return False
+        return None
+
+
+@dataclass(slots=True)
+class DimensionResult:
+    key: str
+    source: str
+    score: float | None
+    status: Status
+    gate: bool = False
+    pass_threshold: float | None = None
+    weight: float = 1.0
+    outcome_class: OutcomeClass | None = None
+
+
+@dataclass(slots=True)
+class Claim:
+    id: str
+    claim: str
+    type: str  # factual | process | quality
+    kind: str  # tests_ran | tests_pass | file_saved | files_created_count | command_ran | llm
+    source: str  # deterministic | llm
+    verified: bool | None
+    evidence: str
+    span: tuple[int, int] | None = None
+    evidence_refs: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Suggestion:
+    reason: str
+    finding: str  # no_discrimination | mostly_unavailable | pack_error | judge_disagreement |
+    # unstable_across_repeats | budget_exhausted | trivially_satisfied | fails_on_reference | llm
+    source: str = "deterministic"  # deterministic | llm
+    assertion: str | None = None
+
+
+@dataclass(slots=True)
+class JudgeUsage:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0

@@ -1,0 +1,91 @@
+#!/usr/bin/env python
+"""Run the web server, a Celery worker with beat, and the example servers together.
+
+Used by ``make run``. Ctrl-C (or any process exiting) stops them all. On the embedded
+default (SQLite) the worker runs with concurrency 1 so writers never contend.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def commands() -> list[tuple[str, list[str]]]:
+    sqlite = not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+    concurrency = "1" if sqlite else os.environ.get("WORKER_CONCURRENCY", "2")
+    procs = [
+        ("web", [PY, "manage.py", "runserver", os.environ.get("BIND", "127.0.0.1:8000"), "--noreload"]),
+        (
+            "worker",
+            [
+                PY,
+                "-m",
+                "celery",
+                "-A",
+                "agentclash_site",
+                "worker",
+                "-B",
+                "--concurrency",
+                concurrency,
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+        ),
+    ]
+    extra = ROOT / "scripts" / "devserver_extra.py"
+    if extra.exists():
+        namespace: dict[str, object] = {}
+        exec(compile(extra.read_text(), str(extra), "exec"), namespace)  # noqa: S102 - our own file
+        procs.extend(namespace["EXTRA"])  # type: ignore[arg-type]
+    return procs
+
+
+def main() -> int:
+    os.chdir(ROOT)
+    children: list[tuple[str, subprocess.Popen[bytes]]] = []
+    for name, argv in commands():
+        print(f"[devserver] starting {name}: {' '.join(argv[1:])}", flush=True)
+        children.append((name, subprocess.Popen(argv, start_new_session=True)))
+
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    exit_code = 0
+    while not stopping:
+        for name, proc in children:
+            if proc.poll() is not None:
+                print(f"[devserver] {name} exited with {proc.returncode}; stopping the rest", flush=True)
+                exit_code = proc.returncode or 1
+                stopping = True
+                break
+        time.sleep(0.3)
+    for _, proc in children:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for _, proc in children:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    print("[devserver] stopped", flush=True)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
