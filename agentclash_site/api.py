@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentclash_site.workspaces.access import get_workspace_for_user, membership_for, visible_workspaces
+from agentclash_site.workspaces.services import workspace_create_or_update
 
 
 class WorkspaceOutput(serializers.Serializer):
@@ -34,19 +35,33 @@ class WorkspaceListApi(APIView):
         return Response({"results": data})
 
 
+class WorkspaceUpdateInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+
+
 class WorkspaceDetailApi(APIView):
     @extend_schema(responses=WorkspaceOutput)
     def get(self, request: Request, ws: str) -> Response:
         workspace = get_workspace_for_user(request, ws)
-        membership = membership_for(request, workspace)
-        return Response(
-            {
-                "slug": workspace.slug,
-                "name": workspace.name,
-                "allow_private_endpoints": workspace.allow_private_endpoints,
-                "role": membership.role if membership else None,
-            }
-        )
+        return Response(_workspace_out(request, workspace))
+
+    @extend_schema(request=WorkspaceUpdateInput, responses=WorkspaceOutput)
+    def patch(self, request: Request, ws: str) -> Response:
+        workspace = get_workspace_for_user(request, ws, write=True)
+        data = WorkspaceUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = workspace_create_or_update(slug=workspace.slug, name=data.validated_data["name"])
+        return Response(_workspace_out(request, result.workspace))
+
+
+def _workspace_out(request: Request, workspace) -> dict:  # type: ignore[no-untyped-def]
+    membership = membership_for(request, workspace)
+    return {
+        "slug": workspace.slug,
+        "name": workspace.name,
+        "allow_private_endpoints": workspace.allow_private_endpoints,
+        "role": membership.role if membership else None,
+    }
 
 
 class HealthApi(APIView):

@@ -15,6 +15,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
 app = Celery("agentclash_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Site-level tasks live outside any app's package (agentclash_site/tasks.py).
+app.conf.imports = ("agentclash_site.tasks",)
 
 
 def _ensure_filesystem_broker_dirs() -> None:

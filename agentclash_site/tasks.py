@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.core.cache import cache  # noqa: F401  (keeps Django configured in the worker)
 
 
 @shared_task(name="agentclash_site.health_ping")

@@ -1,0 +1,137 @@
+"""Workspace scoping, roles, API tokens and CSRF."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from agentclash_site.workspaces.models import ApiToken
+from agentclash_site.workspaces.services import token_create, token_revoke
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_outsider_gets_404_for_another_workspace_over_the_api(personas):
+    response = personas.api(personas.outsider).get("/api/v1/workspaces/acme")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_a_member_sees_their_workspace_and_role(personas):
+    response = personas.api(personas.viewer).get("/api/v1/workspaces/acme")
+    assert response.status_code == 200
+    assert response.json()["role"] == "viewer"
+
+
+def test_the_workspace_list_only_shows_memberships(personas):
+    response = personas.api(personas.owner).get("/api/v1/workspaces")
+    assert [w["slug"] for w in response.json()["results"]] == ["acme"]
+
+
+def test_a_viewer_gets_403_on_writes(personas):
+    response = personas.api(personas.viewer).patch(
+        "/api/v1/workspaces/acme", {"name": "Hacked"}, format="json"
+    )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+    personas.workspace.refresh_from_db()
+    assert personas.workspace.name == "Acme"
+
+
+def test_an_editor_can_write(personas):
+    response = personas.api(personas.editor).patch(
+        "/api/v1/workspaces/acme", {"name": "Acme Labs"}, format="json"
+    )
+    assert response.status_code == 200
+    assert response.json()["name"] == "Acme Labs"
+
+
+def test_an_outsider_gets_404_on_writes_too(personas):
+    response = personas.api(personas.outsider).patch("/api/v1/workspaces/acme", {"name": "x"}, format="json")
+    assert response.status_code == 404
+
+
+def test_the_api_requires_authentication(personas):
+    response = personas.api(None).get("/api/v1/workspaces")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "not_authenticated"
+
+
+def test_a_revoked_token_no_longer_authenticates(personas):
+    from rest_framework.test import APIClient
+
+    issued = token_create(user=personas.owner)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
+    assert client.get("/api/v1/workspaces").status_code == 200
+    token_revoke(token=issued.token)
+    assert client.get("/api/v1/workspaces").status_code == 401
+
+
+def test_tokens_are_stored_hashed(personas):
+    issued = token_create(user=personas.owner)
+    stored = ApiToken.objects.get(pk=issued.token.pk)
+    assert issued.secret not in (stored.digest, stored.hint)
+    assert len(stored.digest) == 64
+
+
+def test_a_token_limited_to_one_workspace_sees_only_it(personas):
+    from agentclash_site.workspaces.models import Role
+    from agentclash_site.workspaces.services import membership_set_role
+
+    membership_set_role(workspace=personas.other_workspace, user=personas.owner, role=Role.OWNER)
+    client = personas.api(personas.owner, workspace=personas.other_workspace)
+    assert client.get("/api/v1/workspaces/acme").status_code == 404
+    assert client.get("/api/v1/workspaces/globex").status_code == 200
+    assert [w["slug"] for w in client.get("/api/v1/workspaces").json()["results"]] == ["globex"]
+
+
+def test_html_posts_enforce_csrf(personas):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(personas.owner)
+    response = client.post(reverse("workspace-switch"), {"workspace": "acme"})
+    assert response.status_code == 403
+
+
+def test_switching_to_a_foreign_workspace_is_404(personas):
+    client = Client()
+    client.force_login(personas.owner)
+    assert client.post(reverse("workspace-switch"), {"workspace": "globex"}).status_code == 404
+
+
+def test_the_login_page_logs_a_user_in(personas):
+    client = Client()
+    page = client.get(reverse("login"))
+    assert page.status_code == 200
+    assert b'name="username"' in page.content
+    response = client.post(reverse("login"), {"username": "olive", "password": "pw-olive-123"})
+    assert response.status_code == 302
+    home = client.get(reverse("home"))
+    assert home.status_code == 200
+    assert b"Acme" in home.content
+
+
+def test_pages_require_login(db):
+    response = Client().get(reverse("home"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_the_token_page_shows_a_new_secret_once(personas):
+    client = Client()
+    client.force_login(personas.owner)
+    response = client.post(reverse("token-new"), {"name": "ci", "workspace": "acme"})
+    token = ApiToken.objects.get(user=personas.owner, name="ci")
+    assert token.workspace == personas.workspace
+    assert b"acl_" in response.content
+    again = client.get(reverse("token-list"))
+    assert token.hint.encode() in again.content
+    assert again.content.count(b"acl_") == response.content.count(b"acl_") - 1
+
+
+def test_the_schema_and_docs_are_served(personas):
+    client = Client()
+    client.force_login(personas.owner)
+    assert client.get("/api/v1/schema/").status_code == 200
+    assert client.get("/api/v1/docs/").status_code == 200

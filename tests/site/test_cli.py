@@ -1,0 +1,87 @@
+"""`workspace create` and `token create`, as spec/interfaces.md §6 pins them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from agentclash_site.workspaces.models import ApiToken, Membership, Workspace, hash_token
+
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> tuple[int, dict]:
+    out = StringIO()
+    try:
+        call_command(*args, stdout=out, stderr=StringIO())
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    return code, json.loads(out.getvalue())
+
+
+def test_workspace_create_prints_the_document_and_reruns_update_only_given_flags(personas):
+    code, doc = run("workspace", "create", "evals", "--name", "Evals", "--owner", "olive", "--json")
+    assert code == 0
+    assert doc == {
+        "workspace": {"slug": "evals", "name": "Evals", "allow_private_endpoints": False},
+        "created": True,
+    }
+    assert Membership.objects.get(workspace__slug="evals", user=personas.owner).role == "owner"
+
+    code, doc = run("workspace", "create", "evals", "--allow-private-endpoints", "--json")
+    assert code == 0
+    assert doc == {
+        "workspace": {"slug": "evals", "name": "Evals", "allow_private_endpoints": True},
+        "created": False,
+    }
+
+
+@pytest.mark.parametrize("slug", ["Bad", "a_b", "x" * 64, "", "é"])
+def test_workspace_create_refuses_a_bad_slug_with_exit_2(slug):
+    code, doc = run("workspace", "create", slug, "--json")
+    assert code == 2
+    assert doc["error"]["code"] == "invalid_slug"
+    assert not Workspace.objects.filter(slug=slug).exists()
+
+
+def test_workspace_create_refuses_an_unknown_owner():
+    code, doc = run("workspace", "create", "evals", "--owner", "nobody", "--json")
+    assert code == 2
+    assert doc["error"]["code"] == "unknown_user"
+    assert not Workspace.objects.filter(slug="evals").exists()
+
+
+def test_token_create_prints_the_secret_once_and_stores_only_its_hash(personas):
+    code, doc = run("token", "create", "olive", "--workspace", "acme", "--name", "ci", "--json")
+    assert code == 0
+    assert set(doc) == {"token", "user", "workspace", "name"}
+    assert (doc["user"], doc["workspace"], doc["name"]) == ("olive", "acme", "ci")
+    token = ApiToken.objects.get(digest=hash_token(doc["token"]))
+    assert token.workspace == personas.workspace
+
+
+def test_token_create_refuses_unknown_users_and_workspaces(personas):
+    assert run("token", "create", "nobody", "--json")[0] == 2
+    code, doc = run("token", "create", "olive", "--workspace", "nope", "--json")
+    assert code == 2
+    assert doc["error"]["code"] == "unknown_workspace"
+
+
+def test_usage_errors_exit_2_with_a_json_error_on_stdout():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "token", "create", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["error"]["code"] == "usage"

@@ -1,0 +1,101 @@
+"""Settings are parsed strictly: a bad value stops start-up with a message naming it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+
+from agentclash_site.lib.env import ConfigError, parse_bool, parse_database_url
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "raw,expected", [("true", True), ("TRUE", True), ("1", True), ("False", False), ("0", False)]
+)
+def test_it_parses_strict_booleans(raw, expected):
+    assert parse_bool("DEBUG", raw) is expected
+
+
+@pytest.mark.parametrize("raw", ["yes", "ture", "", "2", "off"])
+def test_it_refuses_anything_else_as_a_boolean(raw):
+    with pytest.raises(ConfigError, match="DEBUG must be true or false"):
+        parse_bool("DEBUG", raw)
+
+
+def test_it_parses_sqlite_urls_relative_to_the_project(tmp_path):
+    config = parse_database_url("sqlite:///var/x.sqlite3", base_dir=tmp_path)
+    assert config["NAME"] == str(tmp_path / "var" / "x.sqlite3")
+    assert config["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert config["OPTIONS"]["timeout"] >= 20
+    assert "journal_mode=WAL" in config["OPTIONS"]["init_command"]
+
+
+def test_it_parses_postgres_urls(tmp_path):
+    config = parse_database_url(
+        "postgresql://bob:s%40cret@db.internal:6543/evals?sslmode=require", base_dir=tmp_path
+    )
+    assert config["ENGINE"] == "django.db.backends.postgresql"
+    assert (config["USER"], config["PASSWORD"], config["HOST"], config["PORT"], config["NAME"]) == (
+        "bob",
+        "s@cret",
+        "db.internal",
+        "6543",
+        "evals",
+    )
+    assert config["OPTIONS"] == {"sslmode": "require"}
+
+
+def test_it_names_an_unsupported_database_scheme(tmp_path):
+    with pytest.raises(ConfigError, match="unsupported scheme 'mysql'"):
+        parse_database_url("mysql://root@localhost/db", base_dir=tmp_path)
+
+
+def _manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"}}
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_it_refuses_to_start_without_a_secret_key_when_debug_is_off():
+    result = _manage(["check"], {"DEBUG": "false", "ALLOWED_HOSTS": "example.com"})
+    assert result.returncode != 0
+    assert "SECRET_KEY is required when DEBUG is false" in result.stderr
+
+
+def test_it_refuses_a_malformed_debug_flag():
+    result = _manage(["check"], {"DEBUG": "maybe"})
+    assert result.returncode != 0
+    assert "DEBUG must be true or false" in result.stderr
+
+
+def test_it_refuses_a_bad_database_url():
+    result = _manage(["check"], {"DATABASE_URL": "oracle://x/y"})
+    assert result.returncode != 0
+    assert "DATABASE_URL has unsupported scheme 'oracle'" in result.stderr
+
+
+def test_check_deploy_is_clean_with_just_the_four_production_variables():
+    env = {
+        "DEBUG": "false",
+        "SECRET_KEY": "x7!Qp" * 12,
+        "ALLOWED_HOSTS": "evals.example.com",
+        "FIELD_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+    }
+    result = _manage(["check", "--deploy", "--fail-level", "WARNING"], env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_it_refuses_a_field_encryption_key_that_is_not_a_fernet_key():
+    env = {"DEBUG": "false", "SECRET_KEY": "x7!Qp" * 12, "FIELD_ENCRYPTION_KEY": "not-a-key"}
+    result = _manage(["check"], env)
+    assert result.returncode != 0
+    assert "FIELD_ENCRYPTION_KEY must be a Fernet key" in result.stderr
