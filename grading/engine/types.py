@@ -364,6 +364,42 @@ class Suggestion:
     source: str = "deterministic"  # deterministic | llm
     assertion: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.assertion is not None:
+            out["assertion"] = self.assertion
+        out["reason"] = self.reason
+        out["finding"] = self.finding
+        out["source"] = self.source
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Suggestion:
+        return cls(
+            reason=str(data.get("reason", "")),
+            finding=str(data.get("finding", "llm")),
+            source=str(data.get("source", "deterministic")),
+            assertion=data.get("assertion"),
+        )
+
+
+@dataclass(slots=True)
+class EvalFeedback:
+    """The ``eval_feedback`` object (grading.md §7, §9): suggestions plus a one-line overall."""
+
+    suggestions: list[Suggestion] = field(default_factory=list)
+    overall: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"suggestions": [s.to_dict() for s in self.suggestions], "overall": self.overall}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalFeedback:
+        return cls(
+            suggestions=[Suggestion.from_dict(s) for s in data.get("suggestions") or []],
+            overall=str(data.get("overall", "")),
+        )
+
 
 @dataclass(slots=True)
 class JudgeUsage:
