@@ -299,6 +299,9 @@ class GradeContext:
     seed: int = 0
     # Run-level eval feedback id/link, filled by the runs app.
     eval_feedback_ref: str | None = None
+    # Precomputed baseline-probe findings (grading.md §9a) for this case; None: grade_case
+    # computes them with critique.probe_case. Probes pass [] so grading does not recurse.
+    case_findings: list[Suggestion] | None = None
 
 
 # ---------------------------------------------------------------------------
