@@ -1,0 +1,209 @@
+"""The results reader of the offline ``grade`` command and trace imports (interfaces.md §5).
+
+Input: JSONL bytes, one line per case execution in the agent-protocol response shape plus
+``case_key`` (required), ``challenge_key`` (optional; must match when given), ``deployment``
+(default ``"default"``) and ``repetition`` (default 1). Keys match exactly after trimming.
+
+Every bad line is collected, and one :class:`InvalidResults` lists them all
+(``invalid_results``, "N bad result lines"). Good input gives the executions grouped by
+deployment in order of first appearance, each with its ``Evidence``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .types import CaseDef, Evidence, GradeContext
+
+DEFAULT_DEPLOYMENT = "default"
+
+EvidenceBuilder = Callable[..., Evidence]
+
+
+class InvalidResults(ValueError):
+    """Bad result lines; ``lines`` is ``[{"line": n, "message": "..."}]`` (1-based)."""
+
+    code = "invalid_results"
+
+    def __init__(self, lines: list[dict[str, Any]]) -> None:
+        self.lines = lines
+        self.message = f"{len(lines)} bad result lines"
+        super().__init__(self.message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "lines": list(self.lines)}}
+
+
+@dataclass(slots=True)
+class Execution:
+    deployment: str
+    case: CaseDef
+    repetition: int
+    line: int
+    evidence: Evidence
+    response: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def challenge_key(self) -> str:
+        return self.case.challenge_key
+
+    @property
+    def case_key(self) -> str:
+        return self.case.case_key
+
+
+@dataclass(slots=True)
+class ResultSet:
+    deployments: list[str]  # in order of first appearance
+    executions: list[Execution]  # grouped by deployment, then input-set order, then repetition
+
+    def for_deployment(self, deployment: str) -> list[Execution]:
+        return [e for e in self.executions if e.deployment == deployment]
+
+
+def _default_builder() -> EvidenceBuilder:
+    from .evidence import evidence_from_response
+
+    return evidence_from_response
+
+
+def _protocol_errors() -> tuple[type[Exception], ...]:
+    try:
+        from .evidence import ProtocolError
+    except ImportError:  # pragma: no cover - evidence.py always ships with the engine
+        return (ValueError,)
+    return (ProtocolError,)
+
+
+def _key(value: Any, name: str, problems: list[str], *, required: bool) -> str | None:
+    if value is None:
+        if required:
+            problems.append(f"{name} is required")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        problems.append(f"{name} must be a non-empty string")
+        return None
+    return value.strip()
+
+
+def read_results(
+    data: bytes | str,
+    cases: Sequence[CaseDef],
+    *,
+    contexts: Mapping[tuple[str, str], GradeContext] | None = None,
+    build_evidence: EvidenceBuilder | None = None,
+) -> ResultSet:
+    """Parse and check every line; raise :class:`InvalidResults` listing all bad lines.
+
+    ``contexts`` (by ``(challenge_key, case_key)``) supply the rendered instructions, tool
+    policy, working directory and evidence level each case's evidence is built with.
+    """
+    build = build_evidence or _default_builder()
+    protocol_errors = _protocol_errors()
+    by_key: dict[str, list[CaseDef]] = {}
+    order: dict[tuple[str, str], int] = {}
+    for i, case in enumerate(cases):
+        by_key.setdefault(case.case_key.strip(), []).append(case)
+        order.setdefault((case.challenge_key, case.case_key), i)
+    if isinstance(data, str):
+        data = data.encode()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+
+    bad: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str, int], int] = {}
+    deployments: list[str] = []
+    executions: list[Execution] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
+            continue
+        problems: list[str] = []
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            bad.append({"line": number, "message": "not UTF-8 text"})
+            continue
+        except ValueError as exc:
+            bad.append({"line": number, "message": f"not JSON: {exc}"})
+            continue
+        if not isinstance(obj, dict):
+            bad.append({"line": number, "message": "not a JSON object"})
+            continue
+        case_key = _key(obj.get("case_key"), "case_key", problems, required=True)
+        challenge_key = _key(obj.get("challenge_key"), "challenge_key", problems, required=False)
+        deployment = _key(obj.get("deployment", DEFAULT_DEPLOYMENT), "deployment", problems, required=True)
+        repetition = obj.get("repetition", 1)
+        if isinstance(repetition, bool) or not isinstance(repetition, int) or repetition < 1:
+            problems.append(f"repetition must be a positive integer, got {json.dumps(repetition)}")
+        if "final_output" not in obj:
+            problems.append("final_output is required")
+        if "invocations" in obj and obj.get("tool_calls"):
+            problems.append(
+                "both invocations and a non-empty tool_calls: group the calls in invocations only"
+            )
+        case = None
+        if case_key is not None:
+            candidates: list[CaseDef] | None = by_key.get(case_key, [])
+            if challenge_key is not None and candidates:
+                matching = [c for c in candidates if c.challenge_key.strip() == challenge_key]
+                if not matching:
+                    problems.append(
+                        f"challenge_key {challenge_key!r} does not match case {case_key!r} "
+                        f"(challenge {candidates[0].challenge_key!r})"
+                    )
+                candidates = matching or None
+            if candidates is None:
+                pass
+            elif not candidates:
+                problems.append(f"case {case_key!r} is not in the input set")
+            elif len(candidates) > 1:
+                names = ", ".join(sorted(c.challenge_key for c in candidates))
+                problems.append(f"case {case_key!r} is ambiguous: give challenge_key (one of {names})")
+            else:
+                case = candidates[0]
+        if case is not None and deployment is not None and isinstance(repetition, int):
+            ident = (deployment, case.challenge_key, case.case_key, repetition)
+            if ident in seen:
+                problems.append(
+                    f"duplicate result for deployment {deployment!r}, case {case.case_key!r}, "
+                    f"repetition {repetition} (first on line {seen[ident]})"
+                )
+            else:
+                seen[ident] = number
+        evidence = None
+        if not problems and case is not None and deployment is not None:
+            ctx = (contexts or {}).get((case.challenge_key, case.case_key))
+            try:
+                evidence = build(obj, **_evidence_options(ctx))
+            except protocol_errors as exc:
+                problems.append(str(exc))
+        if problems:
+            bad.append({"line": number, "message": "; ".join(problems)})
+            continue
+        assert case is not None and deployment is not None and evidence is not None
+        if deployment not in deployments:
+            deployments.append(deployment)
+        executions.append(Execution(deployment, case, int(repetition), number, evidence, obj))
+    if bad:
+        raise InvalidResults(bad)
+    rank = {d: i for i, d in enumerate(deployments)}
+    executions.sort(
+        key=lambda e: (rank[e.deployment], order[(e.case.challenge_key, e.case.case_key)], e.repetition)
+    )
+    return ResultSet(deployments=deployments, executions=executions)
+
+
+def _evidence_options(ctx: GradeContext | None) -> dict[str, Any]:
+    options: dict[str, Any] = {"deployment_kind": "trace_import"}
+    if ctx is not None:
+        options.update(
+            evidence_level=ctx.evidence_level or "structured",
+            rendered_instructions=ctx.rendered_instructions,
+            tool_policy=dict(ctx.tool_policy),
+            working_directory=ctx.working_directory,
+        )
+    return options
