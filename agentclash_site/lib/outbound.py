@@ -1,0 +1,602 @@
+"""Safe outbound HTTP: the one async client for calls to agents and judges.
+
+Why it exists (ARCHITECTURE.md "Safe by default", "Measured facts"):
+
+- **Address guard.** The client resolves every host itself and refuses private (RFC 1918,
+  fc00::/7), loopback, link-local, CGNAT (100.64/10) and other non-global addresses unless
+  the caller passes ``allow_private=True`` (the workspace's ``allow_private_endpoints``).
+  Cloud metadata addresses and names, unspecified, multicast and reserved addresses are
+  refused *always*: no local agent lives there. IPv4 embedded in IPv6 (mapped, 6to4,
+  NAT64) is checked as the IPv4 address it carries.
+- **No DNS rebinding.** The check happens inside a custom aiohttp resolver, so the
+  connector connects to exactly the addresses that were checked; a second lookup that
+  could answer differently never happens. The DNS cache is off, and requests with and
+  without ``allow_private`` use separate connection pools, so a pooled connection opened
+  under one policy is never reused under the other.
+- **Redirects** are followed here (at most ``max_redirects``, default 5), and every hop
+  goes through the same checks. Credentials are dropped when a redirect changes origin.
+- **Bounded bodies.** A response bigger than ``max_body_bytes`` (default 10 MiB) raises
+  :class:`ResponseTooLarge` as soon as the declared length or the bytes read so far pass
+  the cap; the rest is never read. Compression is not negotiated, so a small compressed
+  body cannot inflate past the cap.
+- **Typed errors** (:class:`BlockedAddress`, :class:`ResponseTooLarge`, :class:`Timeout`,
+  :class:`ConnectionFailed`, ...) so executors map them to attempt categories.
+
+aiohttp was chosen by measurement (bench/http_clients.py and bench/README.md): on a
+loopback stub with 16 requests in flight it moved several times more requests per second
+than httpx. One :class:`OutboundClient` serves many concurrent requests; use
+:func:`client_for_loop` to share one per event loop, and :func:`close_loop_client` (or
+``async with OutboundClient()``) before the loop ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import socket
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_MAX_REDIRECTS = 5
+USER_AGENT = "AgentClash/1 (outbound)"
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# Dropped when a redirect leaves the origin, as browsers and requests do.
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Refused even with allow_private: nothing a workspace runs lives here.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean instance metadata
+        "169.254.170.2",  # AWS ECS task metadata
+        "fd00:ec2::254",  # AWS IMDS over IPv6
+        "100.100.100.200",  # Alibaba Cloud metadata
+        "168.63.129.16",  # Azure wire server
+    )
+)
+METADATA_HOSTNAMES = frozenset(
+    {"metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal"}
+)
+_ALWAYS_BLOCKED = tuple(
+    (ipaddress.ip_network(net), reason)
+    for net, reason in (
+        ("0.0.0.0/8", "an unspecified address"),
+        ("::/128", "an unspecified address"),
+        ("224.0.0.0/4", "a multicast address"),
+        ("ff00::/8", "a multicast address"),
+        ("240.0.0.0/4", "a reserved address"),
+    )
+)
+# Refused unless allow_private; everything else that is not globally routable joins them.
+_PRIVATE = tuple(
+    (ipaddress.ip_network(net), reason)
+    for net, reason in (
+        ("127.0.0.0/8", "a loopback address"),
+        ("::1/128", "a loopback address"),
+        ("10.0.0.0/8", "a private address"),
+        ("172.16.0.0/12", "a private address"),
+        ("192.168.0.0/16", "a private address"),
+        ("fc00::/7", "a private address"),
+        ("169.254.0.0/16", "a link-local address"),
+        ("fe80::/10", "a link-local address"),
+        ("100.64.0.0/10", "a shared (CGNAT) address"),
+    )
+)
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+class OutboundError(Exception):
+    """Base of every failure of an outbound request; ``code`` is stable snake_case."""
+
+    code = "outbound_error"
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.url = url
+
+
+class InvalidURL(OutboundError):
+    """Not an absolute http(s) URL with a host."""
+
+    code = "invalid_url"
+
+
+class BlockedAddress(OutboundError):
+    """The host is, or resolves to, an address the guard refuses."""
+
+    code = "blocked_address"
+
+
+class TooManyRedirects(OutboundError):
+    code = "too_many_redirects"
+
+
+class ResponseTooLarge(OutboundError):
+    code = "response_too_large"
+
+
+class Timeout(OutboundError):
+    code = "timeout"
+
+
+class ConnectionFailed(OutboundError):
+    """DNS failure, refused or reset connection, TLS failure, malformed HTTP."""
+
+    code = "connection_failed"
+
+
+# --- the address guard -------------------------------------------------------------------
+
+
+def _embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return None
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def address_refusal(ip: IPAddress | str, *, allow_private: bool) -> str | None:
+    """Why the guard refuses to connect to ``ip``, or None when it may.
+
+    The single decision used for IP literals in URLs and for every resolved address.
+    """
+    if isinstance(ip, str):
+        ip = ipaddress.ip_address(ip.split("%", 1)[0])
+    embedded = _embedded_ipv4(ip)
+    if embedded is not None:
+        reason = address_refusal(embedded, allow_private=allow_private)
+        return f"{reason} (embedded in {ip})" if reason else None
+    if ip in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    for net, reason in _ALWAYS_BLOCKED:
+        if ip in net:
+            return reason
+    if allow_private:
+        return None
+    for net, reason in _PRIVATE:
+        if ip in net:
+            return reason
+    if not ip.is_global:
+        return "not a globally routable address"
+    return None
+
+
+def hostname_refusal(host: str) -> str | None:
+    """Names refused before any lookup (cloud metadata services)."""
+    if host.lower().rstrip(".") in METADATA_HOSTNAMES:
+        return "a cloud metadata host name"
+    return None
+
+
+def _parse_ip(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def check_url(url: str | URL, *, allow_private: bool) -> URL:
+    """Validate scheme and host, and check a literal IP or a refused name, before any I/O.
+
+    Host names that need DNS are checked by the resolver at connect time.
+    """
+    try:
+        parsed = url if isinstance(url, URL) else URL(url)
+    except (ValueError, TypeError) as exc:
+        raise InvalidURL(f"not a valid URL: {exc}", url=str(url)) from None
+    if parsed.scheme not in ("http", "https"):
+        raise InvalidURL(f"only http and https URLs are allowed, not {parsed.scheme or 'no scheme'!r}")
+    host = parsed.raw_host
+    if not host:
+        raise InvalidURL("the URL has no host", url=str(parsed))
+    reason = hostname_refusal(host)
+    if reason is None:
+        ip = _parse_ip(host)
+        if ip is not None:
+            reason = address_refusal(ip, allow_private=allow_private)
+    if reason is not None:
+        raise BlockedAddress(_blocked_message(host, reason, allow_private), url=_safe_url(parsed))
+    return parsed
+
+
+def _blocked_message(host: str, reason: str, allow_private: bool) -> str:
+    hint = "" if allow_private else " (the workspace does not allow private endpoints)"
+    return f"refused to connect to {host}: {reason}{hint}"
+
+
+def _safe_url(url: URL) -> str:
+    """The URL without query, fragment or credentials: safe for logs and messages."""
+    return str(url.with_query(None).with_fragment(None).with_user(None))
+
+
+GetAddrInfo = Callable[[str, int], Awaitable[list[tuple[Any, ...]]]]
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves with getaddrinfo and refuses the host if any address is refused.
+
+    aiohttp connects to exactly the addresses returned here, which is what defeats DNS
+    rebinding: the checked answer is the one used. ``getaddrinfo`` can be injected by tests.
+    """
+
+    def __init__(self, *, allow_private: bool, getaddrinfo: GetAddrInfo | None = None) -> None:
+        self.allow_private = allow_private
+        self._getaddrinfo = getaddrinfo
+
+    async def _lookup(self, host: str, port: int, family: socket.AddressFamily) -> list[tuple[Any, ...]]:
+        if self._getaddrinfo is not None:
+            return list(await self._getaddrinfo(host, port))
+        loop = asyncio.get_running_loop()
+        return await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, family=family)
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        reason = hostname_refusal(host)
+        if reason is not None:
+            raise BlockedAddress(_blocked_message(host, reason, self.allow_private))
+        infos = await self._lookup(host, port, family)
+        results: list[ResolveResult] = []
+        for fam, _, proto, _, address in infos:
+            if fam == socket.AF_INET6 and len(address) > 3 and address[3]:
+                # A scoped (link-local) IPv6 address: only reachable with allow_private.
+                ip_text = f"{address[0].split('%', 1)[0]}%{address[3]}"
+            else:
+                ip_text = address[0]
+            reason = address_refusal(ip_text, allow_private=self.allow_private)
+            if reason is not None:
+                # Refuse the whole name, not just this address: a name that mixes public
+                # and private answers is exactly what a rebinding attack looks like.
+                raise BlockedAddress(
+                    _blocked_message(host, f"resolves to {ip_text}, {reason}", self.allow_private)
+                )
+            results.append(
+                {
+                    "hostname": host,
+                    "host": ip_text,
+                    "port": address[1] if len(address) > 1 else port,
+                    "family": fam,
+                    "proto": proto,
+                    "flags": socket.AI_NUMERICHOST | socket.AI_NUMERICSERV,
+                }
+            )
+        if not results:
+            raise ConnectionFailed(f"could not resolve {host}")
+        return results
+
+    async def close(self) -> None:
+        return None
+
+
+# --- responses -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class OutboundResponse:
+    status: int
+    headers: CIMultiDictProxy[str]
+    body: bytes
+    url: str  # the final URL, without query or credentials
+    history: list[str] = field(default_factory=list)  # redirect hops before it, same form
+    elapsed_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+    def text(self, errors: str = "replace") -> str:
+        return self.body.decode("utf-8", errors=errors)
+
+    def json(self) -> Any:
+        """The body as JSON; raises ``ValueError`` when it is not."""
+        return json.loads(self.body)
+
+
+# --- the client ---------------------------------------------------------------------------
+
+
+class OutboundClient:
+    """An aiohttp-based client with the guard, the redirect loop and the body cap.
+
+    Safe to share between any number of concurrent requests on one event loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_redirects: int = DEFAULT_MAX_REDIRECTS,
+        pool_limit: int = 256,
+        user_agent: str = USER_AGENT,
+        getaddrinfo: GetAddrInfo | None = None,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.max_body_bytes = max_body_bytes
+        self.max_redirects = max_redirects
+        self.pool_limit = pool_limit
+        self.user_agent = user_agent
+        self._getaddrinfo = getaddrinfo
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> OutboundClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        self._closed = True
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
+
+    def _session(self, allow_private: bool) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError("this OutboundClient is closed")
+        session = self._sessions.get(allow_private)
+        if session is None:
+            connector = aiohttp.TCPConnector(
+                resolver=GuardedResolver(allow_private=allow_private, getaddrinfo=self._getaddrinfo),
+                use_dns_cache=False,
+                limit=self.pool_limit,
+                limit_per_host=0,
+            )
+            session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,
+                trust_env=False,  # never route through an environment proxy: it would bypass the guard
+                cookie_jar=aiohttp.DummyCookieJar(),
+                headers={"User-Agent": self.user_agent, "Accept-Encoding": "identity"},
+            )
+            self._sessions[allow_private] = session
+        return session
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: bytes | None = None,
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        allow_private: bool = False,
+        max_body_bytes: int | None = None,
+        sensitive_headers: Iterable[str] = (),
+    ) -> OutboundResponse:
+        """Send one request, following redirects; returns the final response.
+
+        ``timeout`` bounds the whole exchange (every hop and the body); ``connect_timeout``
+        each TCP/TLS connect; ``read_timeout`` (default: none beyond ``timeout``) the gap
+        between two reads. ``sensitive_headers`` are dropped, like ``Authorization``, when
+        a redirect leaves the origin. Raises an :class:`OutboundError` subclass.
+        """
+        if json_body is not None:
+            if body is not None:
+                raise ValueError("pass body or json_body, not both")
+            body = json.dumps(json_body).encode()
+        send_headers = CIMultiDict(headers or {})
+        if json_body is not None:
+            send_headers.setdefault("Content-Type", "application/json")
+        cap = self.max_body_bytes if max_body_bytes is None else max_body_bytes
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self._follow(
+                    method.upper(),
+                    url,
+                    body=body,
+                    headers=send_headers,
+                    allow_private=allow_private,
+                    cap=cap,
+                    connect_timeout=connect_timeout or self.connect_timeout,
+                    read_timeout=read_timeout,
+                    sensitive={h.lower() for h in sensitive_headers} | set(CREDENTIAL_HEADERS),
+                )
+        except TimeoutError:
+            raise Timeout(f"no complete response within {timeout:g}s", url=_loggable(url)) from None
+        response.elapsed_ms = (time.perf_counter() - started) * 1000.0
+        return response
+
+    async def post_json(self, url: str, payload: Any, **kwargs: Any) -> OutboundResponse:
+        return await self.request("POST", url, json_body=payload, **kwargs)
+
+    async def _follow(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: bytes | None,
+        headers: CIMultiDict[str],
+        allow_private: bool,
+        cap: int,
+        connect_timeout: float,
+        read_timeout: float | None,
+        sensitive: set[str],
+    ) -> OutboundResponse:
+        session = self._session(allow_private)
+        client_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout, sock_read=read_timeout
+        )
+        history: list[str] = []
+        current = check_url(url, allow_private=allow_private)
+        for _hop in range(self.max_redirects + 1):
+            log.debug("outbound %s %s", method, _safe_url(current))
+            try:
+                async with session.request(
+                    method,
+                    current,
+                    data=body,
+                    headers=headers,
+                    allow_redirects=False,
+                    timeout=client_timeout,
+                ) as resp:
+                    location = resp.headers.get("Location")
+                    if resp.status in REDIRECT_STATUSES and location:
+                        resp.close()  # do not read (or drain) a redirect's body
+                    else:
+                        payload = await _read_capped(resp, cap, current)
+                        return OutboundResponse(
+                            status=resp.status,
+                            headers=CIMultiDictProxy(CIMultiDict(resp.headers)),
+                            body=payload,
+                            url=_safe_url(current),
+                            history=history,
+                        )
+            except OutboundError:
+                raise
+            except aiohttp.ConnectionTimeoutError:
+                raise Timeout(
+                    f"could not connect to {current.raw_host} within {connect_timeout:g}s",
+                    url=_safe_url(current),
+                ) from None
+            except aiohttp.SocketTimeoutError:
+                raise Timeout(
+                    f"{current.raw_host} sent nothing for {read_timeout:g}s", url=_safe_url(current)
+                ) from None
+            except TimeoutError:
+                raise
+            except aiohttp.InvalidURL as exc:
+                raise InvalidURL(f"invalid URL: {exc}", url=_safe_url(current)) from None
+            except aiohttp.ClientConnectorDNSError:
+                raise ConnectionFailed(
+                    f"could not resolve {current.raw_host}", url=_safe_url(current)
+                ) from None
+            except aiohttp.ClientError as exc:
+                raise ConnectionFailed(_describe(exc, current), url=_safe_url(current)) from None
+            except OSError as exc:
+                raise ConnectionFailed(f"{current.raw_host}: {exc}", url=_safe_url(current)) from None
+
+            history.append(_safe_url(current))
+            try:
+                target = current.join(URL(location))
+            except ValueError:
+                raise InvalidURL(f"redirect to an invalid URL {location!r}", url=_safe_url(current)) from None
+            target = check_url(target, allow_private=allow_private)
+            if resp.status == 303 or (resp.status in (301, 302) and method == "POST"):
+                method, body = "GET", None
+                for name in ("Content-Type", "Content-Length", "X-AgentClash-Signature"):
+                    headers.popall(name, None)
+            if target.origin() != current.origin():
+                for name in list(headers.keys()):
+                    if name.lower() in sensitive:
+                        headers.popall(name, None)
+            current = target
+        raise TooManyRedirects(
+            f"more than {self.max_redirects} redirects (last to {_safe_url(current)})", url=history[0]
+        )
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL) -> bytes:
+    declared = resp.content_length
+    if declared is not None and declared > cap:
+        resp.close()
+        raise ResponseTooLarge(
+            f"the response declares {declared} bytes, over the {cap}-byte limit", url=_safe_url(url)
+        )
+    buf = bytearray()
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        buf += chunk
+        if len(buf) > cap:
+            # Closing drops the connection: the rest of the body is never read.
+            resp.close()
+            raise ResponseTooLarge(f"the response is over the {cap}-byte limit", url=_safe_url(url))
+    return bytes(buf)
+
+
+def _describe(exc: aiohttp.ClientError, url: URL) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {url.raw_host}:{url.port}: {exc.os_error.strerror or exc.os_error}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return f"{url.raw_host} closed the connection without a response"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _loggable(url: str) -> str:
+    try:
+        return _safe_url(URL(url))
+    except (ValueError, TypeError):
+        return "<invalid URL>"
+
+
+# --- one client per event loop -------------------------------------------------------------
+
+_loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, OutboundClient] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def client_for_loop(**options: Any) -> OutboundClient:
+    """The shared client of the running event loop (created on first use).
+
+    ``options`` apply only when the client is created. Await :func:`close_loop_client`
+    before the loop ends (``asyncio.run`` does not close it for you).
+    """
+    loop = asyncio.get_running_loop()
+    client = _loop_clients.get(loop)
+    if client is None or client.closed:
+        client = OutboundClient(**options)
+        _loop_clients[loop] = client
+    return client
+
+
+async def close_loop_client() -> None:
+    client = _loop_clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.close()
+
+
+T = TypeVar("T")
+
+
+def run_with_client(fn: Callable[[OutboundClient], Awaitable[T]], **options: Any) -> T:
+    """Run ``fn(client)`` to completion from synchronous code (a view, a command).
+
+    A dedicated client is opened and closed around the call, whatever loop runs it.
+    """
+    from asgiref.sync import async_to_sync
+
+    async def runner() -> T:
+        async with OutboundClient(**options) as client:
+            return await fn(client)
+
+    return async_to_sync(runner)()

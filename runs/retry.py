@@ -1,0 +1,75 @@
+"""When to try an attempt again (spec/agent-protocol.md "Outcomes").
+
+Only infra errors (timeout, connection error, 5xx, 429) are retried, up to the
+deployment's ``max_attempts`` (which counts every attempt: 3 = the first + 2 retries).
+The wait before attempt n+1 is full jitter over 1 s × 2^(n−1), capped at 30 s, and at
+least the agent's ``Retry-After`` when it sent one; no retry is scheduled when the next
+attempt would start at or past the item's deadline. Pure functions: the caller passes
+the clock and the random generator.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+
+BASE_DELAY_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 30.0
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+def backoff_ceiling(attempt_number: int) -> float:
+    """The jitter window after attempt ``attempt_number`` (1-based): 1, 2, 4, ... ≤ 30 s."""
+    exponent = min(attempt_number - 1, 16)  # 2^16 s is far past the cap; avoids huge floats
+    return min(MAX_BACKOFF_SECONDS, BASE_DELAY_SECONDS * 2**exponent)
+
+
+def next_delay(
+    attempt_number: int,
+    *,
+    retry_after: float | None,
+    now: datetime,
+    deadline: datetime | None,
+    rng: random.Random,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> float | None:
+    """Seconds to wait before the attempt after ``attempt_number``, or None for no retry.
+
+    ``attempt_number`` is the attempt that just failed with an infra error (1 for the
+    first). ``retry_after`` is the agent's Retry-After in seconds (see
+    :func:`parse_retry_after`), or None.
+    """
+    if attempt_number < 1:
+        raise ValueError("attempt_number starts at 1")
+    if attempt_number >= max_attempts:
+        return None
+    delay = rng.uniform(0.0, backoff_ceiling(attempt_number))
+    if retry_after is not None and retry_after > delay:
+        delay = float(retry_after)
+    if deadline is not None and now + timedelta(seconds=delay) >= deadline:
+        return None
+    return delay
+
+
+def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
+    """A Retry-After header as seconds from ``now``: delta-seconds or an HTTP-date.
+
+    Malformed values give None; a date in the past gives 0.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return float(int(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:  # RFC 7231 dates are GMT
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())

@@ -1,0 +1,1 @@
+"""Reusable test doubles: a programmable fake agent server and a loopback-only network."""
