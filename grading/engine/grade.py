@@ -1,0 +1,1048 @@
+"""``grade_case``: one case execution to one ``CaseGrade`` (grading.md §2-§7, §10.1-§10.2).
+
+Order: guards, validators (trajectory matchers and tool_call_assertion included), rules,
+judges, the claims expectation; then scorecard, gates and the verdict. No exception
+escapes: a crashing validator is ERROR / evaluator_error for that expectation.
+
+The spec is compiled once into a ``_Plan`` (parsed references, configs as plain dicts,
+expectation texts, scorecard dimensions) cached by the spec object, so the per-case path
+does no pydantic validation and no deep copies.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import guards as guards_mod
+from .evidence import tool_call_counts
+from .judging import Judge, JudgeRequest, no_judge_result
+from .notes import user_notes_summary
+from .refs import (
+    ABSENT,
+    CHANNEL_UNAVAILABLE,
+    INVALID_CHAIN,
+    NOT_APPLICABLE,
+    REFERENCE_MISSING,
+    Ref,
+    ReferenceSyntaxError,
+    Resolved,
+    parse_reference,
+    resolve_evidence_id,
+    resolve_reference,
+)
+from .rules import RuleOutcome, compliance, derive_tasks, grade_rule
+from .scorecard import (
+    DimPlan,
+    GatingInput,
+    evaluate_dimension,
+    plan_dimensions,
+    run_scorecard,
+    validity,
+    verdict,
+)
+from .types import (
+    CaseDef,
+    Claim,
+    Evidence,
+    ExpectationResult,
+    Gate,
+    GradeContext,
+    JudgeUsage,
+    OutcomeClass,
+    ResultKind,
+    Status,
+    Suggestion,
+    Timing,
+    Validity,
+    as_text,
+)
+from .validators import DEFAULTS, GRADERS, threshold_of
+from .validators.common import (
+    VALIDATOR_TIME_LIMIT,
+    Env,
+    PatternError,
+    ValidatorTimeout,
+    VResult,
+    cfg,
+    clip,
+    compile_re2,
+)
+
+SCHEMA_VERSION = 1
+_EVIDENCE_TYPES = frozenset({"tool_call_assertion", "tool_trajectory", "skills_trajectory"})
+_TRAJECTORY = frozenset({"tool_trajectory", "skills_trajectory"})
+_ABSENCE_OK = frozenset({"file_exists", "postcondition"})
+_GROUND_TRUTH = frozenset({"code_execution", "postcondition"})
+_NO_TIME_LIMIT = frozenset({"code_execution"})
+
+
+# ---------------------------------------------------------------------------
+# The compiled plan
+# ---------------------------------------------------------------------------
+
+
+def _config_dict(config: Any) -> dict[str, Any]:
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return dict(config)
+    dump = getattr(config, "model_dump", None)
+    if dump is not None:
+        return dump(exclude_unset=True)
+    return dict(vars(config))
+
+
+def _fmt_cfg(v: Any) -> str:
+    return v if isinstance(v, str) else as_text(v)
+
+
+def expectation_text(vtype: str, target: str, expected_from: str | None, config: Mapping[str, Any]) -> str:
+    text = f"{vtype} on {target}"
+    if expected_from:
+        text += f" against {expected_from}"
+    defaults = DEFAULTS.get(vtype, {})
+    extra = []
+    for k, v in config.items():
+        if k.startswith("_") or v is None or (k in defaults and defaults[k] == v):
+            continue
+        try:
+            extra.append(f"{k}={_fmt_cfg(v)}")
+        except (TypeError, ValueError):
+            extra.append(f"{k}={v!r}")
+    if extra:
+        text += " (" + ", ".join(extra) + ")"
+    return text
+
+
+@dataclass(slots=True)
+class _VPlan:
+    key: str
+    vtype: str
+    target_text: str
+    target: Ref | None
+    expected: Ref | None
+    expected_text: str | None
+    config: dict[str, Any]
+    text: str
+    threshold: float | None
+    ground_truth: bool
+    kind: ResultKind
+    problem: str | None = None
+    literal: Resolved | None = None
+
+
+@dataclass(slots=True)
+class _RulePlan:
+    key: str
+    scope: str
+    rule: Any
+    compiled: Any = None
+
+
+@dataclass(slots=True)
+class _JudgePlan:
+    key: str
+    text: str
+    mode: str
+    decl: Any
+    context_from: list[str]
+    reference_from: str | None
+
+
+@dataclass(slots=True)
+class _Plan:
+    validators: list[_VPlan]
+    rules: list[_RulePlan]
+    has_rules: bool
+    allowed_tools: list[str] | None
+    allowed_hosts: list[str] | None
+    shell_tools: list[str]
+    judges: list[_JudgePlan]
+    checks: dict[str, Any]
+    dims: list[DimPlan]
+    scorecard: Any
+    claims_gate: bool
+    metric_collectors: dict[str, str]
+
+
+def _parse_ref(text: Any) -> tuple[Ref | None, str | None]:
+    if text is None:
+        return None, None
+    try:
+        return parse_reference(str(text)), None
+    except ReferenceSyntaxError as exc:
+        return None, str(exc)
+
+
+def _compile_validator(v: Any) -> _VPlan:
+    key = str(cfg(v, "key", ""))
+    vtype = str(cfg(v, "type", ""))
+    target_text = str(cfg(v, "target", "") or "")
+    expected_text = cfg(v, "expected_from")
+    config = _config_dict(cfg(v, "config"))
+    target, t_err = _parse_ref(target_text) if vtype not in _EVIDENCE_TYPES else (None, None)
+    expected, e_err = _parse_ref(expected_text)
+    label = cfg(v, "label")
+    problem = None
+    if vtype not in GRADERS:
+        problem = f"{vtype!r} is not a supported validator type"
+    elif t_err or e_err:
+        problem = t_err or e_err
+    elif vtype not in _EVIDENCE_TYPES and target is None:
+        problem = "target is required"
+    literal = Resolved(value=expected.name) if expected is not None and expected.kind == "literal" else None
+    return _VPlan(
+        key=key,
+        vtype=vtype,
+        target_text=target_text,
+        target=target,
+        expected=expected,
+        expected_text=None if expected_text is None else str(expected_text),
+        config=config,
+        text=str(label) if label else expectation_text(vtype, target_text, expected_text, config),
+        threshold=threshold_of(vtype, config) if vtype in GRADERS else None,
+        ground_truth=bool(cfg(v, "ground_truth", False)) or vtype in _GROUND_TRUTH,
+        kind=ResultKind.TRAJECTORY if vtype in _TRAJECTORY else ResultKind.VALIDATOR,
+        problem=problem,
+        literal=literal,
+    )
+
+
+def _compile_rule(key: str, scope: str, rule: Any) -> _RulePlan:
+    compiled = None
+    validator = cfg(rule, "validator")
+    pattern = cfg(rule, "pattern")
+    if isinstance(pattern, str):
+        try:
+            if validator == "pattern_match":
+                compiled = compile_re2("(?im)" + pattern)
+            elif validator == "job_resolution_status":
+                compiled = compile_re2(f"(?i)^(?:{pattern})$")
+        except PatternError:
+            compiled = None  # grade_rule reports the pack error
+    return _RulePlan(key, scope, rule, compiled)
+
+
+def _judge_text(j: Any, key: str, mode: str, context_from: list[str]) -> str:
+    label = cfg(j, "label")
+    if label:
+        return str(label)
+    if mode == "assertion" and cfg(j, "assertion"):
+        return str(cfg(j, "assertion"))
+    return f"{mode} judge on {', '.join(context_from)}"
+
+
+def compile_plan(spec: Any) -> _Plan:
+    validators = [_compile_validator(v) for v in (cfg(spec, "validators", []) or [])]
+    rules_spec = cfg(spec, "rules")
+    rules: list[_RulePlan] = []
+    if rules_spec is not None:
+        for scope in ("job", "tasks"):
+            for i, r in enumerate(cfg(rules_spec, scope, []) or []):
+                rules.append(_compile_rule(f"rules.{scope}[{i}]", scope, r))
+    judges = []
+    for j in cfg(spec, "llm_judges", []) or []:
+        key = str(cfg(j, "key", ""))
+        mode = str(cfg(j, "mode", ""))
+        ctx = [str(c) for c in (cfg(j, "context_from") or ["final_output"])]
+        judges.append(_JudgePlan(key, _judge_text(j, key, mode, ctx), mode, j, ctx, cfg(j, "reference_from")))
+    checks = {str(cfg(c, "key")): c for c in (cfg(spec, "post_execution_checks", []) or [])}
+    scorecard = cfg(spec, "scorecard")
+    allowed_tools = cfg(rules_spec, "allowed_tools") if rules_spec is not None else None
+    allowed_hosts = cfg(rules_spec, "allowed_hosts") if rules_spec is not None else None
+    has_rules = rules_spec is not None and bool(
+        rules or allowed_tools is not None or allowed_hosts is not None
+    )
+    return _Plan(
+        validators=validators,
+        rules=rules,
+        has_rules=has_rules,
+        allowed_tools=None if allowed_tools is None else [str(x) for x in allowed_tools],
+        allowed_hosts=None if allowed_hosts is None else [str(x) for x in allowed_hosts],
+        shell_tools=list(
+            cfg(rules_spec, "shell_tool_names", None)
+            or ("Bash", "bash", "shell", "exec", "run_command", "terminal")
+        ),
+        judges=judges,
+        checks=checks,
+        dims=plan_dimensions(scorecard, cfg(spec, "runtime_limits")),
+        scorecard=scorecard,
+        claims_gate=bool(cfg(cfg(spec, "claims"), "fail_on_contradicted", False)),
+        metric_collectors={
+            str(cfg(m, "key")): str(cfg(m, "collector", "")) for m in (cfg(spec, "metrics", []) or [])
+        },
+    )
+
+
+_PLANS: OrderedDict[int, tuple[Any, _Plan]] = OrderedDict()
+_PLAN_CACHE_SIZE = 64
+
+
+def plan_for(spec: Any) -> _Plan:
+    """The compiled plan of a spec object (cached by identity; the entry keeps the spec alive,
+    so an id is never reused while cached)."""
+    hit = _PLANS.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    plan = compile_plan(spec)
+    _PLANS[id(spec)] = (spec, plan)
+    if len(_PLANS) > _PLAN_CACHE_SIZE:
+        _PLANS.popitem(last=False)
+    return plan
+
+
+# ---------------------------------------------------------------------------
+# The result document
+# ---------------------------------------------------------------------------
+
+
+def expectation_to_dict(r: ExpectationResult) -> dict[str, Any]:
+    return {
+        "text": r.text,
+        "passed": True if r.status is Status.PASSED else (False if r.status is Status.FAILED else None),
+        "evidence": r.evidence,
+        "key": r.key,
+        "kind": r.kind.value,
+        "status": r.status.value,
+        "outcome_class": r.outcome_class.value,
+        "reason_code": r.reason_code,
+        "score": r.score,
+        "threshold": r.threshold,
+        "per_invocation_scores": r.per_invocation_scores,
+        "gating": r.gating,
+        "evidence_refs": list(r.evidence_refs),
+        "details": r.details,
+    }
+
+
+def expectation_from_dict(d: Mapping[str, Any]) -> ExpectationResult:
+    return ExpectationResult(
+        key=str(d.get("key", "")),
+        kind=ResultKind(d.get("kind", "validator")),
+        text=str(d.get("text", "")),
+        status=Status(d.get("status", "NOT_EVALUATED")),
+        outcome_class=OutcomeClass(d.get("outcome_class", "unavailable")),
+        evidence=str(d.get("evidence", "")) or "(no evidence)",
+        score=d.get("score"),
+        threshold=d.get("threshold"),
+        reason_code=d.get("reason_code"),
+        gating=bool(d.get("gating", False)),
+        evidence_refs=list(d.get("evidence_refs") or []),
+        per_invocation_scores=d.get("per_invocation_scores"),
+        details=dict(d.get("details") or {}),
+    )
+
+
+def summarize(expectations: list[ExpectationResult]) -> dict[str, Any]:
+    """Recomputed from the expectations on every write and read (grading.md §7)."""
+    passed = failed = 0
+    ungraded: dict[str, int] = {}
+    for r in expectations:
+        if r.status is Status.PASSED:
+            passed += 1
+        elif r.status is Status.FAILED:
+            failed += 1
+        else:
+            k = r.outcome_class.value
+            ungraded[k] = ungraded.get(k, 0) + 1
+    total = passed + failed
+    return {
+        "passed": passed,
+        "failed": failed,
+        "total": total,
+        "pass_rate": round(passed / total, 4) if total else None,
+        "ungraded": ungraded,
+    }
+
+
+def _empty_notes() -> dict[str, list[str]]:
+    return {"uncertainties": [], "needs_review": [], "workarounds": []}
+
+
+@dataclass(slots=True)
+class CaseGrade:
+    case: dict[str, Any]
+    status: Status
+    outcome_class: OutcomeClass
+    validity: Validity
+    expectations: list[ExpectationResult] = field(default_factory=list)
+    reason_code: str | None = None
+    scorecard: dict[str, Any] = field(default_factory=dict)
+    gates: dict[str, Any] = field(default_factory=dict)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    eval_feedback: dict[str, Any] = field(default_factory=lambda: {"suggestions": [], "overall": ""})
+    judge_usage: JudgeUsage = field(default_factory=JudgeUsage)
+    execution_metrics: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
+    user_notes_summary: dict[str, list[str]] = field(default_factory=_empty_notes)
+    message: str | None = None
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return summarize(self.expectations)
+
+    @property
+    def overall_score(self) -> float | None:
+        return self.scorecard.get("overall_score")
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "case": dict(self.case),
+            "status": self.status.value,
+            "outcome_class": self.outcome_class.value,
+            "validity": self.validity.value,
+            "reason_code": self.reason_code,
+            "expectations": [expectation_to_dict(r) for r in self.expectations],
+            "summary": summarize(self.expectations),
+            "execution_metrics": dict(self.execution_metrics),
+            "timing": dict(self.timing),
+            "claims": list(self.claims),
+            "user_notes_summary": {k: list(v) for k, v in self.user_notes_summary.items()},
+            "eval_feedback": dict(self.eval_feedback),
+            "judge_usage": {
+                "calls": self.judge_usage.calls,
+                "input_tokens": self.judge_usage.input_tokens,
+                "output_tokens": self.judge_usage.output_tokens,
+                "cost_usd": self.judge_usage.cost_usd,
+            },
+            "scorecard": dict(self.scorecard),
+            "gates": dict(self.gates),
+        }
+        if self.message:
+            doc["message"] = self.message
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> CaseGrade:
+        """Read a grading.json document; the incoming summary is never trusted."""
+        ju = doc.get("judge_usage") or {}
+        notes = doc.get("user_notes_summary") or {}
+        return cls(
+            case=dict(doc.get("case") or {}),
+            status=Status(doc.get("status", "NOT_EVALUATED")),
+            outcome_class=OutcomeClass(doc.get("outcome_class", "unavailable")),
+            validity=Validity(doc.get("validity", "degraded")),
+            expectations=[expectation_from_dict(e) for e in doc.get("expectations") or []],
+            reason_code=doc.get("reason_code"),
+            scorecard=dict(doc.get("scorecard") or {}),
+            gates=dict(doc.get("gates") or {}),
+            claims=list(doc.get("claims") or []),
+            eval_feedback=dict(doc.get("eval_feedback") or {"suggestions": [], "overall": ""}),
+            judge_usage=JudgeUsage(
+                calls=int(ju.get("calls", 0)),
+                input_tokens=int(ju.get("input_tokens", 0)),
+                output_tokens=int(ju.get("output_tokens", 0)),
+                cost_usd=ju.get("cost_usd", 0.0),
+            ),
+            execution_metrics=dict(doc.get("execution_metrics") or {}),
+            timing=dict(doc.get("timing") or {}),
+            user_notes_summary={
+                k: list(notes.get(k) or []) for k in ("uncertainties", "needs_review", "workarounds")
+            },
+            message=doc.get("message"),
+        )
+
+    @classmethod
+    def no_result(
+        cls,
+        case: CaseDef,
+        context: GradeContext,
+        reason_code: str = "no_result",
+        message: str | None = None,
+    ) -> CaseGrade:
+        """UNAVAILABLE grade of a case that has no result line (or no evidence at all)."""
+        msg = message or "no result was reported for this case"
+        return cls(
+            case=case_block(case, context),
+            status=Status.UNAVAILABLE,
+            outcome_class=OutcomeClass.UNAVAILABLE,
+            validity=Validity.DEGRADED,
+            reason_code=reason_code,
+            scorecard={"strategy": None, "overall_score": None, "passed": None, "dimensions": []},
+            gates={
+                "compliance": Gate.NOT_GRADED.value,
+                "resolution": Gate.NOT_GRADED.value,
+                "guards": Gate.NOT_GRADED.value,
+                "compliance_score": None,
+            },
+            eval_feedback={"suggestions": [], "overall": msg},
+            timing={
+                "executor_duration_seconds": 0.0,
+                "grader_duration_seconds": 0.0,
+                "total_duration_seconds": 0.0,
+            },
+            message=msg,
+        )
+
+
+def case_block(case: CaseDef, context: GradeContext) -> dict[str, Any]:
+    return {
+        "run_id": context.run_id,
+        "lane_id": context.lane_id,
+        "deployment": context.deployment,
+        "challenge_key": case.challenge_key or context.challenge_key,
+        "case_key": case.case_key,
+        "repetition": context.repetition,
+        "attempt": context.attempt,
+        "pack_version": context.pack_version,
+    }
+
+
+def execution_metrics(evidence: Evidence) -> dict[str, Any]:
+    failed = sum(1 for c in evidence.tool_calls if c.status != "ok")
+    assistant = sum(1 for m in evidence.messages if m.role == "assistant")
+    return {
+        "tool_calls": tool_call_counts(evidence),
+        "total_tool_calls": len(evidence.tool_calls),
+        "total_steps": assistant or len(evidence.invocations),
+        "errors_encountered": failed + (1 if evidence.execution_error is not None else 0),
+        "output_chars": len(evidence.final_output),
+        "transcript_chars": sum(len(m.content) for m in evidence.messages),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Grading
+# ---------------------------------------------------------------------------
+
+
+def _result(vp: _VPlan, r: VResult, refs: list[str]) -> ExpectationResult:
+    ev = r.evidence or f"{r.status.value}: (no detail)"
+    if len(ev) > 1000:
+        ev = ev[:999] + "…"
+    return ExpectationResult(
+        key=vp.key,
+        kind=vp.kind,
+        text=vp.text,
+        status=r.status,
+        outcome_class=r.klass(),
+        evidence=ev,
+        score=r.score,
+        threshold=vp.threshold,
+        reason_code=r.reason_code,
+        gating=vp.ground_truth,
+        evidence_refs=refs,
+        per_invocation_scores=r.per_invocation_scores,
+        details=r.details,
+    )
+
+
+def _side_problem(res: Resolved, side: str) -> VResult | None:
+    st = res.state
+    if st == REFERENCE_MISSING:
+        return VResult(
+            Status.NOT_EVALUATED,
+            None,
+            f"NOT_EVALUATED: {side}: {res.message}",
+            REFERENCE_MISSING,
+            OutcomeClass.PACK_ERROR,
+        )
+    if st == INVALID_CHAIN:
+        return VResult(
+            Status.NOT_EVALUATED,
+            None,
+            f"NOT_EVALUATED: {side}: {res.message}",
+            INVALID_CHAIN,
+            OutcomeClass.PACK_ERROR,
+        )
+    if st == NOT_APPLICABLE:
+        return VResult(
+            Status.NOT_EVALUATED,
+            None,
+            f"NOT_EVALUATED: {res.message}",
+            "not_applicable",
+            OutcomeClass.UNAVAILABLE,
+        )
+    return None
+
+
+def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
+    refs = [vp.target_text] if vp.target_text else []
+    if vp.expected_text:
+        refs.append(vp.expected_text)
+    if vp.problem is not None:
+        return _result(
+            vp,
+            VResult(
+                Status.NOT_EVALUATED,
+                None,
+                f"NOT_EVALUATED: {vp.problem}",
+                "invalid_config",
+                OutcomeClass.PACK_ERROR,
+            ),
+            refs,
+        )
+    start = time.perf_counter()
+    try:
+        evidence, case, context = env.evidence, env.case, env.context
+        actual: Resolved | None = None
+        if vp.target is not None and vp.vtype not in _EVIDENCE_TYPES:
+            actual = resolve_reference(vp.target, evidence, case, context, checks=plan.checks)
+        expected: Resolved | None = vp.literal
+        if expected is None and vp.expected is not None:
+            expected = resolve_reference(vp.expected, evidence, case, context, checks=plan.checks)
+        problem = (_side_problem(actual, "target") if actual is not None else None) or (
+            _side_problem(expected, "expected_from") if expected is not None else None
+        )
+        if problem is not None:
+            return _result(vp, problem, refs)
+        for side in (actual, expected):
+            if side is not None and side.state == CHANNEL_UNAVAILABLE:
+                return _result(
+                    vp,
+                    VResult(
+                        Status.UNAVAILABLE,
+                        None,
+                        f"UNAVAILABLE: {side.message}",
+                        CHANNEL_UNAVAILABLE,
+                        OutcomeClass.UNAVAILABLE,
+                    ),
+                    refs,
+                )
+        if actual is not None and actual.state == ABSENT and vp.vtype not in _ABSENCE_OK:
+            return _result(
+                vp, VResult(Status.FAILED, 0.0, actual.message or f"file not returned: {actual.path}"), refs
+            )
+        if expected is not None and expected.state == ABSENT:
+            return _result(vp, VResult(Status.FAILED, 0.0, expected.message), refs)
+        if vp.vtype not in _NO_TIME_LIMIT:
+            env.deadline = time.monotonic() + VALIDATOR_TIME_LIMIT
+        r = GRADERS[vp.vtype](actual, expected, vp.config, env)
+        env.deadline = float("inf")
+        if r.status is Status.FAILED and actual is not None and actual.truncated:
+            r = VResult(
+                Status.UNAVAILABLE,
+                None,
+                f"UNAVAILABLE: capture {actual.path} was truncated, a failure on it is not trusted ({r.evidence})"[
+                    :1000
+                ],
+                "capture_truncated",
+                OutcomeClass.UNAVAILABLE,
+                r.details,
+            )
+        if vp.vtype not in _NO_TIME_LIMIT and time.perf_counter() - start > VALIDATOR_TIME_LIMIT:
+            r = VResult(
+                Status.ERROR,
+                None,
+                f"ERROR: validator exceeded {VALIDATOR_TIME_LIMIT:g} s",
+                "timeout",
+                OutcomeClass.EVALUATOR_ERROR,
+            )
+        if vp.vtype == "code_execution":
+            refs.append(f"code:{vp.key}")
+        elif vp.vtype == "tool_call_assertion":
+            refs.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
+        return _result(vp, r, refs)
+    except ValidatorTimeout:
+        return _result(
+            vp,
+            VResult(
+                Status.ERROR,
+                None,
+                f"ERROR: validator exceeded {VALIDATOR_TIME_LIMIT:g} s",
+                "timeout",
+                OutcomeClass.EVALUATOR_ERROR,
+            ),
+            refs,
+        )
+    except Exception as exc:  # a crashing validator must not sink the case
+        msg = f"ERROR: validator crashed: {type(exc).__name__}: {exc}"
+        return _result(
+            vp, VResult(Status.ERROR, None, clip(msg), "exception", OutcomeClass.EVALUATOR_ERROR), refs
+        )
+    finally:
+        env.deadline = float("inf")
+
+
+def _rule_result(o: RuleOutcome) -> ExpectationResult:
+    return ExpectationResult(
+        key=o.key,
+        kind=o.kind,
+        text=o.text,
+        status=o.status,
+        outcome_class=o.outcome_class,
+        evidence=o.evidence or f"{o.status.value}",
+        score=o.score,
+        reason_code=o.reason_code,
+        gating=o.gating,
+    )
+
+
+def _run_judge(
+    jp: _JudgePlan, judge: Judge | None, plan: _Plan, env: Env, usage: JudgeUsage
+) -> ExpectationResult:
+    if judge is None:
+        return no_judge_result(jp.key, jp.text, jp.mode)
+
+    def ungraded(status: Status, klass: OutcomeClass, reason: str, ev: str) -> ExpectationResult:
+        return ExpectationResult(
+            jp.key, ResultKind.JUDGE, jp.text, status, klass, clip(ev), reason_code=reason
+        )
+
+    if jp.mode == "n_wise":
+        return ungraded(
+            Status.NOT_EVALUATED,
+            OutcomeClass.UNAVAILABLE,
+            "pending_rank",
+            "NOT_EVALUATED: n_wise judges rank lanes in rank_case, once every lane has a final attempt",
+        )
+    ev, case, ctx = env.evidence, env.case, env.context
+    blocks: list[tuple[str, str]] = []
+    for ref in jp.context_from:
+        res = resolve_reference(ref, ev, case, ctx, checks=plan.checks)
+        if res.state in (REFERENCE_MISSING, INVALID_CHAIN):
+            return ungraded(
+                Status.NOT_EVALUATED,
+                OutcomeClass.PACK_ERROR,
+                REFERENCE_MISSING,
+                f"NOT_EVALUATED: context_from {res.message}",
+            )
+        if res.state == CHANNEL_UNAVAILABLE:
+            return ungraded(
+                Status.UNAVAILABLE,
+                OutcomeClass.UNAVAILABLE,
+                CHANNEL_UNAVAILABLE,
+                f"UNAVAILABLE: {res.message}",
+            )
+        blocks.append((ref, res.text if res.ok else res.message))
+    reference = None
+    if jp.reference_from:
+        res = resolve_reference(str(jp.reference_from), ev, case, ctx, checks=plan.checks)
+        if not res.ok:
+            return ungraded(
+                Status.NOT_EVALUATED,
+                OutcomeClass.PACK_ERROR,
+                REFERENCE_MISSING,
+                f"NOT_EVALUATED: reference_from {res.message or res.state}",
+            )
+        reference = res.text
+    records = env.records
+    request = JudgeRequest(
+        key=jp.key,
+        text=jp.text,
+        declaration=jp.decl,
+        evidence=ev,
+        case=case,
+        context=ctx,
+        context_blocks=blocks,
+        reference=reference,
+        resolve_id=lambda eid: resolve_evidence_id(eid, ev, case, ctx, records, checks=plan.checks),
+    )
+    try:
+        result = judge.evaluate(request)
+    except Exception as exc:
+        result = ungraded(
+            Status.ERROR,
+            OutcomeClass.EVALUATOR_ERROR,
+            "exception",
+            f"ERROR: judge crashed: {type(exc).__name__}: {exc}",
+        )
+    usage.calls += request.usage.calls
+    usage.input_tokens += request.usage.input_tokens
+    usage.output_tokens += request.usage.output_tokens
+    if usage.cost_usd is not None:
+        usage.cost_usd = None if request.usage.cost_usd is None else usage.cost_usd + request.usage.cost_usd
+    return result
+
+
+def _claims(spec: Any, plan: _Plan, env: Env, code_details: dict[str, Any]) -> tuple[list[Claim], str | None]:
+    try:
+        from .claims import extract_claims
+    except ImportError:
+        return [], None
+    try:
+        return extract_claims(env.evidence, spec, env.context, code_records=code_details), None
+    except Exception as exc:
+        return [], f"{type(exc).__name__}: {exc}"
+
+
+def _claims_expectation(claims: list[Claim], failure: str | None) -> ExpectationResult:
+    text = "no contradicted claims"
+    if failure is not None:
+        return ExpectationResult(
+            "claims",
+            ResultKind.CLAIMS,
+            text,
+            Status.ERROR,
+            OutcomeClass.EVALUATOR_ERROR,
+            clip(f"ERROR: claims extraction crashed: {failure}"),
+            reason_code="exception",
+            gating=True,
+        )
+    bad = [c for c in claims if c.verified is False]
+    if bad:
+        ev = "; ".join(f"{c.id} {c.claim[:120]!r} contradicted: {c.evidence[:200]}" for c in bad[:5])
+        return ExpectationResult(
+            "claims",
+            ResultKind.CLAIMS,
+            text,
+            Status.FAILED,
+            OutcomeClass.FAIL,
+            clip(ev),
+            score=0.0,
+            gating=True,
+            evidence_refs=[r for c in bad for r in c.evidence_refs][:20],
+        )
+    verified = sum(1 for c in claims if c.verified)
+    return ExpectationResult(
+        "claims",
+        ResultKind.CLAIMS,
+        text,
+        Status.PASSED,
+        OutcomeClass.PASS,
+        f"{len(claims)} claims, none contradicted ({verified} verified, {len(claims) - verified} unverifiable)",
+        score=1.0,
+        gating=True,
+    )
+
+
+def _claim_dict(c: Claim) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "claim": c.claim,
+        "type": c.type,
+        "kind": c.kind,
+        "source": c.source,
+        "verified": c.verified,
+        "evidence": c.evidence,
+        "span": list(c.span) if c.span is not None else None,
+        "evidence_refs": list(c.evidence_refs),
+    }
+
+
+def _findings(spec: Any, case: CaseDef, context: GradeContext) -> list[Suggestion]:
+    if context.case_findings is not None:
+        return context.case_findings
+    try:
+        from .critique import probe_case
+    except ImportError:
+        return []
+    try:
+        return list(probe_case(spec, case, context))
+    except Exception:
+        return []
+
+
+def _overall_line(findings: list[Suggestion]) -> str:
+    try:
+        from .critique import overall_line
+
+        return overall_line(findings)
+    except Exception:
+        if not findings:
+            return "No issues found in this case's assertions."
+        counts: dict[str, int] = {}
+        for s in findings:
+            counts[s.finding] = counts.get(s.finding, 0) + 1
+        return f"{len(findings)} findings: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def _suggestion_dict(s: Suggestion) -> dict[str, Any]:
+    d: dict[str, Any] = {"reason": s.reason, "finding": s.finding, "source": s.source}
+    if s.assertion is not None:
+        d = {"assertion": s.assertion, **d}
+    return d
+
+
+def _gate_from(status: Status) -> str:
+    if status is Status.PASSED:
+        return Gate.PASSED.value
+    if status is Status.FAILED:
+        return Gate.FAILED.value
+    return Gate.NOT_GRADED.value
+
+
+def _ground_truth_gate(results: list[tuple[_VPlan, ExpectationResult]]) -> GatingInput | None:
+    gt = [r for vp, r in results if vp.ground_truth]
+    if not gt:
+        return None
+    if any(r.status is Status.FAILED for r in gt):
+        return GatingInput("resolution gate", Status.FAILED, OutcomeClass.FAIL)
+    for st in (Status.ERROR, Status.UNAVAILABLE, Status.NOT_EVALUATED):
+        r = next((x for x in gt if x.status is st), None)
+        if r is not None:
+            return GatingInput("resolution gate", st, r.outcome_class)
+    return GatingInput("resolution gate", Status.PASSED, OutcomeClass.PASS)
+
+
+def grade_case(
+    evidence: Evidence,
+    case: CaseDef,
+    spec: Any,
+    *,
+    context: GradeContext,
+    judge: Judge | None = None,
+) -> CaseGrade:
+    """Grade one case execution. Deterministic for the same inputs (timing aside)."""
+    started = time.perf_counter()
+    try:
+        grade = _grade(evidence, case, spec, context, judge)
+    except Exception as exc:  # the last net: never let one case sink a batch
+        grade = CaseGrade.no_result(
+            case, context, "evaluator_error", f"grading crashed: {type(exc).__name__}: {exc}"
+        )
+        grade.status, grade.outcome_class, grade.validity = (
+            Status.ERROR,
+            OutcomeClass.EVALUATOR_ERROR,
+            Validity.INVALID,
+        )
+    grader = time.perf_counter() - started
+    executor = (
+        float(getattr(evidence.timing, "executor_duration_seconds", 0.0) or 0.0)
+        if isinstance(evidence.timing, Timing)
+        else 0.0
+    )
+    grade.timing = {
+        "executor_duration_seconds": executor,
+        "grader_duration_seconds": grader,
+        "total_duration_seconds": executor + grader,
+    }
+    return grade
+
+
+def _grade(
+    evidence: Evidence, case: CaseDef, spec: Any, context: GradeContext, judge: Judge | None
+) -> CaseGrade:
+    plan = plan_for(spec)
+    env = Env(evidence, case, context, checks=plan.checks)
+    expectations: list[ExpectationResult] = []
+
+    guard_results = []
+    if plan.allowed_tools is not None:
+        guard_results.append(guards_mod.check_allowed_tools(plan.allowed_tools, evidence))
+    if plan.allowed_hosts is not None:
+        guard_results.append(guards_mod.check_allowed_hosts(plan.allowed_hosts, evidence))
+    expectations.extend(_rule_result(g) for g in guard_results)
+
+    v_results: list[tuple[_VPlan, ExpectationResult]] = []
+    code_details: dict[str, Any] = {}
+    for vp in plan.validators:
+        env.key = vp.key
+        r = _run_validator(vp, plan, env)
+        v_results.append((vp, r))
+        if vp.vtype == "code_execution" and r.details:
+            code_details[vp.key] = r.details
+    expectations.extend(r for _, r in v_results)
+
+    rule_outcomes: list[RuleOutcome] = []
+    if plan.rules:
+        tasks = derive_tasks(evidence, context, plan.shell_tools)
+        for rp in plan.rules:
+            try:
+                rule_outcomes.append(grade_rule(rp.key, rp.scope, rp.rule, evidence, tasks, rp.compiled))
+            except Exception as exc:
+                rule_outcomes.append(
+                    RuleOutcome(
+                        rp.key,
+                        str(cfg(rp.rule, "label", rp.key)),
+                        Status.ERROR,
+                        OutcomeClass.EVALUATOR_ERROR,
+                        clip(f"ERROR: rule crashed: {type(exc).__name__}: {exc}"),
+                        None,
+                        "exception",
+                        bool(cfg(rp.rule, "required", True)),
+                        bool(cfg(rp.rule, "required", True)),
+                    )
+                )
+    expectations.extend(_rule_result(o) for o in rule_outcomes)
+
+    usage = JudgeUsage()
+    judge_results = {}
+    for jp in plan.judges:
+        env.key = jp.key
+        r = _run_judge(jp, judge, plan, env, usage)
+        judge_results[jp.key] = r
+        expectations.append(r)
+
+    claims, claims_failure = _claims(spec, plan, env, code_details)
+    claims_exp = None
+    if plan.claims_gate:
+        claims_exp = _claims_expectation(claims, claims_failure)
+        expectations.append(claims_exp)
+
+    # Scorecard (§10)
+    validators_by_key = {vp.key: r for vp, r in v_results}
+    compliance_score, compliance_gate, c_status, c_class = (
+        compliance(rule_outcomes) if plan.has_rules else (None, Gate.NOT_GRADED.value, None, None)
+    )
+    dims, used = [], []
+    for d in plan.dims:
+        dr, members = evaluate_dimension(
+            d, evidence, validators_by_key, judge_results, compliance_score, plan.metric_collectors
+        )
+        dims.append(dr)
+        used.extend(members)
+    sc = run_scorecard(plan.scorecard, dims, used)
+    inputs = list(sc.inputs)
+    resolution_gate = Gate.NOT_GRADED.value
+    if plan.has_rules:
+        assert c_status is not None
+        inputs.append(GatingInput("compliance gate", c_status, c_class))
+        gt = _ground_truth_gate(v_results) or GatingInput("resolution gate", c_status, c_class)
+        inputs.append(gt)
+        resolution_gate = _gate_from(gt.status)
+    if claims_exp is not None:
+        inputs.append(GatingInput("claims", claims_exp.status, claims_exp.outcome_class))
+    guard_failed = any(g.status is Status.FAILED for g in guard_results)
+    inputs.extend(
+        GatingInput(g.key, g.status, g.outcome_class) for g in guard_results if g.status is not Status.PASSED
+    )
+    status, klass = verdict(inputs, guard_failed)
+    if guard_results:
+        guards_gate = (
+            Gate.FAILED.value
+            if guard_failed
+            else (
+                Gate.PASSED.value
+                if all(g.status is Status.PASSED for g in guard_results)
+                else Gate.NOT_GRADED.value
+            )
+        )
+    else:
+        guards_gate = Gate.NOT_GRADED.value
+
+    findings = _findings(spec, case, context)
+    feedback: dict[str, Any] = {
+        "suggestions": [_suggestion_dict(s) for s in findings],
+        "overall": _overall_line(findings),
+    }
+    if context.eval_feedback_ref:
+        feedback["run"] = context.eval_feedback_ref
+
+    reason = None
+    if status in (Status.NOT_EVALUATED, Status.UNAVAILABLE, Status.ERROR):
+        reason = _case_reason(expectations, klass)
+    return CaseGrade(
+        case=case_block(case, context),
+        status=status,
+        outcome_class=klass,
+        validity=validity(dims, used),
+        expectations=expectations,
+        reason_code=reason,
+        scorecard=sc.to_dict(),
+        gates={
+            "compliance": compliance_gate,
+            "resolution": resolution_gate,
+            "guards": guards_gate,
+            "compliance_score": compliance_score,
+        },
+        claims=[_claim_dict(c) for c in claims],
+        eval_feedback=feedback,
+        judge_usage=usage,
+        execution_metrics=execution_metrics(evidence),
+        user_notes_summary=user_notes_summary(evidence.user_notes)
+        if evidence.channels.user_notes
+        else _empty_notes(),
+    )
+
+
+def _case_reason(expectations: list[ExpectationResult], klass: OutcomeClass) -> str | None:
+    for r in expectations:
+        if r.outcome_class is klass and r.reason_code:
+            return r.reason_code
+    return None

@@ -1,0 +1,186 @@
+"""Fail-fast guards (grading.md §5.5): ``rules.allowed_tools`` and ``rules.allowed_hosts``.
+
+Guards see every call, failed ones included. A violation is one FAILED expectation that
+fails the case whatever else passed; without the tool_calls channel a guard is UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from .rules import RuleOutcome
+from .types import Evidence, OutcomeClass, ResultKind, Status, ToolCall
+from .validators.common import clip
+
+NETWORK_TOOLS = frozenset(
+    {
+        "http_request",
+        "fetch",
+        "WebFetch",
+        "web_fetch",
+        "http_get",
+        "http_post",
+        "browser_navigate",
+        "navigate",
+        "curl",
+        "WebSearch",
+        "web_search",
+        "download",
+    }
+)
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>`]+")
+
+
+def tool_allowed(name: str, allowed: Sequence[str]) -> bool:
+    for entry in allowed:
+        if entry.endswith("*"):
+            if name.startswith(entry[:-1]):
+                return True
+        elif name == entry:
+            return True
+    return False
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _host_of(text: str) -> str | None:
+    t = text.strip()
+    if "://" in t:
+        try:
+            host = urlsplit(t).hostname
+        except ValueError:
+            return None
+        return host.lower() if host else None
+    if not t or any(c.isspace() for c in t) or "/" in t:
+        return None
+    if t.startswith("[") and "]" in t:
+        return t[1 : t.index("]")].lower()
+    if t.count(":") == 1:
+        t = t.split(":", 1)[0]
+    return t.lower().rstrip(".") or None
+
+
+def destinations(call: ToolCall) -> list[str]:
+    hosts: list[str] = []
+    if call.name in NETWORK_TOOLS:
+        for s in _strings(call.args):
+            for m in _URL.finditer(s):
+                h = _host_of(m.group(0))
+                if h:
+                    hosts.append(h)
+    net = call.attributes.get("network") if call.attributes else None
+    if net is not None:
+        items = net if isinstance(net, list) else [net]
+        for item in items:
+            if isinstance(item, dict):
+                for k in ("host", "hostname", "url", "address", "destination"):
+                    if isinstance(item.get(k), str):
+                        h = _host_of(item[k])
+                        if h:
+                            hosts.append(h)
+            elif isinstance(item, str):
+                h = _host_of(item)
+                if h:
+                    hosts.append(h)
+    return hosts
+
+
+def host_allowed(host: str, allowed: Sequence[str]) -> bool:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    for entry in allowed:
+        e = entry.strip().lower()
+        if e == "*" or e == host:
+            return True
+        if e.startswith("*.") and ip is None and host.endswith(e[1:]):
+            return True
+        if ip is not None and "/" in e:
+            try:
+                if ip in ipaddress.ip_network(e, strict=False):
+                    return True
+            except ValueError:
+                continue
+        if ip is not None and "/" not in e:
+            try:
+                if ip == ipaddress.ip_address(e):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def _call_ref(c: ToolCall) -> str:
+    return f"tool_call:{c.index}" + (f" (id {c.id})" if c.id else "")
+
+
+def _unavailable(key: str, text: str) -> RuleOutcome:
+    return RuleOutcome(
+        key,
+        text,
+        Status.UNAVAILABLE,
+        OutcomeClass.UNAVAILABLE,
+        "UNAVAILABLE: lane reports no tool calls (black_box), the guard cannot be checked",
+        None,
+        "channel_unavailable",
+        True,
+        True,
+        ResultKind.GUARD,
+    )
+
+
+def _verdict(key: str, text: str, offenders: list[str], ok_text: str) -> RuleOutcome:
+    if offenders:
+        ev = (
+            "violation: "
+            + "; ".join(offenders[:20])
+            + (f"; ... {len(offenders)} in all" if len(offenders) > 20 else "")
+        )
+        return RuleOutcome(
+            key, text, Status.FAILED, OutcomeClass.FAIL, clip(ev), 0.0, None, True, True, ResultKind.GUARD
+        )
+    return RuleOutcome(
+        key, text, Status.PASSED, OutcomeClass.PASS, clip(ok_text), 1.0, None, True, True, ResultKind.GUARD
+    )
+
+
+def check_allowed_tools(allowed: Sequence[str], evidence: Evidence) -> RuleOutcome:
+    key = "rules.allowed_tools"
+    text = "only allowed tools are called: " + (", ".join(allowed) if allowed else "(none)")
+    if not evidence.channels.tool_calls:
+        return _unavailable(key, text)
+    offenders = [
+        f"{_call_ref(c)} {c.name!r} is not allowed"
+        for c in evidence.tool_calls
+        if not tool_allowed(c.name, allowed)
+    ]
+    return _verdict(key, text, offenders, f"{len(evidence.tool_calls)} calls, all allowed")
+
+
+def check_allowed_hosts(allowed: Sequence[str], evidence: Evidence) -> RuleOutcome:
+    key = "rules.allowed_hosts"
+    text = "only allowed hosts are contacted: " + (", ".join(allowed) if allowed else "(none)")
+    if not evidence.channels.tool_calls:
+        return _unavailable(key, text)
+    offenders = []
+    seen = 0
+    for c in evidence.tool_calls:
+        for h in destinations(c):
+            seen += 1
+            if not host_allowed(h, allowed):
+                offenders.append(f"{_call_ref(c)} {c.name!r} contacted host {h!r}")
+    return _verdict(key, text, offenders, f"{seen} network destinations, all allowed")

@@ -1,0 +1,335 @@
+"""Rule validators in the 2501 style (grading.md §5.1-§5.4): where-targets mapped onto the
+evidence, pattern_match, job_resolution_status, task_count, compliance and gates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .types import Evidence, GradeContext, OutcomeClass, ResultKind, Status, Task, canonical_json
+from .validators.common import PatternError, cfg, clip, compile_re2, quote
+
+DEFAULT_SHELL_TOOLS = ("Bash", "bash", "shell", "exec", "run_command", "terminal")
+PLAN_TOOLS = ("TodoWrite", "update_plan", "write_todos")
+TASK_FIELDS = frozenset(
+    {
+        "executed_commands",
+        "task_summary",
+        "task_description",
+        "task_plan",
+        "agent_messages",
+        "operational_rules",
+    }
+)
+JOB_FIELDS = frozenset({"job_resolution", "job_plan", "gateway_messages", "gateway_summary"})
+
+
+@dataclass(slots=True)
+class RuleOutcome:
+    key: str
+    text: str
+    status: Status
+    outcome_class: OutcomeClass
+    evidence: str
+    score: float | None
+    reason_code: str | None
+    gating: bool
+    required: bool
+    kind: ResultKind = ResultKind.RULE
+
+
+def _command_text(args: dict[str, Any]) -> str | None:
+    cmd = args.get("command", args.get("cmd"))
+    if isinstance(cmd, list):
+        return " ".join(str(c) for c in cmd)
+    if isinstance(cmd, str):
+        return cmd
+    return None
+
+
+def derive_tasks(
+    evidence: Evidence, context: GradeContext | None = None, shell_tools: Sequence[str] = DEFAULT_SHELL_TOOLS
+) -> list[Task]:
+    """The response's tasks when reported, else one task per invocation (§5.2)."""
+    if evidence.tasks is not None:
+        return evidence.tasks
+    shell = set(shell_tools)
+    calls = evidence.tool_calls
+    assistant = [m.content for m in evidence.messages if m.role == "assistant"]
+    tasks = []
+    last = len(evidence.invocations) - 1
+    for i, inv in enumerate(evidence.invocations):
+        inv_calls = [calls[k] for k in inv.tool_call_indexes if k < len(calls)]
+        commands = [c for c in (_command_text(x.args) for x in inv_calls if x.name in shell) if c is not None]
+        plans = [canonical_json(x.args) for x in inv_calls if x.name in PLAN_TOOLS]
+        if plans:
+            plan = "\n".join(plans)
+        elif i == 0 and inv_calls and assistant:
+            plan = assistant[0]
+        else:
+            plan = ""
+        summary = (
+            inv.final_response
+            if inv.final_response is not None
+            else (evidence.final_output if i == last else "")
+        )
+        description = (
+            inv.user_content
+            if inv.user_content is not None
+            else (evidence.rendered_prompt.instructions if i == 0 else "")
+        )
+        tasks.append(
+            Task(description=description or "", plan=plan, summary=summary or "", executed_commands=commands)
+        )
+    return tasks
+
+
+class FieldUnavailable(Exception):
+    def __init__(self, reason: str, status: Status, klass: OutcomeClass, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.status, self.klass, self.message = reason, status, klass, message
+
+
+def _task_field(task: Task, where: str, evidence: Evidence) -> str:
+    if where == "executed_commands":
+        return "\n".join(task.executed_commands)
+    if where == "task_summary":
+        return task.summary
+    if where == "task_description":
+        return task.description
+    if where == "task_plan":
+        return task.plan
+    if where == "agent_messages":
+        return "\n".join(m.content for m in evidence.messages if m.role == "assistant")
+    rp = evidence.rendered_prompt
+    parts = [p for p in (rp.system, canonical_json(rp.tool_policy) if rp.tool_policy else None) if p]
+    return "\n".join(parts)
+
+
+def _channel_check(where: str, evidence: Evidence) -> None:
+    ch = evidence.channels
+    needs = {
+        "executed_commands": ch.tasks if evidence.tasks is not None else ch.tool_calls,
+        "task_plan": ch.tasks if evidence.tasks is not None else ch.tool_calls,
+    }
+    if not needs.get(where, True) or (
+        where in TASK_FIELDS and where != "operational_rules" and not ch.tasks and not ch.tool_calls
+    ):
+        raise FieldUnavailable(
+            "channel_unavailable",
+            Status.UNAVAILABLE,
+            OutcomeClass.UNAVAILABLE,
+            f"UNAVAILABLE: {where} needs the tasks or tool_calls channel, which this lane does not report",
+        )
+
+
+def field_values(where: str, evidence: Evidence, tasks: list[Task], job: bool) -> list[str]:
+    """One text per task for task scope; a single text for job scope."""
+    _channel_check(where, evidence)
+    if where in TASK_FIELDS:
+        values = [_task_field(t, where, evidence) for t in tasks]
+        if where == "agent_messages" and evidence.tasks is None:
+            values = values[:1] if values else []
+        return ["\n".join(values)] if job else values
+    if not job:
+        raise FieldUnavailable(
+            "invalid_config", Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR, f"{where} is a job-level field"
+        )
+    if where == "job_resolution":
+        r = evidence.resolution
+        return [r.summary if r is not None and r.summary is not None else evidence.final_output]
+    if where == "job_plan":
+        r = evidence.resolution
+        if r is not None and r.plan is not None:
+            return [r.plan]
+        return [tasks[0].plan if tasks else ""]
+    if where == "gateway_messages":
+        gw = [m for m in evidence.messages if m.origin == "gateway"]
+        opening = evidence.messages[0] if evidence.messages else None
+        gw = [m for m in gw if m is not opening]
+        if not gw:
+            raise FieldUnavailable(
+                "not_applicable",
+                Status.NOT_EVALUATED,
+                OutcomeClass.UNAVAILABLE,
+                "NOT_EVALUATED: no gateway messages in this execution",
+            )
+        return ["\n".join(f"{m.role}: {m.content}" for m in gw)]
+    if where == "gateway_summary":
+        r = evidence.resolution
+        if r is None or r.gateway_summary is None:
+            raise FieldUnavailable(
+                "not_applicable",
+                Status.NOT_EVALUATED,
+                OutcomeClass.UNAVAILABLE,
+                "NOT_EVALUATED: no gateway summary reported",
+            )
+        return [r.gateway_summary]
+    raise FieldUnavailable(
+        "invalid_config", Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR, f"unknown where target {where!r}"
+    )
+
+
+def derived_status(evidence: Evidence) -> str:
+    r = evidence.resolution
+    if r is not None and r.status is not None:
+        return r.status
+    has_output = bool(evidence.final_output.strip())
+    if evidence.limit_hit and has_output:
+        return "partial"
+    if evidence.limit_hit or evidence.execution_error is not None:
+        return "agentic_failure"
+    if has_output:
+        return "success"
+    if not evidence.tool_calls:
+        return "no_action"
+    return "agentic_failure"
+
+
+def _line_at(text: str, offset: int) -> str:
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _outcome(key: str, rule: Any, ok: bool, evidence: str, required: bool) -> RuleOutcome:
+    status = Status.PASSED if ok else Status.FAILED
+    return RuleOutcome(
+        key,
+        str(cfg(rule, "label", key)),
+        status,
+        OutcomeClass.PASS if ok else OutcomeClass.FAIL,
+        clip(evidence),
+        1.0 if ok else 0.0,
+        None,
+        required,
+        required,
+    )
+
+
+def _ungraded(
+    key: str, rule: Any, status: Status, klass: OutcomeClass, evidence: str, reason: str, required: bool
+) -> RuleOutcome:
+    return RuleOutcome(
+        key, str(cfg(rule, "label", key)), status, klass, clip(evidence), None, reason, required, required
+    )
+
+
+def grade_rule(
+    key: str, scope: str, rule: Any, evidence: Evidence, tasks: list[Task], compiled: Any = None
+) -> RuleOutcome:
+    required = bool(cfg(rule, "required", True))
+    negate = bool(cfg(rule, "negate", False))
+    validator = cfg(rule, "validator")
+    job = scope == "job"
+    if validator == "task_count":
+        if not evidence.channels.tasks and evidence.tasks is None:
+            return _ungraded(
+                key,
+                rule,
+                Status.UNAVAILABLE,
+                OutcomeClass.UNAVAILABLE,
+                "UNAVAILABLE: lane reports no tasks (black_box)",
+                "channel_unavailable",
+                required,
+            )
+        lo, hi = cfg(rule, "min"), cfg(rule, "max")
+        n = len(tasks)
+        cond = (lo is None or n >= lo) and (hi is None or n <= hi)
+        bounds = f"[{'' if lo is None else lo}, {'' if hi is None else hi}]"
+        return _outcome(
+            key, rule, cond != negate, f"{n} tasks; bounds {bounds}{' (negated)' if negate else ''}", required
+        )
+    if validator == "job_resolution_status":
+        pattern = str(cfg(rule, "pattern", ""))
+        try:
+            rx = compiled or compile_re2(f"(?i)^(?:{pattern})$")
+        except PatternError as exc:
+            return _ungraded(
+                key,
+                rule,
+                Status.NOT_EVALUATED,
+                OutcomeClass.PACK_ERROR,
+                f"pattern {quote(pattern)} is not a valid RE2 pattern: {exc}",
+                "invalid_pattern",
+                required,
+            )
+        status = derived_status(evidence)
+        cond = rx.search(status) is not None
+        source = (
+            "reported"
+            if evidence.resolution is not None and evidence.resolution.status is not None
+            else "derived"
+        )
+        return _outcome(
+            key,
+            rule,
+            cond != negate,
+            f"job status {quote(status)} ({source}) {'matches' if cond else 'does not match'} ^(?:{pattern})${' (negated)' if negate else ''}",
+            required,
+        )
+    if validator != "pattern_match":
+        return _ungraded(
+            key,
+            rule,
+            Status.NOT_EVALUATED,
+            OutcomeClass.PACK_ERROR,
+            f"unknown rule validator {validator!r}",
+            "invalid_config",
+            required,
+        )
+    where = str(cfg(rule, "where", ""))
+    pattern = str(cfg(rule, "pattern", ""))
+    try:
+        rx = compiled or compile_re2("(?im)" + pattern)
+    except PatternError as exc:
+        return _ungraded(
+            key,
+            rule,
+            Status.NOT_EVALUATED,
+            OutcomeClass.PACK_ERROR,
+            f"pattern {quote(pattern)} is not a valid RE2 pattern: {exc}",
+            "invalid_pattern",
+            required,
+        )
+    try:
+        values = field_values(where, evidence, tasks, job)
+    except FieldUnavailable as exc:
+        return _ungraded(key, rule, exc.status, exc.klass, exc.message, exc.reason, required)
+    hit = None
+    for i, text in enumerate(values):
+        if not text:
+            continue
+        m = rx.search(text)
+        if m is not None:
+            hit = (i, m.start(), _line_at(text, m.start()))
+            break
+    cond = hit is not None
+    suffix = " (negated)" if negate else ""
+    if hit is not None:
+        where_txt = f"task {hit[0]}" if not job else "job"
+        ev = f"{where_txt} {where} matches {quote(pattern)} at offset {hit[1]}: {quote(hit[2], 200)}{suffix}"
+    else:
+        total = sum(len(v) for v in values)
+        ev = f"no match for {quote(pattern)} in {where} ({total} code points, {len(values)} {'task' if not job else 'field'}{'s' if len(values) != 1 else ''} searched){suffix}"
+    return _outcome(key, rule, cond != negate, ev, required)
+
+
+def compliance(outcomes: list[RuleOutcome]) -> tuple[float | None, str, Status, OutcomeClass | None]:
+    """(compliance score, gate, gate status for the verdict, its outcome class)."""
+    graded = [o for o in outcomes if o.status in (Status.PASSED, Status.FAILED)]
+    score = sum(1 for o in graded if o.status is Status.PASSED) / len(graded) if graded else None
+    required = [
+        o
+        for o in outcomes
+        if o.required
+        and not (o.status is Status.NOT_EVALUATED and o.outcome_class is OutcomeClass.UNAVAILABLE)
+    ]
+    if any(o.status is Status.FAILED for o in required):
+        return score, "failed", Status.FAILED, OutcomeClass.FAIL
+    for st in (Status.ERROR, Status.UNAVAILABLE, Status.NOT_EVALUATED):
+        bad = next((o for o in required if o.status is st), None)
+        if bad is not None:
+            return score, "not_graded", st, bad.outcome_class
+    return score, "passed", Status.PASSED, OutcomeClass.PASS

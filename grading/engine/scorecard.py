@@ -1,0 +1,388 @@
+"""Scorecard dimensions, strategies, gates and the case verdict (grading.md §5.4, §10.1-§10.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .evidence import failed_call_count, run_completed_successfully, run_failure_count
+from .types import DimensionResult, Evidence, ExpectationResult, OutcomeClass, Status, Validity
+from .validators.common import cfg
+
+GRADED = (Status.PASSED, Status.FAILED)
+SOURCES = (
+    "validators",
+    "metric",
+    "reliability",
+    "latency",
+    "cost",
+    "behavioral",
+    "llm_judge",
+    "human_preference",
+    "compliance",
+)
+
+
+@dataclass(slots=True)
+class DimPlan:
+    key: str
+    source: str | None
+    validators: list[str] = field(default_factory=list)
+    judge_key: str | None = None
+    metric: str | None = None
+    target: float | None = None
+    max: float | None = None
+    better_direction: str = "higher"
+    weight: float = 1.0
+    gate: bool = False
+    pass_threshold: float | None = None
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None or isinstance(v, bool) else float(v)
+
+
+def plan_dimensions(scorecard: Any, runtime_limits: Any) -> list[DimPlan]:
+    dims = cfg(scorecard, "dimensions") or ["correctness"]
+    legacy_norm = cfg(scorecard, "normalization")
+    out = []
+    for d in dims:
+        if isinstance(d, str):
+            out.append(_legacy(d, legacy_norm, runtime_limits))
+            continue
+        norm = cfg(d, "normalization")
+        source = cfg(d, "source")
+        key = str(cfg(d, "key", source or ""))
+        if source in ("latency", "cost") and norm is None:
+            legacy = _legacy(source, legacy_norm, runtime_limits)
+            t, m = legacy.target, legacy.max
+        else:
+            t, m = _num(cfg(norm, "target")), _num(cfg(norm, "max"))
+        out.append(
+            DimPlan(
+                key=key,
+                source=source,
+                validators=list(cfg(d, "validators", []) or []),
+                judge_key=cfg(d, "judge_key"),
+                metric=cfg(d, "metric"),
+                target=t,
+                max=m,
+                better_direction=str(
+                    cfg(d, "better_direction", "lower" if source in ("latency", "cost") else "higher")
+                ),
+                weight=float(cfg(d, "weight", 1.0)),
+                gate=bool(cfg(d, "gate", False)),
+                pass_threshold=_num(cfg(d, "pass_threshold")),
+            )
+        )
+    return out
+
+
+def _legacy(name: str, norm: Any, limits: Any) -> DimPlan:
+    if name == "correctness":
+        return DimPlan(name, "validators")
+    if name in ("reliability", "behavioral"):
+        return DimPlan(name, name)
+    if name == "latency":
+        n = cfg(norm, "latency")
+        mx = _num(cfg(n, "max_ms"))
+        if mx is None:
+            mx = _num(cfg(limits, "max_duration_ms"))
+        return DimPlan(
+            name, "latency", target=_num(cfg(n, "target_ms")) or 0.0, max=mx, better_direction="lower"
+        )
+    if name == "cost":
+        n = cfg(norm, "cost")
+        mx = _num(cfg(n, "max_usd"))
+        if mx is None:
+            mx = _num(cfg(limits, "max_cost_usd"))
+        return DimPlan(
+            name, "cost", target=_num(cfg(n, "target_usd")) or 0.0, max=mx, better_direction="lower"
+        )
+    return DimPlan(name, None)
+
+
+def normalise(value: float, target: float, mx: float, direction: str) -> float:
+    if direction == "lower":
+        if value <= target:
+            return 1.0
+        if value >= mx:
+            return 0.0
+        return (mx - value) / (mx - target)
+    if value >= target:
+        return 1.0
+    if value <= mx:
+        return 0.0
+    return (value - mx) / (target - mx)
+
+
+# Upstream run_* collectors read this case's metrics (grading.md §10.1).
+def collect(
+    collector: str, evidence: Evidence, validator_results: Sequence[ExpectationResult]
+) -> float | None:
+    m = evidence.metrics
+    if collector == "run_total_latency_ms":
+        return m.latency_ms
+    if collector == "run_ttft_ms":
+        return m.ttft_ms
+    if collector == "run_input_tokens":
+        return m.input_tokens
+    if collector == "run_output_tokens":
+        return m.output_tokens
+    if collector in ("run_total_tokens", "run_agent_tokens"):
+        return m.total_tokens
+    if collector == "run_model_cost_usd":
+        return m.cost_usd
+    if collector == "run_completed_successfully":
+        return float(run_completed_successfully(evidence))
+    if collector == "run_failure_count":
+        return float(run_failure_count(evidence))
+    if collector == "run_tool_call_count":
+        return float(len(evidence.tool_calls)) if evidence.channels.tool_calls else None
+    if collector == "run_failed_tool_call_count":
+        return float(failed_call_count(evidence)) if evidence.channels.tool_calls else None
+    if collector == "validator_pass_rate":
+        graded = [r for r in validator_results if r.status in GRADED]
+        return sum(1 for r in graded if r.status is Status.PASSED) / len(graded) if graded else None
+    return None
+
+
+@dataclass(slots=True)
+class GatingInput:
+    name: str
+    status: Status
+    outcome_class: OutcomeClass | None
+
+
+def _worst(results: Sequence[Any]) -> tuple[Status, OutcomeClass | None] | None:
+    for st in (Status.ERROR, Status.UNAVAILABLE):
+        r = next((x for x in results if x.status is st), None)
+        if r is not None:
+            return st, r.outcome_class
+    return None
+
+
+def _ungraded_class(results: Sequence[Any]) -> OutcomeClass:
+    if any(r.outcome_class is OutcomeClass.PACK_ERROR for r in results):
+        return OutcomeClass.PACK_ERROR
+    return OutcomeClass.UNAVAILABLE
+
+
+def _dim_result(
+    d: DimPlan, score: float | None, status: Status | None = None, klass: OutcomeClass | None = None
+) -> DimensionResult:
+    if score is not None and status is None:
+        status = Status.FAILED if d.pass_threshold is not None and score < d.pass_threshold else Status.PASSED
+        klass = OutcomeClass.PASS if status is Status.PASSED else OutcomeClass.FAIL
+    return DimensionResult(
+        d.key,
+        d.source or "",
+        score,
+        status or Status.NOT_EVALUATED,
+        d.gate,
+        d.pass_threshold,
+        d.weight,
+        klass,
+    )
+
+
+def evaluate_dimension(
+    d: DimPlan,
+    evidence: Evidence,
+    validators: Mapping[str, ExpectationResult],
+    judges: Mapping[str, ExpectationResult],
+    compliance_score: float | None,
+    metric_collectors: Mapping[str, str],
+) -> tuple[DimensionResult, list[ExpectationResult]]:
+    """The dimension and the expectations it used (for validity)."""
+    src = d.source
+    if src == "validators":
+        members = (
+            [validators[k] for k in d.validators if k in validators]
+            if d.validators
+            else list(validators.values())
+        )
+        worst = _worst(members)
+        if worst is not None:
+            return _dim_result(d, None, *worst), members
+        graded = [m for m in members if m.status in GRADED and m.score is not None]
+        if not graded:
+            return _dim_result(
+                d,
+                None,
+                Status.NOT_EVALUATED,
+                _ungraded_class(members) if members else OutcomeClass.UNAVAILABLE,
+            ), members
+        return _dim_result(d, sum(m.score for m in graded) / len(graded)), members  # type: ignore[misc]
+    if src == "reliability":
+        ok = evidence.execution_error is None and not evidence.limit_hit
+        return _dim_result(d, 1.0 if ok else 0.0), []
+    if src == "llm_judge":
+        j = judges.get(d.judge_key or "")
+        if j is None:
+            return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR), []
+        if j.status in GRADED and j.score is not None:
+            return _dim_result(d, j.score), [j]
+        return _dim_result(d, None, j.status, j.outcome_class), [j]
+    if src == "compliance":
+        if compliance_score is None:
+            return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.UNAVAILABLE), []
+        return _dim_result(d, compliance_score), []
+    if src in ("latency", "cost", "metric"):
+        if src == "latency":
+            value = evidence.metrics.latency_ms
+        elif src == "cost":
+            value = evidence.metrics.cost_usd
+        else:
+            collector = metric_collectors.get(d.metric or "")
+            if collector is None:
+                return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR), []
+            value = collect(collector, evidence, list(validators.values()))
+        if d.target is None or d.max is None:
+            return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR), []
+        if value is None:
+            return _dim_result(d, None, Status.UNAVAILABLE, OutcomeClass.UNAVAILABLE), []
+        return _dim_result(d, normalise(float(value), d.target, d.max, d.better_direction)), []
+    if src in ("behavioral", "human_preference"):
+        return _dim_result(d, None, Status.UNAVAILABLE, OutcomeClass.UNAVAILABLE), []
+    return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR), []
+
+
+@dataclass(slots=True)
+class ScorecardOutcome:
+    strategy: str
+    overall_score: float | None
+    passed: bool | None
+    dimensions: list[DimensionResult]
+    inputs: list[GatingInput]
+    used: list[ExpectationResult]
+    threshold: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "overall_score": self.overall_score,
+            "passed": self.passed,
+            "pass_threshold": self.threshold,
+            "dimensions": [
+                {
+                    "key": d.key,
+                    "source": d.source,
+                    "score": d.score,
+                    "status": d.status.value,
+                    "gate": d.gate,
+                    "pass_threshold": d.pass_threshold,
+                    "weight": d.weight,
+                }
+                for d in self.dimensions
+            ],
+        }
+
+
+def _weighted(dims: Sequence[DimensionResult]) -> float | None:
+    graded = [d for d in dims if d.score is not None and d.status in GRADED]
+    total = sum(d.weight for d in graded)
+    if total <= 0:
+        return None
+    return sum(d.score * d.weight for d in graded) / total  # type: ignore[operator]
+
+
+def _gate_input(d: DimensionResult) -> GatingInput:
+    if d.score is not None and d.status in GRADED:
+        ok = d.pass_threshold is None or d.score >= d.pass_threshold
+        return GatingInput(
+            f"dimension {d.key}",
+            Status.PASSED if ok else Status.FAILED,
+            OutcomeClass.PASS if ok else OutcomeClass.FAIL,
+        )
+    return GatingInput(f"dimension {d.key}", d.status, d.outcome_class)
+
+
+def _overall_input(dims: Sequence[DimensionResult], overall: float | None, threshold: float) -> GatingInput:
+    weighted_graded = [d for d in dims if d.weight > 0 and d.score is not None and d.status in GRADED]
+    if weighted_graded and overall is not None:
+        ok = overall >= threshold
+        return GatingInput(
+            "overall threshold",
+            Status.PASSED if ok else Status.FAILED,
+            OutcomeClass.PASS if ok else OutcomeClass.FAIL,
+        )
+    worst = _worst(dims)
+    if worst is not None:
+        return GatingInput("overall threshold", worst[0], worst[1])
+    return GatingInput(
+        "overall threshold", Status.NOT_EVALUATED, _ungraded_class(dims) if dims else OutcomeClass.UNAVAILABLE
+    )
+
+
+def run_scorecard(
+    scorecard: Any, dims: list[DimensionResult], used: list[ExpectationResult]
+) -> ScorecardOutcome:
+    strategy = str(cfg(scorecard, "strategy", "weighted") or "weighted")
+    explicit = _num(cfg(scorecard, "pass_threshold"))
+    gates = [d for d in dims if d.gate]
+    inputs: list[GatingInput] = []
+    threshold: float | None = None
+    if strategy == "binary":
+        inputs = [_gate_input(d) for d in dims]
+        passed = all(i.status is Status.PASSED for i in inputs) if inputs else False
+        graded_all = all(i.status in GRADED for i in inputs)
+        overall = (
+            (1.0 if passed else 0.0) if graded_all or any(i.status is Status.FAILED for i in inputs) else None
+        )
+        return ScorecardOutcome(
+            strategy, overall, passed if overall is not None else None, dims, inputs, used, None
+        )
+    gate_inputs = [_gate_input(d) for d in gates]
+    inputs.extend(gate_inputs)
+    if strategy == "hybrid":
+        if any(i.status is Status.FAILED for i in gate_inputs):
+            overall: float | None = 0.0
+        else:
+            rest = [d for d in dims if not d.gate]
+            overall = _weighted(rest) if rest else 1.0
+        threshold = explicit
+        if threshold is not None:
+            inputs.append(_overall_input([d for d in dims if not d.gate] or dims, overall, threshold))
+    else:
+        overall = _weighted(dims)
+        threshold = explicit if explicit is not None else (1.0 if not gates else None)
+        if threshold is not None:
+            inputs.append(_overall_input(dims, overall, threshold))
+    if any(i.status is Status.FAILED for i in inputs):
+        passed: bool | None = False
+    elif inputs and all(i.status is Status.PASSED for i in inputs):
+        passed = True
+    else:
+        passed = None
+    return ScorecardOutcome(strategy, overall, passed, dims, inputs, used, threshold)
+
+
+def verdict(inputs: Sequence[GatingInput], guard_failed: bool) -> tuple[Status, OutcomeClass]:
+    """The case status and outcome class, in the order of grading.md §10.2."""
+    if guard_failed or any(i.status is Status.FAILED for i in inputs):
+        return Status.FAILED, OutcomeClass.FAIL
+    for st in (Status.ERROR, Status.UNAVAILABLE):
+        i = next((x for x in inputs if x.status is st), None)
+        if i is not None:
+            return st, i.outcome_class or (
+                OutcomeClass.EVALUATOR_ERROR if st is Status.ERROR else OutcomeClass.UNAVAILABLE
+            )
+    if not any(i.status is Status.PASSED for i in inputs):
+        klass = (
+            OutcomeClass.PACK_ERROR
+            if any(i.outcome_class is OutcomeClass.PACK_ERROR for i in inputs)
+            else OutcomeClass.UNAVAILABLE
+        )
+        return Status.NOT_EVALUATED, klass
+    return Status.PASSED, OutcomeClass.PASS
+
+
+def validity(dims: Sequence[DimensionResult], used: Sequence[ExpectationResult]) -> Validity:
+    statuses = [d.status for d in dims] + [u.status for u in used]
+    if Status.ERROR in statuses:
+        return Validity.INVALID
+    if Status.UNAVAILABLE in statuses or Status.NOT_EVALUATED in statuses:
+        return Validity.DEGRADED
+    return Validity.VALID

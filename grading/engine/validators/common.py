@@ -1,0 +1,280 @@
+"""Shared pieces of the validators: the result record, config access, quoting, RE2 and
+JSON helpers (grading.md §2, §3.1)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import re2
+
+from ..types import CaseDef, Evidence, GradeContext, OutcomeClass, Status, canonical_json
+
+MAX_EVIDENCE = 1000
+VALIDATOR_TIME_LIMIT = 5.0
+
+_DEFAULT_CLASS = {
+    Status.PASSED: OutcomeClass.PASS,
+    Status.FAILED: OutcomeClass.FAIL,
+    Status.NOT_EVALUATED: OutcomeClass.PACK_ERROR,
+    Status.UNAVAILABLE: OutcomeClass.UNAVAILABLE,
+    Status.ERROR: OutcomeClass.EVALUATOR_ERROR,
+}
+
+
+class ValidatorTimeout(Exception):
+    """Raised by long loops that check the deadline (grading.md §2: 5 s per validator)."""
+
+
+@dataclass(slots=True)
+class VResult:
+    status: Status
+    score: float | None
+    evidence: str
+    reason_code: str | None = None
+    outcome_class: OutcomeClass | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    per_invocation_scores: list[float | None] | None = None
+
+    def klass(self) -> OutcomeClass:
+        return self.outcome_class or _DEFAULT_CLASS[self.status]
+
+
+def passed(evidence: str, score: float = 1.0, **kw: Any) -> VResult:
+    return VResult(Status.PASSED, score, evidence, **kw)
+
+
+def failed(evidence: str, score: float = 0.0, **kw: Any) -> VResult:
+    return VResult(Status.FAILED, score, evidence, **kw)
+
+
+def binary(ok: bool, evidence: str, **kw: Any) -> VResult:
+    return VResult(Status.PASSED if ok else Status.FAILED, 1.0 if ok else 0.0, evidence, **kw)
+
+
+def graded(score: float, threshold: float, evidence: str, **kw: Any) -> VResult:
+    score = min(1.0, max(0.0, score))
+    return VResult(Status.PASSED if score >= threshold else Status.FAILED, score, evidence, **kw)
+
+
+def pack_error(evidence: str, reason: str = "invalid_config", **kw: Any) -> VResult:
+    return VResult(Status.NOT_EVALUATED, None, evidence, reason, OutcomeClass.PACK_ERROR, **kw)
+
+
+def not_applicable(evidence: str, reason: str, **kw: Any) -> VResult:
+    return VResult(Status.NOT_EVALUATED, None, evidence, reason, OutcomeClass.UNAVAILABLE, **kw)
+
+
+def unavailable(evidence: str, reason: str = "channel_unavailable", **kw: Any) -> VResult:
+    return VResult(Status.UNAVAILABLE, None, evidence, reason, OutcomeClass.UNAVAILABLE, **kw)
+
+
+def error(
+    evidence: str, reason: str = "exception", klass: OutcomeClass = OutcomeClass.EVALUATOR_ERROR, **kw: Any
+) -> VResult:
+    return VResult(Status.ERROR, None, evidence, reason, klass, **kw)
+
+
+@dataclass(slots=True)
+class Env:
+    """What a grade function may read besides the two resolved sides and its config."""
+
+    evidence: Evidence
+    case: CaseDef
+    context: GradeContext
+    key: str = ""
+    records: dict[str, str] = field(default_factory=dict)
+    deadline: float = math.inf
+    checks: Mapping[str, Any] = field(default_factory=dict)
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ValidatorTimeout
+
+
+# ---------------------------------------------------------------------------
+# Text helpers
+# ---------------------------------------------------------------------------
+
+
+def clip(text: str, limit: int = MAX_EVIDENCE) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def quote(text: str, limit: int = 80) -> str:
+    """A JSON-quoted excerpt, cut with an ellipsis."""
+    if len(text) > limit:
+        return json.dumps(text[:limit], ensure_ascii=False)[:-1] + '…"'
+    return json.dumps(text, ensure_ascii=False)
+
+
+def head(text: str, n: int = 200) -> str:
+    return quote(text, n)
+
+
+def fmt_num(x: Any) -> str:
+    if isinstance(x, float):
+        if math.isfinite(x) and x.is_integer() and abs(x) < 1e16:
+            return str(int(x))
+        return repr(x)
+    return str(x)
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def deep_equal(a: Any, b: Any) -> bool:
+    """Deep JSON equality, numbers compared numerically (9 equals 9.0), bools apart."""
+    if is_number(a) and is_number(b):
+        return a == b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(deep_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(deep_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def parse_json_text(text: str) -> tuple[Any, int | None]:
+    """(value, None) or (None, error offset in code points)."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, exc.pos
+    except (ValueError, RecursionError):
+        return None, 0
+
+
+def value_as_json(value: Any, text: str) -> tuple[Any, int | None]:
+    """A resolved value as JSON: non-strings are already JSON; strings are parsed."""
+    if not isinstance(value, str):
+        return value, None
+    return parse_json_text(text)
+
+
+def cfg(config: Any, name: str, default: Any = None) -> Any:
+    if config is None:
+        return default
+    v = config.get(name, default) if isinstance(config, Mapping) else getattr(config, name, default)
+    return default if v is None else v
+
+
+# ---------------------------------------------------------------------------
+# RE2
+# ---------------------------------------------------------------------------
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_REGEX_CACHE: dict[str, Any] = {}
+
+
+class PatternError(ValueError):
+    pass
+
+
+def compile_re2(pattern: str) -> Any:
+    """Compile (cached) an RE2 pattern; ``PatternError`` with the engine's text on failure."""
+    compiled = _REGEX_CACHE.get(pattern)
+    if compiled is not None:
+        return compiled
+    try:
+        compiled = re2.compile(pattern, options=_RE2_OPTIONS)
+    except Exception as exc:  # re2.error
+        msg = exc.args[0] if exc.args else exc
+        if isinstance(msg, bytes):
+            msg = msg.decode("utf-8", "replace")
+        raise PatternError(str(msg)) from None
+    if len(_REGEX_CACHE) > 4096:
+        _REGEX_CACHE.clear()
+    _REGEX_CACHE[pattern] = compiled
+    return compiled
+
+
+def flags_prefix(flags: str) -> str:
+    chosen = "".join(f for f in "ims" if f in (flags or ""))
+    return f"(?{chosen})" if chosen else ""
+
+
+# ---------------------------------------------------------------------------
+# Restricted JSON path ($, .name, ['name'], [N])
+# ---------------------------------------------------------------------------
+
+_PATH_CACHE: dict[str, tuple[Any, ...]] = {}
+
+
+def parse_json_path(path: str) -> tuple[Any, ...]:
+    """Segments (str keys, int indexes). Raises ValueError for anything else."""
+    cached = _PATH_CACHE.get(path)
+    if cached is not None:
+        return cached
+    p = path.strip()
+    if not p.startswith("$"):
+        raise ValueError(f"path {path!r} must start with $")
+    segs: list[Any] = []
+    i, n = 1, len(p)
+    while i < n:
+        c = p[i]
+        if c == ".":
+            j = i + 1
+            while j < n and p[j] not in ".[":
+                j += 1
+            name = p[i + 1 : j]
+            if not name or name == "*" or name.startswith("."):
+                raise ValueError(f"path {path!r}: wildcards and recursive descent are not supported")
+            segs.append(name)
+            i = j
+        elif c == "[":
+            close = p.find("]", i)
+            if close < 0:
+                raise ValueError(f"path {path!r}: unclosed [")
+            inner = p[i + 1 : close].strip()
+            if len(inner) >= 2 and inner[0] == inner[-1] and inner[0] in "'\"":
+                segs.append(inner[1:-1])
+            elif inner.isdigit() and inner.isascii():
+                segs.append(int(inner))
+            else:
+                raise ValueError(f"path {path!r}: [{inner}] is not supported (only ['name'] and [N >= 0])")
+            i = close + 1
+        else:
+            raise ValueError(f"path {path!r}: unexpected {c!r} at {i}")
+    result = tuple(segs)
+    if len(_PATH_CACHE) < 4096:
+        _PATH_CACHE[path] = result
+    return result
+
+
+_NOT_FOUND = object()
+
+
+def json_path_get(value: Any, segs: tuple[Any, ...]) -> Any:
+    """The value at the path, or ``NOT_FOUND``."""
+    for s in segs:
+        if isinstance(s, int):
+            if isinstance(value, list) and s < len(value):
+                value = value[s]
+            else:
+                return _NOT_FOUND
+        elif isinstance(value, dict) and s in value:
+            value = value[s]
+        else:
+            return _NOT_FOUND
+    return value
+
+
+NOT_FOUND = _NOT_FOUND
+
+
+def short_json(value: Any, limit: int = 120) -> str:
+    try:
+        text = value if isinstance(value, str) else canonical_json(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return quote(text, limit) if isinstance(value, str) else clip(text, limit)

@@ -1,0 +1,81 @@
+"""numeric_match (grading.md §3.4)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from ..refs import Resolved
+from .common import Env, VResult, binary, cfg, failed, fmt_num, pack_error, quote
+from .text import strip_currency
+
+_DECIMAL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+LEGACY_DEFAULT_TOLERANCE = 0.001
+
+
+def parse_number(text: str, extract: bool) -> float | None:
+    t = text.strip()
+    if extract:
+        t = strip_currency(t).replace(",", "").replace("%", "")
+        m = _DECIMAL.search(t)
+        if m is None:
+            return None
+        t = m.group(0)
+    elif _DECIMAL.fullmatch(t) is None:
+        return None
+    try:
+        v = float(t)
+    except (ValueError, OverflowError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def round_significant(x: float, digits: int) -> float:
+    if x == 0 or digits <= 0:
+        return x
+    return float(f"{x:.{digits - 1}e}")
+
+
+def tolerances(config: Any) -> tuple[float | None, float | None]:
+    """(absolute, relative); both None means exact comparison."""
+    absolute = cfg(config, "absolute_tolerance")
+    relative = cfg(config, "relative_tolerance")
+    if absolute is not None or relative is not None:
+        return (None if absolute is None else float(absolute), None if relative is None else float(relative))
+    tol = cfg(config, "tolerance")
+    mode = cfg(config, "tolerance_mode")
+    if tol is None and mode is None:
+        return None, None
+    tol = LEGACY_DEFAULT_TOLERANCE if tol is None else float(tol)
+    return (tol, None) if str(mode or "relative") == "absolute" else (None, tol)
+
+
+def numeric_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+    extract = bool(cfg(config, "extract_number", False))
+    e_text = expected.text if expected is not None else ""
+    e = parse_number(e_text, extract)
+    if e is None:
+        return pack_error(f"expected {quote(e_text, 80)} is not a number", "unparseable_expected")
+    a = parse_number(actual.text, extract)
+    if a is None:
+        return failed(f"actual {quote(actual.text, 80)} holds no number (expected {fmt_num(e)})")
+    digits = cfg(config, "significant_digits")
+    if digits:
+        a, e = round_significant(a, int(digits)), round_significant(e, int(digits))
+    diff = abs(a - e)
+    abs_tol, rel_tol = tolerances(config)
+    head = f"actual {fmt_num(a)}, expected {fmt_num(e)}, abs diff {fmt_num(diff)}"
+    if abs_tol is None and rel_tol is None:
+        return binary(a == e, f"{head}; exact comparison")
+    rel = 0.0 if diff == 0 else (math.inf if e == 0 else diff / abs(e))
+    ok_abs = abs_tol is not None and diff <= abs_tol
+    ok_rel = rel_tol is not None and rel <= rel_tol
+    parts = []
+    if abs_tol is not None:
+        parts.append(f"absolute tolerance {fmt_num(abs_tol)}: {'within' if ok_abs else 'outside'}")
+    if rel_tol is not None:
+        parts.append(
+            f"relative diff {fmt_num(rel)} vs tolerance {fmt_num(rel_tol)}: {'within' if ok_rel else 'outside'}"
+        )
+    return binary(ok_abs or ok_rel, f"{head}; " + "; ".join(parts))

@@ -1,0 +1,350 @@
+"""Text and structure validators (grading.md §3.2) and normalized_match (§3.4)."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from typing import Any
+
+import jsonschema
+
+from ..refs import Resolved
+from ..types import canonical_json
+from .common import (
+    NOT_FOUND,
+    Env,
+    PatternError,
+    VResult,
+    binary,
+    cfg,
+    compile_re2,
+    deep_equal,
+    failed,
+    flags_prefix,
+    fmt_num,
+    head,
+    is_number,
+    json_path_get,
+    pack_error,
+    parse_json_path,
+    parse_json_text,
+    quote,
+    short_json,
+    value_as_json,
+)
+
+# ---------------------------------------------------------------------------
+# exact_match / contains / regex_match / boolean_assert
+# ---------------------------------------------------------------------------
+
+
+def first_difference(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # binary search on equal prefixes: C-speed slices
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[lo : mid + 1] == b[lo : mid + 1]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def exact_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+    a = actual.text
+    e = expected.text if expected is not None else ""
+    if a == e:
+        return binary(True, f"exact match ({len(a)} code points)")
+    i = first_difference(a, e)
+    lo = max(0, i - 20)
+    return binary(
+        False,
+        f"first difference at offset {i}: actual {quote(a[lo : i + 20], 40)} vs expected {quote(e[lo : i + 20], 40)}"
+        f" (lengths {len(a)} and {len(e)})",
+    )
+
+
+def contains(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+    a = actual.text
+    e = expected.text if expected is not None else ""
+    folded = bool(cfg(config, "case_insensitive", False))
+    if folded:
+        a, e = a.casefold(), e.casefold()
+    i = a.find(e)
+    if i >= 0:
+        where = "case-folded text" if folded else "actual"
+        return binary(True, f"found {quote(e, 120)} at offset {i} of the {where}")
+    return binary(False, f"{quote(e, 120)} not found in {len(a)} code points; head: {head(a, 200)}")
+
+
+def regex_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+    pattern = expected.text if expected is not None else ""
+    try:
+        rx = compile_re2(flags_prefix(cfg(config, "flags", "")) + pattern)
+    except PatternError as exc:
+        return pack_error(
+            f"pattern {quote(pattern, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
+        )
+    text = actual.text
+    m = rx.search(text)
+    if m is None:
+        return binary(
+            False, f"no match for {quote(pattern, 200)} in {len(text)} code points; head: {head(text, 200)}"
+        )
+    s, t = m.span()
+    return binary(True, f"match at {s}-{t}: {quote(m.group(0), 200)}")
+
+
+_TRUE = frozenset({"true", "1", "yes"})
+_FALSE = frozenset({"false", "0", "no"})
+
+
+def read_bool(text: str) -> bool | None:
+    t = text.strip().lower()
+    if t in _TRUE:
+        return True
+    if t in _FALSE:
+        return False
+    return None
+
+
+def boolean_assert(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+    e = read_bool(expected.text if expected is not None else "")
+    if e is None:
+        return pack_error(
+            f"expected {quote(expected.text if expected else '', 80)} is not a boolean",
+            "unparseable_expected",
+        )
+    a = read_bool(actual.text)
+    if a is None:
+        return failed(f"actual {quote(actual.text, 80)} is not a boolean (expected {str(e).lower()})")
+    return binary(a == e, f"actual reads {str(a).lower()}, expected {str(e).lower()}")
+
+
+# ---------------------------------------------------------------------------
+# json_schema
+# ---------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
+_SCHEMA_CACHE: dict[str, Any] = {}
+
+
+def extract_fence(text: str) -> str:
+    m = _FENCE.search(text)
+    return m.group(1) if m else text
+
+
+def schema_validator(schema: Any) -> Any:
+    """A compiled jsonschema validator (cached by canonical text). Raises SchemaError/TypeError."""
+    key = json.dumps(schema, sort_keys=True) if not isinstance(schema, str) else schema
+    v = _SCHEMA_CACHE.get(key)
+    if v is not None:
+        return v
+    if not isinstance(schema, (dict, bool)):
+        raise jsonschema.SchemaError("a JSON Schema must be an object or a boolean")
+    dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    cls = jsonschema.Draft7Validator if "draft-07" in str(dialect) else jsonschema.Draft202012Validator
+    cls.check_schema(schema)
+    v = cls(schema)
+    if len(_SCHEMA_CACHE) > 512:
+        _SCHEMA_CACHE.clear()
+    _SCHEMA_CACHE[key] = v
+    return v
+
+
+def _pointer(path: Any) -> str:
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
+    return "/" + "/".join(parts) if parts else "(root)"
+
+
+def schema_errors(validator: Any, instance: Any, limit: int = 10) -> list[str]:
+    errs = sorted(validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    return [f"{_pointer(e.absolute_path)}: {e.message[:200]}" for e in errs[:limit]] + (
+        [f"... {len(errs) - limit} more"] if len(errs) > limit else []
+    )
+
+
+def load_schema(expected: Resolved | None) -> tuple[Any, VResult | None]:
+    if expected is None:
+        return None, pack_error("no schema given", "missing_expected")
+    schema, bad = value_as_json(expected.value, expected.text)
+    if bad is not None:
+        return None, pack_error(f"expected schema is not JSON at offset {bad}", "unparseable_expected")
+    try:
+        return schema_validator(schema), None
+    except (jsonschema.SchemaError, TypeError, ValueError) as exc:
+        return None, pack_error(
+            f"expected is not a valid JSON Schema: {str(exc).splitlines()[0][:300]}", "invalid_schema"
+        )
+
+
+def validate_json_text(text: str, validator: Any, what: str = "actual") -> VResult:
+    instance, bad = parse_json_text(text)
+    if bad is not None:
+        return failed(f"{what} is not JSON at offset {bad}; head: {head(text, 120)}")
+    errors = schema_errors(validator, instance)
+    if not errors:
+        return binary(True, f"{what} is JSON and validates against the schema")
+    return binary(False, "\n".join(errors))
+
+
+def json_schema(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+    validator, problem = load_schema(expected)
+    if problem is not None:
+        return problem
+    if not isinstance(actual.value, str) and not cfg(config, "extract_markdown_fence", False):
+        errors = schema_errors(validator, actual.value)
+        return binary(
+            not errors, "\n".join(errors) if errors else "actual is JSON and validates against the schema"
+        )
+    text = actual.text
+    if cfg(config, "extract_markdown_fence", False):
+        text = extract_fence(text)
+    return validate_json_text(text, validator)
+
+
+# ---------------------------------------------------------------------------
+# json_path_match
+# ---------------------------------------------------------------------------
+
+COMPARATORS = ("exists", "equals", "contains", "greater_than", "less_than")
+
+
+def json_path_spec(expected: Resolved | None) -> tuple[str, str, Any, VResult | None]:
+    """(path, comparator, value) from the expected side, or a pack error."""
+    if expected is None:
+        return "", "", None, pack_error("no expected path given", "missing_expected")
+    value = expected.value
+    if isinstance(value, str):
+        t = value.strip()
+        if t.startswith("$"):
+            return t, "exists", None, None
+        value, bad = parse_json_text(t)
+        if bad is not None:
+            return (
+                "",
+                "",
+                None,
+                pack_error(f"expected is neither a $ path nor JSON (offset {bad})", "unparseable_expected"),
+            )
+    if not isinstance(value, dict) or not isinstance(value.get("path"), str):
+        return (
+            "",
+            "",
+            None,
+            pack_error("expected must be {path, comparator, value} or a $ path", "invalid_expected"),
+        )
+    has_value = "value" in value
+    comparator = value.get("comparator") or ("equals" if has_value else "exists")
+    if comparator not in COMPARATORS:
+        return "", "", None, pack_error(f"unknown comparator {comparator!r}", "invalid_expected")
+    if comparator != "exists" and not has_value:
+        return "", "", None, pack_error(f"comparator {comparator} needs a value", "invalid_expected")
+    return value["path"], comparator, value.get("value"), None
+
+
+def compare_json_path(doc: Any, path: str, comparator: str, value: Any) -> VResult:
+    try:
+        segs = parse_json_path(path)
+    except ValueError as exc:
+        return pack_error(str(exc), "invalid_path")
+    found = json_path_get(doc, segs)
+    desc = f"path {path}, comparator {comparator}"
+    if comparator == "exists":
+        if found is NOT_FOUND:
+            return binary(False, f"{desc}: path does not resolve")
+        return binary(True, f"{desc}: resolves to {short_json(found)}")
+    if found is NOT_FOUND:
+        return binary(False, f"{desc}: path does not resolve; expected {short_json(value)}")
+    shown = f"{desc}: actual {short_json(found)}, expected {short_json(value)}"
+    if comparator == "equals":
+        return binary(deep_equal(found, value), shown)
+    if comparator == "contains":
+        if isinstance(found, str):
+            if not isinstance(value, str):
+                return pack_error(f"{shown}: contains on a string needs a string value", "invalid_expected")
+            return binary(value in found, shown)
+        if isinstance(found, list):
+            return binary(any(deep_equal(x, value) for x in found), shown)
+        needle = value if isinstance(value, str) else canonical_json(value)
+        return binary(needle in canonical_json(found), shown)
+    if not is_number(value):
+        return pack_error(f"{shown}: {comparator} needs a numeric value", "invalid_expected")
+    if not is_number(found):
+        return binary(False, f"{shown}: actual is not a number")
+    ok = found > value if comparator == "greater_than" else found < value
+    return binary(
+        ok,
+        f"{shown} ({fmt_num(found)} {'>' if comparator == 'greater_than' else '<'} {fmt_num(value)}: {ok})",
+    )
+
+
+def json_path_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+    path, comparator, value, problem = json_path_spec(expected)
+    if problem is not None:
+        return problem
+    doc, bad = value_as_json(actual.value, actual.text)
+    if bad is not None:
+        return failed(f"actual is not JSON at offset {bad}; head: {head(actual.text, 120)}")
+    return compare_json_path(doc, path, comparator, value)
+
+
+# ---------------------------------------------------------------------------
+# normalized_match (§3.4)
+# ---------------------------------------------------------------------------
+
+_WS = re.compile(r"\s+")
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+CURRENCY_SYMBOLS = "$€£¥₹"
+_CURRENCY_CODES = re.compile(r"(?i)(?<![A-Za-z])(?:USD|EUR|GBP|JPY|INR)(?![A-Za-z])")
+_FORMATTING = str.maketrans("", "", "`()[]")
+_CURRENCY_TABLE = str.maketrans("", "", CURRENCY_SYMBOLS)
+
+
+def strip_currency(text: str) -> str:
+    return _CURRENCY_CODES.sub("", text.translate(_CURRENCY_TABLE))
+
+
+def strip_punctuation(text: str) -> str:
+    return "".join(ch for ch in text if not unicodedata.category(ch).startswith(("P", "S")))
+
+
+NORMALIZATION_STEPS = {
+    "trim": str.strip,
+    "lowercase": str.casefold,
+    "collapse_whitespace": lambda s: _WS.sub(" ", s),
+    "strip_punctuation": strip_punctuation,
+    "strip_currency": strip_currency,
+    "strip_formatting": lambda s: s.translate(_FORMATTING),
+    "normalize_unicode": lambda s: unicodedata.normalize("NFKC", s),
+    "remove_articles": lambda s: _ARTICLES.sub(" ", s),
+    "sort_words": lambda s: " ".join(sorted(s.split())),
+    "sort_lines": lambda s: "\n".join(sorted(s.replace("\r\n", "\n").split("\n"))),
+}
+DEFAULT_PIPELINE = ("trim", "lowercase", "collapse_whitespace")
+
+
+def normalized_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+    pipeline = cfg(config, "pipeline") or cfg(config, "normalizations") or DEFAULT_PIPELINE
+    if isinstance(pipeline, str):
+        pipeline = [pipeline]
+    unknown = [s for s in pipeline if s not in NORMALIZATION_STEPS]
+    if unknown:
+        return pack_error(f"{unknown[0]!r} is not a supported normalization step", "invalid_config")
+    a = actual.text
+    e = expected.text if expected is not None else ""
+    for step in pipeline:
+        fn = NORMALIZATION_STEPS[step]
+        a, e = fn(a), fn(e)
+    if a == e:
+        return binary(True, f"equal after {', '.join(pipeline)}: {quote(a, 200)}")
+    i = first_difference(a, e)
+    lo = max(0, i - 20)
+    return binary(
+        False,
+        f"after {', '.join(pipeline)}, first difference at offset {i}: actual {quote(a[lo : i + 20], 40)}"
+        f" vs expected {quote(e[lo : i + 20], 40)}",
+    )

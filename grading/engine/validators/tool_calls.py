@@ -1,0 +1,131 @@
+"""tool_call_assertion (grading.md §3.6) and the matching helpers the trajectory matchers share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..types import Evidence, ToolCall
+from .common import Env, VResult, binary, cfg, is_number, pack_error, unavailable
+
+
+def bipartite_match(n_left: int, n_right: int, edge: Callable[[int, int], bool]) -> list[int]:
+    """Maximum matching by augmenting paths (Kuhn). Returns right partner per left (-1)."""
+    adj = [[j for j in range(n_right) if edge(i, j)] for i in range(n_left)]
+    right_of: list[int] = [-1] * n_right
+    left_to: list[int] = [-1] * n_left
+
+    def augment(i: int, seen: list[bool]) -> bool:
+        for j in adj[i]:
+            if seen[j]:
+                continue
+            seen[j] = True
+            if right_of[j] < 0 or augment(right_of[j], seen):
+                right_of[j] = i
+                left_to[i] = j
+                return True
+        return False
+
+    for i in range(n_left):
+        if adj[i]:
+            augment(i, [False] * n_right)
+    return left_to
+
+
+def contains_value(actual: Any, expected: Any) -> bool:
+    """Objects by keys recursively, each expected array element by a distinct actual element,
+    scalars by equality (numbers numerically)."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and contains_value(actual[k], v) for k, v in expected.items()
+        )
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(expected) > len(actual):
+            return False
+        if not expected:
+            return True
+        match = bipartite_match(
+            len(expected), len(actual), lambda i, j: contains_value(actual[j], expected[i])
+        )
+        return all(m >= 0 for m in match)
+    if is_number(expected) and is_number(actual):
+        return actual == expected
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(actual) is type(expected) and actual == expected
+    return type(actual) is type(expected) and actual == expected
+
+
+def observed_calls(evidence: Evidence, include_failed: bool) -> list[ToolCall]:
+    if include_failed:
+        return evidence.tool_calls
+    return [c for c in evidence.tool_calls if c.status == "ok"]
+
+
+def _is_subsequence(needle: list[str], hay: list[str]) -> bool:
+    it = iter(hay)
+    return all(any(x == y for y in it) for x in needle)
+
+
+def tool_call_assertion(actual: Any, expected: Any, config: Any, env: Env) -> VResult:
+    evidence = env.evidence
+    if not evidence.channels.tool_calls:
+        return unavailable("UNAVAILABLE: lane reports no tool calls (black_box or no tool_calls channel)")
+    name = cfg(config, "tool_name")
+    args = cfg(config, "arguments_contain")
+    count, lo, hi = cfg(config, "count"), cfg(config, "min_count"), cfg(config, "max_count")
+    ordered = cfg(config, "ordered_tools")
+    must_call = cfg(config, "must_call")
+    if args is not None and not isinstance(args, dict):
+        return pack_error("arguments_contain must be an object", "invalid_config")
+    if (
+        must_call is None
+        and (name is not None or args is not None)
+        and count is None
+        and lo is None
+        and hi is None
+    ):
+        must_call = True
+    if (
+        name is None
+        and args is None
+        and must_call is None
+        and count is None
+        and lo is None
+        and hi is None
+        and not ordered
+    ):
+        return pack_error("must declare at least one tool call assertion", "invalid_config")
+    calls = observed_calls(evidence, bool(cfg(config, "include_failed", False)))
+    matched = [
+        c.index
+        for c in calls
+        if (name is None or c.name == name) and (args is None or contains_value(c.args, args))
+    ]
+    n = len(matched)
+    reasons: list[str] = []
+    if must_call is True and n == 0:
+        reasons.append("no matching call (must_call true)")
+    if must_call is False and n > 0:
+        reasons.append(f"{n} matching calls (must_call false)")
+    if count is not None and n != count:
+        reasons.append(f"count {n} != count {count}")
+    if lo is not None and n < lo:
+        reasons.append(f"count {n} < min_count {lo}")
+    if hi is not None and n > hi:
+        reasons.append(f"count {n} > max_count {hi}")
+    names = [c.name for c in calls]
+    if ordered:
+        mode = cfg(config, "order_mode", "subsequence")
+        ok = names == list(ordered) if mode == "exact" else _is_subsequence(list(ordered), names)
+        if not ok:
+            reasons.append(
+                f"observed names do not {'equal' if mode == 'exact' else 'contain the subsequence'} {list(ordered)}"
+            )
+    shown = ", ".join(names[:50]) + (f", ... ({len(names)} calls)" if len(names) > 50 else "")
+    evidence_text = f"matched indexes {matched[:50]}; observed: [{shown}]"
+    evidence_text += "; reasons: " + "; ".join(reasons) if reasons else "; all assertions hold"
+    return binary(
+        not reasons,
+        evidence_text,
+        details={"matched_indices": matched, "observed_names": names, "reasons": reasons},
+    )
