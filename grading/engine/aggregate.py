@@ -650,8 +650,19 @@ class LaneCounters:
         self.dimensions: dict[str, list[float]] = {}  # key -> [sum, n]
         self.compliance = [0.0, 0]
         self.reliability = [0.0, 0]
-        self.agent = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "cost_reported": 0}
-        self.judge = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "cost_unknown": 0}
+        self.agent: dict[str, float] = {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": 0.0,
+            "cost_reported": 0,
+        }
+        self.judge: dict[str, float] = {
+            "calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": 0.0,
+            "cost_unknown": 0,
+        }
         self.latency = LatencyHistogram()
 
     # -- updates -----------------------------------------------------------
@@ -709,12 +720,13 @@ class LaneCounters:
         _merge_tally(self.tally, other.tally)
         for key, t in other.challenges.items():
             _merge_tally(self.challenges.setdefault(key, _tally()), t)
-        for target, source in (
+        pairs: tuple[tuple[dict[str, Any], Mapping[str, Any]], ...] = (
             (self.outcome_counts, other.outcome_counts),
             (self.validity_counts, other.validity_counts),
             (self.agent, other.agent),
             (self.judge, other.judge),
-        ):
+        )
+        for target, source in pairs:
             for k, v in source.items():
                 target[k] = target.get(k, 0) + v
         for key, c in other.cases.items():

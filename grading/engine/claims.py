@@ -361,13 +361,13 @@ class _Facts:
                 if target:
                     self.writes.append((call, target))
         self.redirects: list[tuple[ToolCall, str]] = []
-        for _ref, _name, cmd, call in self.commands:
-            if call is not None and call.status == "ok":
+        for _ref, _name, cmd, shell_call in self.commands:
+            if shell_call is not None and shell_call.status == "ok":
                 for m in _REDIRECT.finditer(cmd):
                     target = m.group(2)
                     if target.startswith("/dev/") or target.startswith("&"):
                         continue
-                    self.redirects.append((call, _normalise_path(target, self.working_directory)))
+                    self.redirects.append((shell_call, _normalise_path(target, self.working_directory)))
         self.files = (
             {_normalise_path(p, self.working_directory): p for p in evidence.files}
             if self.files_available

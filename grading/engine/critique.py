@@ -365,14 +365,14 @@ def probe_case(
             )
         )
     for evidence, expected_from, keys in _reference_probes(spec, case, ctx):
-        results = _results(grade(evidence, case, spec, context=ctx, judge=None))
+        reference = _results(grade(evidence, case, spec, context=ctx, judge=None))
         for key in keys:
-            result = results.get(key)
-            if result is not None and result["status"] == "FAILED":
+            ref_result = reference.get(key)
+            if ref_result is not None and ref_result["status"] == "FAILED":
                 suggestions.append(
                     Suggestion(
                         reason=f"{_name(key, labels)} fails on the reference output ({expected_from} placed "
-                        f"as the output): {_short(result['evidence'])}",
+                        f"as the output): {_short(ref_result['evidence'])}",
                         finding="fails_on_reference",
                         assertion=key,
                     )

@@ -105,9 +105,9 @@ def read_results(
     protocol_errors = _protocol_errors()
     by_key: dict[str, list[CaseDef]] = {}
     order: dict[tuple[str, str], int] = {}
-    for i, case in enumerate(cases):
-        by_key.setdefault(case.case_key.strip(), []).append(case)
-        order.setdefault((case.challenge_key, case.case_key), i)
+    for i, known in enumerate(cases):
+        by_key.setdefault(known.case_key.strip(), []).append(known)
+        order.setdefault((known.challenge_key, known.case_key), i)
     if isinstance(data, str):
         data = data.encode()
     if data.startswith(b"\xef\xbb\xbf"):
@@ -145,7 +145,7 @@ def read_results(
             problems.append(
                 "both invocations and a non-empty tool_calls: group the calls in invocations only"
             )
-        case = None
+        case: CaseDef | None = None
         if case_key is not None:
             candidates: list[CaseDef] | None = by_key.get(case_key, [])
             if challenge_key is not None and candidates:
