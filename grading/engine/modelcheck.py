@@ -1,0 +1,527 @@
+"""Check raw data (built from a YAML node tree) against a pydantic model (pack-format §2.1, §3).
+
+``check_model`` walks the data along the model's fields and reports every problem of the
+document in one pass, with the pack-format messages: unknown keys (with a suggestion),
+missing keys, wrong types, non-finite numbers; then it runs the model's own validators on
+the cleaned data so value rules (``PydanticCustomError`` raised by a field or model
+validator) keep their exact message. Problems already reported by the walk are not
+reported again by the validation pass (no cascades).
+
+Markers understood in ``Annotated`` metadata:
+
+- ``Trim()``: the string is trimmed (pack-format §5.1), in ``cleaned`` and by pydantic.
+- ``ConfigFor(...)``: a free-form ``dict`` field whose shape depends on a sibling
+  discriminator (``ValidatorSpec.config`` keyed by ``type``): it is checked against the
+  model the resolver returns; unknown keys of lenient types are warnings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError
+from pydantic_core import core_schema
+
+Path = tuple[str | int, ...]
+Severity = Literal["error", "warning"]
+Anchor = Literal["value", "key", "parent"]
+
+
+@dataclass
+class Issue:
+    path: Path  # relative to the checked root, e.g. ("validators", 0, "config", "mode")
+    message: str  # the pack-format predicate: "is required", "must be a number", ...
+    detail: str | None = None  # engine text (RE2, JSON Schema), never needed to read the message
+    severity: Severity = "error"
+    rule: str | None = None  # "unknown_key" and the lint names, for warnings
+    anchor: Anchor = "value"  # YAML position: the value, the key (unknown keys), the parent (missing keys)
+
+    def field(self, prefix: str = "") -> str:
+        return format_path(self.path, prefix)
+
+
+@dataclass
+class CheckResult:
+    instance: Any | None  # the validated model when there is no error-severity issue
+    cleaned: Any  # the data with unknown keys removed and coercions applied
+    issues: list[Issue] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Issue]:
+        return [issue for issue in self.issues if issue.severity == "error"]
+
+    @property
+    def error_paths(self) -> frozenset[Path]:
+        return frozenset(issue.path for issue in self.errors)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+
+
+def format_path(path: Path, prefix: str = "") -> str:
+    """``("input_sets", 0, "cases", 2, "case_key")`` -> ``input_sets[0].cases[2].case_key``.
+
+    A name that is not an identifier is written ``["name"]``.
+    """
+    out = prefix
+    for element in path:
+        if isinstance(element, int) and not isinstance(element, bool):
+            out += f"[{element}]"
+        elif _IDENT.match(str(element)):
+            out += ("." if out else "") + str(element)
+        else:
+            out += "[" + json.dumps(str(element), ensure_ascii=False) + "]"
+    return out
+
+
+def path_is_under(path: Path, roots: frozenset[Path] | set[Path]) -> bool:
+    """True when ``path`` equals one of ``roots`` or lies below one of them."""
+    return any(path[: len(root)] == root for root in roots)
+
+
+# ---------------------------------------------------------------------------
+# Markers
+# ---------------------------------------------------------------------------
+
+
+class Trim:
+    """Annotated marker: the string is trimmed before any other rule applies."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(str.strip, handler(source))
+
+    def __repr__(self) -> str:
+        return "Trim()"
+
+
+@dataclass(frozen=True)
+class ConfigFor:
+    """Annotated marker for a free-form dict whose model depends on a sibling key.
+
+    ``resolve(discriminator_value)`` returns the model (or None: left free-form);
+    ``lenient(discriminator_value)`` says whether unknown keys are warnings.
+    """
+
+    discriminator: str
+    resolve: Callable[[str], type[BaseModel] | None]
+    lenient: Callable[[str], bool] = lambda _value: False
+
+
+# ---------------------------------------------------------------------------
+# Suggestions for unknown keys (pack-format §3)
+# ---------------------------------------------------------------------------
+
+
+def suggest_key(key: str, allowed: list[str]) -> str | None:
+    """The allowed key an unknown ``key`` most likely meant, by rules (a)-(c) of §3."""
+    lowered = key.lower()
+    for candidate in allowed:
+        if candidate.lower() == lowered:
+            return candidate
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    holders = [candidate for candidate in allowed if key in candidate.split("_")]
+    if len(holders) == 1:
+        return holders[0]
+    return None
+
+
+def unknown_key_message(suggestion: str | None, *, quoted: bool = True) -> str:
+    if not suggestion:
+        return "is not an allowed key"
+    shown = f'"{suggestion}"' if quoted else suggestion
+    return f"is not an allowed key; did you mean {shown}?"
+
+
+# ---------------------------------------------------------------------------
+# The walk
+# ---------------------------------------------------------------------------
+
+_YAML11_BOOLS = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
+_UNION_TYPES = (Union, types.UnionType)
+
+
+def _unwrap(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
+    metadata: tuple[Any, ...] = ()
+    while typing.get_origin(annotation) is typing.Annotated:
+        args = typing.get_args(annotation)
+        annotation, metadata = args[0], metadata + tuple(args[1:])
+    return annotation, metadata
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _is_freeform(annotation: Any) -> bool:
+    return annotation is JsonValue or annotation is Any or annotation is object
+
+
+def _kind_name(annotation: Any) -> str:
+    annotation, _ = _unwrap(annotation)
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        return "a boolean"
+    if annotation is int:
+        return "an integer"
+    if annotation is float:
+        return "a number"
+    if annotation is str or origin is Literal:
+        return "a string"
+    if origin is list:
+        return "a list"
+    if _is_model(annotation) or origin is dict:
+        return "an object"
+    return "a value"
+
+
+def _branch_for(args: list[Any], data: Any) -> Any | None:
+    """The union member a value of this Python type can only mean."""
+
+    def first(predicate: Callable[[Any], bool]) -> Any | None:
+        for arg in args:
+            bare, _ = _unwrap(arg)
+            if predicate(bare):
+                return arg
+        return None
+
+    if any(_is_freeform(_unwrap(arg)[0]) for arg in args):
+        return JsonValue
+    if isinstance(data, bool):
+        return first(lambda a: a is bool)
+    if isinstance(data, int):
+        return first(lambda a: a is int) or first(lambda a: a is float)
+    if isinstance(data, float):
+        return first(lambda a: a is float)
+    if isinstance(data, str):
+        return first(lambda a: a is str or typing.get_origin(a) is Literal)
+    if isinstance(data, Mapping):
+        return first(lambda a: _is_model(a) or typing.get_origin(a) is dict)
+    if isinstance(data, list):
+        return first(lambda a: typing.get_origin(a) is list)
+    return None
+
+
+class _Walker:
+    def __init__(
+        self,
+        unknown_key_severity: Callable[[Path], Severity],
+        scalar_text: Callable[[Path], str | None] | None,
+        suggest: Callable[[Path, str, list[str]], str | None] | None,
+    ) -> None:
+        self.unknown_key_severity = unknown_key_severity
+        self.scalar_text = scalar_text
+        self.suggest = suggest
+        self.issues: list[Issue] = []
+        self.lenient = False
+        self.validated_roots: set[Path] = set()
+
+    def report(self, path: Path, message: str, **kwargs: Any) -> None:
+        self.issues.append(Issue(path, message, **kwargs))
+
+    # -- models -------------------------------------------------------------
+
+    def model(self, model: type[BaseModel], data: Any, path: Path) -> Any:
+        if not isinstance(data, Mapping):
+            self.report(path, "must be an object")
+            return data
+        fields = {info.alias or name: info for name, info in model.model_fields.items()}
+        out: dict[str, Any] = {}
+        for raw_key, value in data.items():
+            key = raw_key if isinstance(raw_key, str) else self._key_text(raw_key, path)
+            if key not in fields:
+                self.unknown_key(path, key, list(fields))
+                continue
+            info = fields[key]
+            annotation, metadata = _unwrap(info.annotation)
+            metadata = metadata + tuple(info.metadata)
+            if value is None and not _is_freeform(annotation):
+                continue  # null means absent
+            config_for = next((m for m in metadata if isinstance(m, ConfigFor)), None)
+            if config_for is not None:
+                out[key] = self.config(config_for, data, value, path + (key,))
+            else:
+                out[key] = self.value(annotation, value, path + (key,), metadata)
+        for name, info in fields.items():
+            if not info.is_required():
+                continue
+            if name not in out:
+                self.report(path + (name,), "is required", anchor="parent")
+            elif isinstance(out[name], str) and not out[name].strip() and _unwrap(info.annotation)[0] is str:
+                self.report(path + (name,), "is required")
+        return out
+
+    def _key_text(self, key: Any, path: Path) -> str:
+        if isinstance(key, bool):
+            return "true" if key else "false"
+        return str(key)
+
+    def unknown_key(self, path: Path, key: str, allowed: list[str]) -> None:
+        key_path = path + (key,)
+        severity: Severity = "warning" if self.lenient else self.unknown_key_severity(key_path)
+        hit = suggest_key(key, allowed)
+        message = unknown_key_message(hit)
+        if hit is None and self.suggest is not None:
+            extra = self.suggest(path, key, allowed)
+            if extra:
+                message = unknown_key_message(extra, quoted=False)
+        self.report(
+            key_path,
+            message,
+            severity=severity,
+            rule="unknown_key" if severity == "warning" else None,
+            anchor="key",
+        )
+
+    def config(self, marker: ConfigFor, parent: Mapping[str, Any], value: Any, path: Path) -> Any:
+        discriminator = parent.get(marker.discriminator)
+        model = marker.resolve(discriminator) if isinstance(discriminator, str) else None
+        if model is None:
+            return self.value(dict[str, JsonValue], value, path, ())
+        saved = self.lenient
+        self.lenient = saved or marker.lenient(discriminator)  # type: ignore[arg-type]
+        try:
+            cleaned = self.model(model, value, path)
+        finally:
+            self.lenient = saved
+        if isinstance(cleaned, dict):
+            self.validate(model, cleaned, path)
+        return cleaned
+
+    # -- values -------------------------------------------------------------
+
+    def value(self, annotation: Any, data: Any, path: Path, metadata: tuple[Any, ...]) -> Any:
+        annotation, more = _unwrap(annotation)
+        metadata = metadata + more
+        origin = typing.get_origin(annotation)
+        if _is_freeform(annotation):
+            return self.freeform(data, path)
+        if origin in _UNION_TYPES:
+            args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+            if data is None:
+                return None
+            if len(args) == 1:
+                return self.value(args[0], data, path, metadata)
+            branch = _branch_for(args, data)
+            if branch is None:
+                names = list(dict.fromkeys(_kind_name(arg) for arg in args))
+                self.report(path, "must be " + " or ".join(names))
+                return data
+            return self.union_member(branch, data, path, metadata)
+        if _is_model(annotation):
+            return self.model(annotation, data, path)
+        if origin is list:
+            return self.list(typing.get_args(annotation), data, path)
+        if origin is dict:
+            return self.dict(typing.get_args(annotation), data, path)
+        if origin is Literal:
+            return self.literal(typing.get_args(annotation), data, path)
+        if annotation is str:
+            return self.string(data, path, metadata)
+        if annotation is bool:
+            return self.boolean(data, path)
+        if annotation is int:
+            return self.integer(data, path)
+        if annotation is float:
+            return self.number(data, path)
+        return data
+
+    def union_member(self, branch: Any, data: Any, path: Path, metadata: tuple[Any, ...]) -> Any:
+        # Pydantic reports a failing union value once per member; validate only the member
+        # the data's type selects, and keep the whole-document pass quiet below this path.
+        before = len(self.issues)
+        cleaned = self.value(branch, data, path, metadata)
+        self.validated_roots.add(path)
+        if not any(issue.severity == "error" for issue in self.issues[before:]):
+            annotation = typing.Annotated[(branch, *metadata)] if metadata else branch
+            self.validate(_adapter(annotation), cleaned, path)
+        return cleaned
+
+    def list(self, args: tuple[Any, ...], data: Any, path: Path) -> Any:
+        if not isinstance(data, list):
+            self.report(path, "must be a list")
+            return data
+        item = args[0] if args else JsonValue
+        return [self.value(item, entry, path + (index,), ()) for index, entry in enumerate(data)]
+
+    def dict(self, args: tuple[Any, ...], data: Any, path: Path) -> Any:
+        if not isinstance(data, Mapping):
+            self.report(path, "must be an object")
+            return data
+        item = args[1] if len(args) > 1 else JsonValue
+        out = {}
+        for raw_key, value in data.items():
+            key = raw_key if isinstance(raw_key, str) else self._key_text(raw_key, path)
+            out[key] = self.value(item, value, path + (key,), ())
+        return out
+
+    def literal(self, choices: tuple[Any, ...], data: Any, path: Path) -> Any:
+        if data not in choices or isinstance(data, bool) != isinstance(choices[0], bool):
+            self.report(path, "must be one of " + ", ".join(str(choice) for choice in choices))
+        return data
+
+    def string(self, data: Any, path: Path, metadata: tuple[Any, ...]) -> Any:
+        if isinstance(data, (Mapping, list)):
+            self.report(path, "must be a string")
+            return data
+        if not isinstance(data, str):
+            text = self.scalar_text(path) if self.scalar_text is not None else None
+            if text is None:
+                text = ("true" if data else "false") if isinstance(data, bool) else str(data)
+            data = text
+        if any(isinstance(m, Trim) for m in metadata):
+            data = data.strip()
+        return data
+
+    def boolean(self, data: Any, path: Path) -> Any:
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, str) and data.lower() in _YAML11_BOOLS:
+            return _YAML11_BOOLS[data.lower()]
+        self.report(path, "must be a boolean")
+        return data
+
+    def integer(self, data: Any, path: Path) -> Any:
+        if isinstance(data, int) and not isinstance(data, bool):
+            return data
+        self.report(path, "must be an integer")
+        return data
+
+    def number(self, data: Any, path: Path) -> Any:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.report(path, "must be a number")
+        elif isinstance(data, float) and not math.isfinite(data):
+            self.report(path, "must be a finite number")
+        return data
+
+    def freeform(self, data: Any, path: Path) -> Any:
+        if isinstance(data, float) and not math.isfinite(data):
+            self.report(path, "must be a finite number")
+            return data
+        if isinstance(data, Mapping):
+            out = {}
+            for raw_key, value in data.items():
+                key = raw_key if isinstance(raw_key, str) else self._key_text(raw_key, path)
+                out[key] = self.freeform(value, path + (key,))
+            return out
+        if isinstance(data, (list, tuple)):
+            return [self.freeform(value, path + (index,)) for index, value in enumerate(data)]
+        if data is None or isinstance(data, (str, int, float, bool)):
+            return data
+        return str(data)  # dates and other YAML 1.1 leftovers keep their text
+
+    # -- the validation pass -------------------------------------------------
+
+    def validate(self, model: type[BaseModel] | TypeAdapter[Any], cleaned: Any, path: Path) -> Any | None:
+        try:
+            if isinstance(model, TypeAdapter):
+                return model.validate_python(cleaned, strict=True)
+            return model.model_validate(cleaned)
+        except ValidationError as exc:
+            reported = {issue.path for issue in self.issues if issue.severity == "error"}
+            quiet = {root for root in self.validated_roots if root[: len(path)] == path and root != path}
+            for error in exc.errors():
+                rel, exists = _locate(cleaned, error["loc"], error["type"])
+                full = path + rel
+                if path_is_under(full, reported | quiet) or any(r[: len(full)] == full for r in reported):
+                    continue
+                self.report(full, _message(error), anchor="value" if exists else "parent")
+                reported.add(full)
+            return None
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(annotation: Any) -> TypeAdapter[Any]:
+    try:
+        return _ADAPTERS[annotation]
+    except KeyError:
+        adapter = _ADAPTERS[annotation] = TypeAdapter(annotation)
+        return adapter
+    except TypeError:  # unhashable metadata
+        return TypeAdapter(annotation)
+
+
+def _has_step(current: Any, element: Any) -> bool:
+    if isinstance(current, Mapping):
+        return element in current
+    return isinstance(current, list) and isinstance(element, int) and 0 <= element < len(current)
+
+
+def _locate(data: Any, loc: tuple[Any, ...], error_type: str) -> tuple[Path, bool]:
+    """Map a pydantic ``loc`` onto data keys and indexes, skipping union/function tags."""
+    out: list[str | int] = []
+    current = data
+    exists = True
+    for position, element in enumerate(loc):
+        if _has_step(current, element):
+            out.append(element)
+            current = current[element]
+        elif position == len(loc) - 1 and error_type == "missing" and isinstance(element, str):
+            out.append(element)
+            exists = False
+    return tuple(out), exists
+
+
+_TYPE_MESSAGES = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_type": "must be a boolean",
+    "bool_parsing": "must be a boolean",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "list_type": "must be a list",
+    "extra_forbidden": "is not an allowed key",
+}
+
+
+def _message(error: Any) -> str:
+    kind = error["type"]
+    if kind in _TYPE_MESSAGES:
+        return _TYPE_MESSAGES[kind]
+    if kind == "literal_error":
+        expected = str(error.get("ctx", {}).get("expected", ""))
+        return "must be one of " + expected.replace("'", "").replace(" or ", ", ")
+    return str(error["msg"])
+
+
+def check_model(
+    model: type[BaseModel],
+    data: Any,
+    *,
+    path: Path = (),
+    unknown_key_severity: Callable[[Path], Severity] = lambda _path: "error",
+    scalar_text: Callable[[Path], str | None] | None = None,
+    suggest: Callable[[Path, str, list[str]], str | None] | None = None,
+) -> CheckResult:
+    """Check ``data`` against ``model`` and report every issue of the document.
+
+    ``path`` prefixes every issue path (and is what the callbacks receive).
+    ``unknown_key_severity(path_of_the_key)`` decides error or warning for unknown keys
+    (lenient ``ConfigFor`` models always warn); ``scalar_text(path)`` gives the YAML text of
+    a scalar that reaches a string field; ``suggest(mapping_path, key, allowed)`` is the last
+    resort suggestion, used verbatim (``top-level "tools"``).
+    """
+    walker = _Walker(unknown_key_severity, scalar_text, suggest)
+    cleaned = walker.model(model, data, path)
+    instance = walker.validate(model, cleaned, path) if isinstance(cleaned, dict) else None
+    if any(issue.severity == "error" for issue in walker.issues):
+        instance = None
+    return CheckResult(instance, cleaned, walker.issues)
