@@ -57,6 +57,7 @@ DEFAULT_JUDGE_AGREEMENT_MIN = 0.75
 PROBED_KINDS = frozenset({"validator", "trajectory", "rule", "guard"})
 NOT_PROBED_TYPES = frozenset({"code_execution"})
 REASON_EVIDENCE_MAX = 300
+CLAIMS_KEY = "claims"
 
 GradeFn = Callable[..., Any]
 
@@ -488,8 +489,9 @@ def run_health(records: Iterable[CaseRecord | Mapping[str, Any]], spec: Any = No
         name = _name(key, labels)
         total = len(items)
         graded = [it for it in items if it[2] in ("PASSED", "FAILED")]
-        # no_discrimination
-        if len(graded) >= 3:
+        # no_discrimination (not for the engine's own claims gate: agents passing it
+        # everywhere is the normal state, not a weakness of the pack's assertions)
+        if len(graded) >= 3 and key != CLAIMS_KEY:
             statuses = {it[2] for it in graded}
             lanes = {it[0] for it in graded}
             cases = {it[1] for it in graded}

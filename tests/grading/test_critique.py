@@ -342,6 +342,11 @@ def test_no_discrimination_when_every_lane_and_case_gets_the_same_outcome():
     assert "PASSED on all 4 graded results (2 lanes, 2 cases)" in s.reason
 
 
+def test_the_claims_gate_is_not_reported_as_non_discriminating():
+    records = [rec(d, c, {"claims": "PASSED"}) for d in "ab" for c in ("x", "y")]
+    assert findings(run_health(records), "no_discrimination") == []
+
+
 def test_no_discrimination_needs_three_results_and_two_lanes_or_three_cases():
     two = [rec("a", c, {"v": "FAILED"}) for c in ("x", "y")]
     assert findings(run_health(two), "no_discrimination") == []
@@ -449,3 +454,78 @@ def test_run_health_is_independent_of_record_order():
         rec(d, c, {"v": "PASSED", "u": ("UNAVAILABLE", "unavailable", None)}) for d in "ab" for c in "xyz"
     ]
     assert run_health(records).to_dict() == run_health(list(reversed(records))).to_dict()
+
+
+# -- with the real grade_case and EvaluationSpec --------------------------------
+
+
+def _real_spec(**extra):
+    import pytest
+
+    spec_module = pytest.importorskip("grading.engine.spec")
+    pytest.importorskip("grading.engine.grade")
+    data = {
+        "name": "math",
+        "version_number": 1,
+        "judge_mode": "deterministic",
+        "validators": [
+            {
+                "key": "exact",
+                "type": "exact_match",
+                "target": "final_output",
+                "expected_from": "case.expectations.answer",
+            },
+            {"key": "vacuous", "type": "contains", "target": "final_output", "expected_from": "literal:"},
+            {"key": "echoed", "type": "contains", "target": "final_output", "expected_from": "case.inputs.q"},
+            {
+                "key": "digits",
+                "type": "regex_match",
+                "target": "final_output",
+                "expected_from": "case.expectations.pattern",
+            },
+            {
+                "key": "no_rm",
+                "type": "tool_call_assertion",
+                "target": "tool_calls",
+                "config": {"tool_name": "rm", "must_call": False},
+            },
+        ],
+        "scorecard": {"dimensions": ["correctness"]},
+        **extra,
+    }
+    return spec_module.EvaluationSpec.model_validate(data)
+
+
+def test_probes_run_through_the_real_grade_case():
+    spec = _real_spec()
+    case = dataclasses.replace(
+        CASE,
+        expectations=[
+            CaseExpectation(key="answer", value="42"),
+            CaseExpectation(key="pattern", value="^\\d+$"),
+        ],
+    )
+    suggestions = probe_case(spec, case, CTX)
+    found = [(s.assertion, s.finding) for s in suggestions]
+    # exact_match passes its own reference; a regex used as the reference output does not match itself
+    assert found == [
+        ("vacuous", "trivially_satisfied"),
+        ("echoed", "trivially_satisfied"),
+        ("no_rm", "trivially_satisfied"),
+        ("digits", "fails_on_reference"),
+    ]
+
+
+def test_the_real_grade_case_carries_the_probe_findings_in_its_eval_feedback():
+    from grading.engine.grade import grade_case
+    from grading.engine.types import Evidence
+
+    spec = _real_spec()
+    case = dataclasses.replace(
+        CASE,
+        expectations=[CaseExpectation(key="answer", value="42"), CaseExpectation(key="pattern", value="^4")],
+    )
+    doc = grade_case(Evidence(final_output="42"), case, spec, context=CTX).to_dict()
+    assertions = [s.get("assertion") for s in doc["eval_feedback"]["suggestions"]]
+    assert "vacuous" in assertions and "echoed" in assertions
+    assert doc["eval_feedback"]["overall"] == "4 findings: 3 trivially_satisfied, 1 fails_on_reference."
