@@ -277,3 +277,72 @@ def test_the_text_rendering_shows_lanes_cases_and_feedback():
     assert "word-problem" in text and "no_result" in text
     assert "Eval feedback:" in text
     assert render_text({**doc, "input_set": None}).startswith("Pack mental-math v1, input set (none)")
+
+
+def test_end_to_end_with_the_real_engine():
+    spec_module = pytest.importorskip("grading.engine.spec")
+    pytest.importorskip("grading.engine.grade")
+    spec = spec_module.EvaluationSpec.model_validate(
+        {
+            "name": "math",
+            "version_number": 1,
+            "judge_mode": "deterministic",
+            "validators": [
+                {
+                    "key": "exact",
+                    "type": "exact_match",
+                    "target": "final_output",
+                    "expected_from": "case.expectations.answer",
+                }
+            ],
+            "scorecard": {"dimensions": ["correctness"]},
+            "claims": {"fail_on_contradicted": True},
+        }
+    )
+    results = lines(
+        {"case_key": "crates", "final_output": "12"},
+        {
+            "case_key": "train",
+            "final_output": "90\nAll 3 tests pass.",
+            "tool_calls": [{"name": "Bash", "args": {"command": "pytest"}, "result": "1 failed, 2 passed"}],
+        },
+        {"case_key": "change", "final_output": "4"},
+    )
+    doc = grade_offline(
+        spec=spec,
+        pack_slug="mental-math",
+        pack_number=1,
+        input_set_name="smoke",
+        cases=CASES,
+        results=results.encode(),
+    )
+    statuses = [c["grading"]["status"] for c in doc["cases"]]
+    assert statuses == ["PASSED", "FAILED", "FAILED"]
+    train = doc["cases"][1]["grading"]
+    [claim] = train["claims"]
+    assert (claim["kind"], claim["verified"]) == ("tests_pass", False)
+    assert train["case"]["run_id"] == "offline" and train["case"]["lane_id"] == "default"
+    assert doc["lanes"][0]["counts"] == {
+        "PASSED": 1,
+        "FAILED": 2,
+        "NOT_EVALUATED": 0,
+        "UNAVAILABLE": 0,
+        "ERROR": 0,
+    }
+    assert doc["lanes"][0]["pass_rate"] == 0.3333
+    assert offline_exit_code(doc) == 1
+
+    def strip(d):
+        for c in d["cases"]:
+            c["grading"].pop("timing", None)
+        return json.dumps(d, sort_keys=True)
+
+    again = grade_offline(
+        spec=spec,
+        pack_slug="mental-math",
+        pack_number=1,
+        input_set_name="smoke",
+        cases=CASES,
+        results=results.encode(),
+    )
+    assert strip(doc) == strip(again)
