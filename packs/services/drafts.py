@@ -1,0 +1,281 @@
+"""Drafts: mutable, workspace-scoped bundles, validatable any number of times (pack-format §12).
+
+A draft is ``pack.yaml`` text plus optional files (zip members, each stored as a
+content-addressed artifact). With files it is validated and published as a zip built
+deterministically, so the same draft always yields the same bytes and the same result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from agentclash_site.workspaces.models import Workspace
+from packs import bundle as pack_bundle
+from packs.models import Artifact, Draft, PackVersion
+from packs.services import yaml_edit
+from packs.services.artifacts import artifact_read, artifact_store
+from packs.services.publish import PublishResult, pack_version_publish
+
+MAX_BUNDLE_TEXT = 5 * 1024 * 1024  # pack-format §2.1
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+class DraftError(Exception):
+    """A draft edit that cannot be made; the message is shown to the author."""
+
+
+def examples_dir() -> Path:
+    return Path(getattr(settings, "AGENTCLASH_EXAMPLES_DIR", settings.BASE_DIR / "examples" / "packs"))
+
+
+def draft_templates() -> list[dict[str, str]]:
+    """The example packs a new draft can start from: ``[{name, title}]`` sorted by name."""
+    root = examples_dir()
+    out = []
+    if root.is_dir():
+        for path in sorted(root.iterdir()):
+            if (path / "pack.yaml").is_file():
+                out.append(
+                    {"name": path.name, "title": path.name.replace("-", " ").replace("_", " ").title()}
+                )
+    return out
+
+
+def draft_create(
+    *,
+    workspace: Workspace,
+    user: Any,
+    name: str,
+    bundle_text: str = "",
+    files: dict[str, str] | None = None,
+    based_on: PackVersion | None = None,
+) -> Draft:
+    _check_text(bundle_text)
+    return Draft.objects.create(
+        workspace=workspace,
+        name=(name or "Untitled draft")[:300],
+        bundle_text=bundle_text,
+        files=_check_files(workspace, files or {}),
+        based_on=based_on,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+
+
+def draft_update(
+    *,
+    draft: Draft,
+    name: str | None = None,
+    bundle_text: str | None = None,
+    files: dict[str, str] | None = None,
+) -> Draft:
+    fields = ["updated_at"]
+    if name is not None:
+        draft.name = name[:300] or draft.name
+        fields.append("name")
+    if bundle_text is not None:
+        _check_text(bundle_text)
+        draft.bundle_text = bundle_text
+        fields.append("bundle_text")
+    if files is not None:
+        draft.files = _check_files(draft.workspace, files)
+        fields.append("files")
+    draft.updated_at = timezone.now()
+    draft.save(update_fields=fields)
+    return draft
+
+
+def draft_delete(*, draft: Draft) -> None:
+    draft.delete()
+
+
+def _check_text(text: str) -> None:
+    if len(text.encode()) > MAX_BUNDLE_TEXT:
+        raise DraftError("pack.yaml must be at most 5 MiB")
+
+
+def _clean_path(path: str) -> str:
+    path = path.strip().replace("\\", "/")
+    path = path[2:] if path.startswith("./") else path
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\x00" in path:
+        raise DraftError(f"{path or 'the path'!r} must be a relative path inside the bundle")
+    if path == "pack.yaml":
+        raise DraftError("pack.yaml is the draft's text; upload other files")
+    return path
+
+
+def _check_files(workspace: Workspace, files: dict[str, str]) -> dict[str, str]:
+    """``{path: artifact id}`` where every id names an artifact of this workspace."""
+    cleaned = {_clean_path(path): str(artifact_id) for path, artifact_id in files.items()}
+    ids = set(cleaned.values())
+    try:
+        found = {
+            str(a)
+            for a in Artifact.objects.filter(workspace=workspace, public_id__in=ids).values_list(
+                "public_id", flat=True
+            )
+        }
+    except Exception as exc:  # malformed UUIDs
+        raise DraftError("files must map paths to artifact ids") from exc
+    missing = sorted(path for path, artifact_id in cleaned.items() if artifact_id not in found)
+    if missing:
+        raise DraftError(f"{missing[0]}: must reference an artifact in this workspace")
+    return dict(sorted(cleaned.items()))
+
+
+def draft_file_add(
+    *, draft: Draft, path: str, data: bytes, user: Any, media_type: str | None = None
+) -> Draft:
+    """Store ``data`` as an artifact (outside any transaction) and bind it at ``path``."""
+    path = _clean_path(path)
+    artifact = artifact_store(
+        workspace=draft.workspace,
+        data=data,
+        filename=path.rsplit("/", 1)[-1],
+        media_type=media_type,
+        user=user,
+    ).artifact
+    files = {**draft.files, path: str(artifact.public_id)}
+    return draft_update(draft=draft, files=files)
+
+
+def draft_file_remove(*, draft: Draft, path: str) -> Draft:
+    files = {p: a for p, a in draft.files.items() if p != path}
+    return draft_update(draft=draft, files=files)
+
+
+def draft_bundle(*, draft: Draft) -> bytes:
+    """The bytes the draft validates and publishes as: its YAML, or a deterministic zip."""
+    text = draft.bundle_text.encode()
+    if not draft.files:
+        return text
+    artifacts = {
+        str(a.public_id): a
+        for a in Artifact.objects.filter(workspace=draft.workspace, public_id__in=list(draft.files.values()))
+    }
+    members = {"pack.yaml": text}
+    for path, artifact_id in sorted(draft.files.items()):
+        artifact = artifacts.get(artifact_id)
+        if artifact is not None:
+            members[path] = artifact_read(artifact=artifact)
+    return build_zip(members)
+
+
+def build_zip(members: dict[str, bytes]) -> bytes:
+    """A zip with a fixed timestamp and member order, so equal members give equal bytes."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(members, key=lambda p: (p != "pack.yaml", p)):
+            info = zipfile.ZipInfo(path, date_time=_ZIP_EPOCH)
+            info.external_attr = 0o100644 << 16  # a regular file
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, members[path])
+    return buffer.getvalue()
+
+
+def draft_validate(*, draft: Draft, strict: bool = False) -> Any:
+    """The validate report of the draft's current bytes (a ``packs.bundle.BundleReport``)."""
+    return pack_bundle.validate_bundle(draft_bundle(draft=draft), strict=strict)
+
+
+def draft_publish(*, draft: Draft, user: Any, strict: bool = False) -> PublishResult:
+    """Publish the draft; on success the draft is deleted (the version keeps its bytes)."""
+    result = pack_version_publish(
+        workspace=draft.workspace, data=draft_bundle(draft=draft), strict=strict, user=user
+    )
+    Draft.objects.filter(pk=draft.pk).delete()
+    return result
+
+
+def draft_from_template(*, workspace: Workspace, user: Any, template: str, name: str = "") -> Draft:
+    """A draft holding one of the example packs (files beside pack.yaml become draft files)."""
+    names = {t["name"] for t in draft_templates()}
+    if template not in names:
+        raise DraftError(f"no template named {template!r}")
+    root = examples_dir() / template
+    text = (root / "pack.yaml").read_text(encoding="utf-8")
+    files: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if (
+            path.is_file()
+            and relative != "pack.yaml"
+            and not relative.startswith(".")
+            and relative != "README.md"
+        ):
+            artifact = artifact_store(
+                workspace=workspace, data=path.read_bytes(), filename=path.name, user=user
+            )
+            files[relative] = str(artifact.artifact.public_id)
+    return draft_create(
+        workspace=workspace,
+        user=user,
+        name=name or f"New pack from {template}",
+        bundle_text=text,
+        files=files,
+    )
+
+
+def draft_from_version(*, version: PackVersion, user: Any) -> Draft:
+    """A draft of the next version: the version's bundle with ``version.number`` set to one
+    more than the pack's highest published number (comments and formatting kept)."""
+    members = version_members(version)
+    text = members.pop("pack.yaml", b"").decode("utf-8", errors="replace")
+    latest = (
+        PackVersion.objects.filter(pack=version.pack).order_by("-number").values_list("number", flat=True)[0]
+    )
+    # A published bundle always parses; should ruamel disagree, keep the text as it is.
+    with contextlib.suppress(yaml_edit.YamlEditError):
+        text = yaml_edit.set_version_number(text, latest + 1)
+    files = {}
+    for path, content in members.items():
+        artifact = artifact_store(
+            workspace=version.pack.workspace, data=content, filename=path.rsplit("/", 1)[-1], user=user
+        )
+        files[path] = str(artifact.artifact.public_id)
+    return draft_create(
+        workspace=version.pack.workspace,
+        user=user,
+        name=f"{version.pack.name} v{latest + 1}",
+        bundle_text=text,
+        files=files,
+        based_on=version,
+    )
+
+
+def version_members(version: PackVersion) -> dict[str, bytes]:
+    """``{member: bytes}`` of a version's source: ``{"pack.yaml": ...}`` for a YAML bundle."""
+    source = bytes(version.source)
+    if not version.is_zip:
+        return {"pack.yaml": source}
+    members = {}
+    with zipfile.ZipFile(io.BytesIO(source)) as archive:
+        for info in archive.infolist():
+            if not info.is_dir():
+                name = info.filename[2:] if info.filename.startswith("./") else info.filename
+                members[name] = archive.read(info)
+    return members
+
+
+def draft_case_upsert(*, draft: Draft, edit: yaml_edit.CaseEdit) -> Draft:
+    """Add or replace a case through the structured form; the YAML keeps its comments."""
+    try:
+        text = yaml_edit.upsert_case(draft.bundle_text, edit)
+    except yaml_edit.YamlEditError as exc:
+        raise DraftError(str(exc)) from exc
+    return draft_update(draft=draft, bundle_text=text)
+
+
+def draft_case_delete(*, draft: Draft, input_set_key: str, case_key: str) -> Draft:
+    try:
+        text = yaml_edit.delete_case(draft.bundle_text, input_set_key=input_set_key, case_key=case_key)
+    except yaml_edit.YamlEditError as exc:
+        raise DraftError(str(exc)) from exc
+    return draft_update(draft=draft, bundle_text=text)

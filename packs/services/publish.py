@@ -1,0 +1,526 @@
+"""``pack_version_publish``: validate + store, atomically (pack-format §12).
+
+1. Validate the bundle (400 ``invalid_challenge_pack`` with the validate body).
+2. Store the bound zip members as content-addressed artifacts, before any transaction:
+   storage may be remote, and no network I/O happens inside ``transaction.atomic()``.
+3. One transaction: verify every ``artifact_id`` names an artifact of this workspace, lock
+   or create the pack (workspace, slug), refuse a different name or family, check the
+   version number, and insert the version with its challenges, input sets, cases and
+   assets in bulk. Any error rolls everything back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agentclash_site.workspaces.models import Workspace
+from packs import bundle as pack_bundle
+from packs.models import Artifact, Asset, Case, Challenge, InputSet, Pack, PackVersion
+from packs.services.artifacts import artifact_store
+
+ZIP_MEDIA_TYPE = "application/zip"
+YAML_MEDIA_TYPE = "application/yaml"
+ARTIFACT_MESSAGE = "must reference an artifact in this workspace"
+
+
+# --- results and errors --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    pack: Pack
+    version: PackVersion
+    input_set_ids: dict[str, str]
+    warnings: list[dict[str, Any]]
+    already_published: bool
+
+    @property
+    def created(self) -> bool:
+        return not self.already_published
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document of spec/interfaces.md §4 (CLI) and of the API's 201/200 answers."""
+        return {
+            "pack_id": str(self.pack.public_id),
+            "pack_version_id": str(self.version.public_id),
+            "slug": self.pack.slug,
+            "number": self.version.number,
+            "input_set_ids": dict(self.input_set_ids),
+            "warnings": list(self.warnings),
+            "already_published": self.already_published,
+        }
+
+
+class PublishError(Exception):
+    status_code = 400
+    code = "error"
+
+    def body(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class PackInvalid(PublishError):
+    """The bundle does not validate: the validate body plus ``code``."""
+
+    status_code = 400
+    code = "invalid_challenge_pack"
+
+    def __init__(self, report_body: dict[str, Any]) -> None:
+        super().__init__("the challenge pack is invalid")
+        self.report_body = report_body
+
+    def body(self) -> dict[str, Any]:
+        return {**self.report_body, "code": self.code}
+
+
+class PublishConflict(PublishError):
+    status_code = 409
+
+    def __init__(self, code: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field:
+            error["field"] = self.field
+        return {"error": error}
+
+
+# --- the plan: what the report says to insert -----------------------------------------
+
+
+@dataclass
+class _AssetPlan:
+    field: str  # e.g. "version.assets[0]"
+    key: str
+    path: str
+    kind: str
+    media_type: str
+    artifact_id: uuid.UUID | None
+    bound_path: str | None  # the zip member this asset binds to
+
+
+@dataclass
+class _CasePlan:
+    challenge_key: str
+    case_key: str
+    item_key: str
+    document: Any
+    content_hash: str
+    assets: list[_AssetPlan] = field(default_factory=list)
+
+
+@dataclass
+class _SetPlan:
+    key: str
+    name: str
+    description: str
+    cases: list[_CasePlan]
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def canonical_hash(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _member_name(path: str) -> str:
+    return path[2:] if path.startswith("./") else path
+
+
+def _asset_plans(assets: Iterable[Any] | None, prefix: str, files: dict[str, bytes]) -> list[_AssetPlan]:
+    plans = []
+    for index, asset in enumerate(assets or []):
+        path = str(_get(asset, "path") or "")
+        raw_id = _get(asset, "artifact_id")
+        member = _member_name(path)
+        plans.append(
+            _AssetPlan(
+                field=f"{prefix}[{index}]",
+                key=str(_get(asset, "key") or ""),
+                path=path,
+                kind=str(_get(asset, "kind") or ""),
+                media_type=str(_get(asset, "media_type") or ""),
+                artifact_id=uuid.UUID(str(raw_id)) if raw_id else None,
+                bound_path=member if member in files else None,
+            )
+        )
+    return plans
+
+
+def _case_document(case: dict[str, Any], effective_key: str) -> Any:
+    """pack-format §6: legacy payload-only cases are stored as their payload."""
+    payload = case.get("payload") or {}
+    members = ("inputs", "expectations", "user_simulator", "artifacts", "assets")
+    if not any(case.get(name) for name in members) and not case.get("case_timeout_seconds"):
+        return payload
+    document: dict[str, Any] = {"schema_version": 1, "case_key": effective_key}
+    for name in ("payload", *members, "case_timeout_seconds"):
+        value = case.get(name)
+        if value:
+            document[name] = value
+    return document
+
+
+def _documents_by_set(report: Any) -> dict[str, list[Any]] | None:
+    getter = getattr(report, "case_documents", None)
+    if getter is None:
+        return None
+    documents = getter() if callable(getter) else getter
+    return documents if isinstance(documents, dict) else None
+
+
+def _plan(report: Any, files: dict[str, bytes]) -> tuple[dict[str, Any], list[_SetPlan], list[_AssetPlan]]:
+    manifest = report.manifest
+    documents = _documents_by_set(report) or {}
+    version_assets = _asset_plans(_get(manifest["version"], "assets"), "version.assets", files)
+    sets: list[_SetPlan] = []
+    for s_index, input_set in enumerate(manifest.get("input_sets") or []):
+        docs = documents.get(input_set["key"]) or []
+        cases = []
+        for c_index, case in enumerate(input_set.get("cases") or []):
+            item_key = str(case.get("item_key") or "").strip()
+            effective = str(case.get("case_key") or "").strip() or item_key
+            doc = docs[c_index] if c_index < len(docs) else None
+            document = _get(doc, "document") if doc is not None else None
+            if document is None:
+                document = _case_document(case, effective)
+            content_hash = (_get(doc, "content_hash") if doc is not None else None) or canonical_hash(
+                document
+            )
+            cases.append(
+                _CasePlan(
+                    challenge_key=str(case.get("challenge_key") or "").strip(),
+                    case_key=_get(doc, "case_key", None) or effective,
+                    item_key=item_key or effective,
+                    document=document,
+                    content_hash=content_hash,
+                    assets=_asset_plans(
+                        case.get("assets"), f"input_sets[{s_index}].cases[{c_index}].assets", files
+                    ),
+                )
+            )
+        sets.append(
+            _SetPlan(
+                key=input_set["key"],
+                name=input_set.get("name") or input_set["key"],
+                description=input_set.get("description") or "",
+                cases=cases,
+            )
+        )
+    return manifest, sets, version_assets
+
+
+def _all_assets(manifest: dict[str, Any], sets: list[_SetPlan], version_assets: list[_AssetPlan], files):  # type: ignore[no-untyped-def]
+    yield from version_assets
+    for c_index, challenge in enumerate(manifest.get("challenges") or []):
+        yield from _asset_plans(challenge.get("assets"), f"challenges[{c_index}].assets", files)
+    for input_set in sets:
+        for case in input_set.cases:
+            yield from case.assets
+
+
+# --- the service ------------------------------------------------------------------------
+
+
+def pack_version_publish(
+    *, workspace: Workspace, data: bytes, strict: bool = False, user: Any = None, filename: str | None = None
+) -> PublishResult:
+    """Validate ``data`` (a YAML document or a zip bundle) and publish it as a new version.
+
+    Raises :class:`PackInvalid` (400) or :class:`PublishConflict` (409). Publishing the very
+    same bytes again returns the stored version with ``already_published`` set.
+    """
+    report = pack_bundle.validate_bundle(data, strict=strict, filename=filename)
+    body = report.to_body()
+    if not report.valid:
+        raise PackInvalid(body)
+    is_zip = data[:4] == b"PK\x03\x04"
+    files: dict[str, bytes] = dict(getattr(report, "files", None) or {})
+    manifest, sets, version_assets = _plan(report, files)
+    # Outside the transaction: artifact storage may be remote (S3).
+    bound = {
+        path: artifact_store(
+            workspace=workspace, data=content, filename=path.rsplit("/", 1)[-1], user=user
+        ).artifact
+        for path, content in sorted(files.items())
+    }
+    content_hash = hashlib.sha256(data).hexdigest()
+    meta = report.pack
+    warnings = body["warnings"]
+    try:
+        with transaction.atomic():
+            return _publish_locked(
+                workspace=workspace,
+                data=data,
+                is_zip=is_zip,
+                content_hash=content_hash,
+                meta=meta,
+                manifest=manifest,
+                sets=sets,
+                version_assets=version_assets,
+                bound=bound,
+                files=files,
+                warnings=warnings,
+                body=body,
+                user=user,
+            )
+    except IntegrityError as exc:
+        # A concurrent publish of the same (pack, number) committed first; the lock on the
+        # pack row makes this rare (only the pack-creation race reaches it).
+        if "packs_packversion_number_unique" not in str(exc) and "packs_pack_slug_unique" not in str(exc):
+            raise
+        return _after_race(
+            workspace=workspace, meta=meta, manifest=manifest, content_hash=content_hash, warnings=warnings
+        )
+
+
+def _after_race(
+    *, workspace: Workspace, meta: Any, manifest: dict[str, Any], content_hash: str, warnings: list[Any]
+) -> PublishResult:
+    number = int(manifest["version"]["number"])
+    version = (
+        PackVersion.objects.select_related("pack")
+        .filter(pack__workspace=workspace, pack__slug=_get(meta, "slug"), number=number)
+        .first()
+    )
+    if version is not None and version.content_hash == content_hash:
+        return _already(version, warnings)
+    raise _version_exists(_get(meta, "slug"), number)
+
+
+def _version_exists(slug: str, number: int) -> PublishConflict:
+    return PublishConflict(
+        "challenge_pack_version_exists",
+        f"version {number} of pack {slug!r} is already published with different content; "
+        "publish a new version number",
+        field="version.number",
+    )
+
+
+def _already(version: PackVersion, warnings: list[Any]) -> PublishResult:
+    ids = {s.key: str(s.public_id) for s in version.input_sets.order_by("position")}
+    return PublishResult(version.pack, version, ids, warnings, already_published=True)
+
+
+def _check_artifact_ids(
+    *, workspace: Workspace, assets: list[_AssetPlan], body: dict[str, Any]
+) -> dict[uuid.UUID, Artifact]:
+    """Every ``artifact_id`` names an artifact of this workspace; unknown and foreign ids
+    get the same error, so another workspace's artifacts are never revealed."""
+    wanted = {a.artifact_id for a in assets if a.artifact_id is not None and a.bound_path is None}
+    found = {a.public_id: a for a in Artifact.objects.filter(workspace=workspace, public_id__in=wanted)}
+    errors = [
+        {"field": f"{a.field}.artifact_id", "message": ARTIFACT_MESSAGE, "line": None, "column": None}
+        for a in assets
+        if a.artifact_id is not None and a.bound_path is None and a.artifact_id not in found
+    ]
+    if errors:
+        raise PackInvalid({"valid": False, "errors": errors, "warnings": body["warnings"]})
+    return found
+
+
+def _lock_or_create_pack(*, workspace: Workspace, meta: Any) -> tuple[Pack, bool]:
+    slug = _get(meta, "slug")
+    pack = Pack.objects.select_for_update().filter(workspace=workspace, slug=slug).first()
+    if pack is not None:
+        return pack, False
+    try:
+        with transaction.atomic():  # a savepoint: losing the creation race must not poison the outer one
+            pack = Pack.objects.create(
+                workspace=workspace,
+                slug=slug,
+                name=_get(meta, "name"),
+                family=_get(meta, "family"),
+                description=_get(meta, "description") or "",
+            )
+        return pack, True
+    except IntegrityError:
+        # Another publish created it first and has committed (the unique index waited for it).
+        return Pack.objects.select_for_update().get(workspace=workspace, slug=slug), False
+
+
+def _publish_locked(
+    *,
+    workspace: Workspace,
+    data: bytes,
+    is_zip: bool,
+    content_hash: str,
+    meta: Any,
+    manifest: dict[str, Any],
+    sets: list[_SetPlan],
+    version_assets: list[_AssetPlan],
+    bound: dict[str, Artifact],
+    files: dict[str, bytes],
+    warnings: list[Any],
+    body: dict[str, Any],
+    user: Any,
+) -> PublishResult:
+    assets = list(_all_assets(manifest, sets, version_assets, files))
+    by_id = _check_artifact_ids(workspace=workspace, assets=assets, body=body)
+    pack, created = _lock_or_create_pack(workspace=workspace, meta=meta)
+    number = int(manifest["version"]["number"])
+    existing = PackVersion.objects.filter(pack=pack, number=number).first()
+    if existing is not None and existing.content_hash == content_hash:
+        return _already(existing, warnings)
+    if not created and (pack.name != _get(meta, "name") or pack.family != _get(meta, "family")):
+        raise PublishConflict(
+            "challenge_pack_metadata_conflict",
+            f"pack {pack.slug!r} is published as {pack.name!r} (family {pack.family!r}); "
+            "a new version must keep its name and family",
+            field="pack",
+        )
+    if existing is not None:
+        raise _version_exists(pack.slug, number)
+    version = PackVersion.objects.create(
+        pack=pack,
+        number=number,
+        manifest=manifest,
+        source=data,
+        source_media_type=ZIP_MEDIA_TYPE if is_zip else YAML_MEDIA_TYPE,
+        content_hash=content_hash,
+        execution_mode=_get(manifest["version"], "execution_mode") or "native",
+        published_by=user if getattr(user, "is_authenticated", False) else None,
+        warnings=warnings,
+    )
+    challenges = _insert_challenges(version=version, manifest=manifest)
+    input_sets, cases = _insert_sets_and_cases(version=version, sets=sets, challenges=challenges)
+    _insert_assets(
+        version=version,
+        manifest=manifest,
+        sets=sets,
+        version_assets=version_assets,
+        challenges=challenges,
+        cases=cases,
+        bound=bound,
+        by_id=by_id,
+        files=files,
+    )
+    if not created:
+        Pack.objects.filter(pk=pack.pk).update(
+            description=_get(meta, "description") or "", updated_at=timezone.now()
+        )
+    ids = {s.key: str(s.public_id) for s in input_sets}
+    return PublishResult(pack, version, ids, warnings, already_published=False)
+
+
+def _insert_challenges(*, version: PackVersion, manifest: dict[str, Any]) -> dict[str, Challenge]:
+    rows = []
+    for position, item in enumerate(manifest.get("challenges") or []):
+        rows.append(
+            Challenge(
+                version=version,
+                key=item["key"],
+                title=item.get("title") or "",
+                category=item.get("category") or "",
+                difficulty=item.get("difficulty") or "",
+                instructions=item.get("instructions") or "",
+                definition=item.get("definition") or {},
+                position=position,
+            )
+        )
+    return {c.key: c for c in Challenge.objects.bulk_create(rows)}
+
+
+def _insert_sets_and_cases(
+    *, version: PackVersion, sets: list[_SetPlan], challenges: dict[str, Challenge]
+) -> tuple[list[InputSet], list[list[Case]]]:
+    set_rows = []
+    for position, plan in enumerate(sets):
+        challenge_key = next((c.challenge_key for c in plan.cases if c.challenge_key), "")
+        set_rows.append(
+            InputSet(
+                version=version,
+                key=plan.key,
+                name=plan.name,
+                description=plan.description,
+                challenge=challenges.get(challenge_key),
+                challenge_key=challenge_key,
+                position=position,
+            )
+        )
+    input_sets = InputSet.objects.bulk_create(set_rows)
+    case_rows = []
+    for input_set, plan in zip(input_sets, sets, strict=True):
+        for position, case in enumerate(plan.cases):
+            case_rows.append(
+                Case(
+                    input_set=input_set,
+                    challenge=challenges[case.challenge_key],
+                    case_key=case.case_key,
+                    item_key=case.item_key,
+                    position=position,
+                    document=case.document,
+                    content_hash=case.content_hash,
+                )
+            )
+    created = Case.objects.bulk_create(case_rows)
+    grouped: list[list[Case]] = []
+    cursor = 0
+    for plan in sets:
+        grouped.append(created[cursor : cursor + len(plan.cases)])
+        cursor += len(plan.cases)
+    return input_sets, grouped
+
+
+def _insert_assets(
+    *,
+    version: PackVersion,
+    manifest: dict[str, Any],
+    sets: list[_SetPlan],
+    version_assets: list[_AssetPlan],
+    challenges: dict[str, Challenge],
+    cases: list[list[Case]],
+    bound: dict[str, Artifact],
+    by_id: dict[uuid.UUID, Artifact],
+    files: dict[str, bytes],
+) -> list[Asset]:
+    rows: list[Asset] = []
+
+    def add(
+        plan: _AssetPlan, scope: str, *, challenge: Challenge | None = None, case: Case | None = None
+    ) -> None:
+        artifact = bound.get(plan.bound_path) if plan.bound_path else by_id.get(plan.artifact_id)  # type: ignore[arg-type]
+        rows.append(
+            Asset(
+                version=version,
+                scope=scope,
+                challenge=challenge,
+                case=case,
+                key=plan.key,
+                path=plan.path,
+                kind=plan.kind,
+                media_type=plan.media_type or (artifact.media_type if artifact else ""),
+                sha256=artifact.sha256 if artifact else "",
+                size=artifact.size if artifact else None,
+                artifact=artifact,
+                file=artifact.file.name if artifact else "",
+            )
+        )
+
+    for plan in version_assets:
+        add(plan, Asset.Scope.VERSION)
+    for c_index, item in enumerate(manifest.get("challenges") or []):
+        for plan in _asset_plans(item.get("assets"), f"challenges[{c_index}].assets", files):
+            add(plan, Asset.Scope.CHALLENGE, challenge=challenges[item["key"]])
+    for set_plan, case_rows in zip(sets, cases, strict=True):
+        for case_plan, case in zip(set_plan.cases, case_rows, strict=True):
+            for plan in case_plan.assets:
+                add(plan, Asset.Scope.CASE, case=case)
+    return Asset.objects.bulk_create(rows)

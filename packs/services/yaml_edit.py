@@ -1,0 +1,251 @@
+"""Structured edits of a draft's YAML that keep its comments and formatting.
+
+ruamel.yaml's round-trip mode keeps comments, key order, flow/block style and quoting of
+everything an edit does not touch. Callers validate the text with ``packs.bundle`` first:
+these helpers are only used on text that parsed (so alias bombs never reach ruamel).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.util import load_yaml_guess_indent
+
+
+class YamlEditError(Exception):
+    """The draft's YAML cannot be edited structurally (it does not parse, or has no such place)."""
+
+
+@dataclass
+class CaseEdit:
+    """One case as the structured form edits it."""
+
+    input_set_key: str
+    challenge_key: str
+    case_key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    expectations: list[dict[str, Any]] = field(default_factory=list)
+    # The key the case had before the edit; empty when adding a case.
+    original_case_key: str = ""
+
+
+def _yaml_for(text: str) -> tuple[YAML, Any]:
+    try:
+        _, indent, block_seq_indent = load_yaml_guess_indent(text)
+    except YAMLError as exc:
+        raise YamlEditError(f"the YAML does not parse: {exc}") from exc
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap long lines
+    offset = block_seq_indent or 0
+    sequence = indent or 2
+    mapping = sequence - offset if sequence - offset >= 2 else 2
+    yaml.indent(mapping=mapping, sequence=max(sequence, offset + 2), offset=offset)
+    try:
+        data = yaml.load(text)
+    except YAMLError as exc:
+        raise YamlEditError(f"the YAML does not parse: {exc}") from exc
+    if not isinstance(data, CommentedMap):
+        raise YamlEditError("the bundle must be a mapping")
+    return yaml, data
+
+
+def _dump(yaml: YAML, data: Any) -> str:
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
+def set_version_number(text: str, number: int) -> str:
+    """``version.number`` set to ``number``; everything else as it was."""
+    yaml, data = _yaml_for(text)
+    version = data.get("version")
+    if not isinstance(version, dict):
+        raise YamlEditError("the bundle has no version mapping")
+    version["number"] = number
+    return _dump(yaml, data)
+
+
+def _effective_key(case: Any) -> str:
+    if not isinstance(case, dict):
+        return ""
+    return str(case.get("case_key") or "").strip() or str(case.get("item_key") or "").strip()
+
+
+def _find_set(data: CommentedMap, key: str, *, create: bool) -> CommentedMap:
+    sets = data.get("input_sets")
+    if sets is None:
+        if not create:
+            raise YamlEditError(f"no input set {key!r}")
+        sets = CommentedSeq()
+        data["input_sets"] = sets
+    if not isinstance(sets, list):
+        raise YamlEditError("input_sets must be a list")
+    for item in sets:
+        if isinstance(item, dict) and str(item.get("key") or "").strip() == key:
+            return item
+    if not create:
+        raise YamlEditError(f"no input set {key!r}")
+    new = CommentedMap([("key", key), ("name", key), ("cases", CommentedSeq())])
+    sets.append(new)
+    return new
+
+
+def _rows(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> CommentedSeq:
+    seq = CommentedSeq()
+    for row in rows:
+        item = CommentedMap()
+        for name in keys:
+            value = row.get(name)
+            if value is None or value == "":
+                continue
+            item[name] = value
+        seq.append(item)
+    return seq
+
+
+def upsert_case(text: str, edit: CaseEdit) -> str:
+    """Add a case to an input set, or replace the one keyed ``edit.original_case_key``.
+
+    Keys the form does not manage (assets, user_simulator, artifacts, timeouts) survive a
+    replacement, as do comments around and inside the case.
+    """
+    yaml, data = _yaml_for(text)
+    input_set = _find_set(data, edit.input_set_key, create=not edit.original_case_key)
+    legacy = "items" in input_set and "cases" not in input_set
+    list_name = "items" if legacy else "cases"
+    if legacy and (edit.inputs or edit.expectations):
+        raise YamlEditError(
+            "this input set is written as legacy items, which take no inputs or expectations; "
+            "rename items to cases first"
+        )
+    entries = input_set.get(list_name)
+    if entries is None:
+        entries = CommentedSeq()
+        input_set[list_name] = entries
+    if not isinstance(entries, list):
+        raise YamlEditError(f"input_sets.{edit.input_set_key}.{list_name} must be a list")
+    target: Any = None
+    if edit.original_case_key:
+        target = next((c for c in entries if _effective_key(c) == edit.original_case_key), None)
+        if target is None:
+            raise YamlEditError(f"no case {edit.original_case_key!r} in input set {edit.input_set_key!r}")
+    elif any(_effective_key(c) == edit.case_key for c in entries):
+        raise YamlEditError(f"input set {edit.input_set_key!r} already has a case {edit.case_key!r}")
+    if target is None:
+        target = CommentedMap()
+        entries.append(target)
+    target["challenge_key"] = edit.challenge_key
+    if legacy:
+        target["item_key"] = edit.case_key
+    else:
+        target["case_key"] = edit.case_key
+        if "item_key" in target and str(target["item_key"]).strip() != edit.case_key:
+            del target["item_key"]
+    _set_or_drop(target, "payload", CommentedMap(edit.payload.items()) if edit.payload else None)
+    if not legacy:
+        _set_or_drop(target, "inputs", _rows(edit.inputs, ("key", "kind", "value", "artifact_key", "path")))
+        _set_or_drop(
+            target,
+            "expectations",
+            _rows(edit.expectations, ("key", "kind", "value", "source", "artifact_key")),
+        )
+    return _dump(yaml, data)
+
+
+def delete_case(text: str, *, input_set_key: str, case_key: str) -> str:
+    yaml, data = _yaml_for(text)
+    input_set = _find_set(data, input_set_key, create=False)
+    for list_name in ("cases", "items"):
+        entries = input_set.get(list_name)
+        if isinstance(entries, list):
+            for index, case in enumerate(entries):
+                if _effective_key(case) == case_key:
+                    del entries[index]
+                    return _dump(yaml, data)
+    raise YamlEditError(f"no case {case_key!r} in input set {input_set_key!r}")
+
+
+def _set_or_drop(target: CommentedMap, key: str, value: Any) -> None:
+    if value:
+        if key in target and _plain(target[key]) == _plain(value):
+            return  # unchanged: keep its original style and comments
+        target[key] = value
+    elif key in target:
+        del target[key]
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def parse_value(text: str) -> Any:
+    """A form cell's value: JSON when it parses (``168``, ``true``, ``{"a": 1}``), else the text.
+
+    ``007`` is not JSON, so it stays the string "007", as YAML's string-typed fields read it.
+    """
+    stripped = text.strip()
+    if not stripped:
+        return ""
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return text
+
+
+def format_value(value: Any) -> str:
+    """The inverse of :func:`parse_value` for showing a stored value in a form cell."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+        return json.dumps(value)  # a string that looks like JSON keeps its quotes
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def outline(text: str) -> dict[str, Any]:
+    """Challenges, input sets and cases as far as the text shows them, for the side panel.
+
+    Best effort on text that parses but may not validate: anything malformed is skipped.
+    """
+    _, data = _yaml_for(text)
+    challenges = []
+    for item in data.get("challenges") or []:
+        if isinstance(item, dict) and item.get("key"):
+            challenges.append({"key": str(item["key"]).strip(), "title": str(item.get("title") or "")})
+    sets = []
+    for item in data.get("input_sets") or []:
+        if not isinstance(item, dict) or not item.get("key"):
+            continue
+        cases = []
+        entries = item.get("cases") if item.get("cases") is not None else item.get("items")
+        for case in entries or []:
+            if isinstance(case, dict):
+                cases.append(
+                    {
+                        "case_key": _effective_key(case),
+                        "challenge_key": str(case.get("challenge_key") or "").strip(),
+                        "raw": case,
+                    }
+                )
+        sets.append({"key": str(item["key"]).strip(), "name": str(item.get("name") or ""), "cases": cases})
+    return {"challenges": challenges, "input_sets": sets}
+
+
+def find_case(text: str, *, input_set_key: str, case_key: str) -> dict[str, Any] | None:
+    for input_set in outline(text)["input_sets"]:
+        if input_set["key"] == input_set_key:
+            for case in input_set["cases"]:
+                if case["case_key"] == case_key:
+                    return _plain(case["raw"])
+    return None

@@ -1,0 +1,469 @@
+"""Pack pages: list, drafts in the YAML editor, publish, version history, diff, asset links.
+
+One template per page; htmx fragments are named partials of that page. Writes need an
+owner or editor (403 for viewers); every object is fetched through ``packs.access`` (404
+for outsiders).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from agentclash_site.workspaces.access import check_write, membership_for
+from packs import selectors, services
+from packs.access import get_asset_for_user, get_draft_for_user, get_pack_for_user, get_version_for_user
+from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm
+from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
+from packs.services import yaml_edit
+
+BLANK_PACK = """\
+# A challenge pack: see the pack format reference for every key.
+pack:
+  slug: my-pack
+  name: My pack
+  family: reasoning
+version:
+  number: 1
+  execution_mode: prompt_eval
+  evaluation_spec:
+    name: my-pack-v1
+    version_number: 1
+    judge_mode: deterministic
+    validators:
+      - key: answer
+        type: exact_match
+        target: final_output
+        expected_from: case.expectations.answer
+    scorecard:
+      pass_threshold: 1
+      dimensions:
+        - key: correctness
+          source: validators
+          validators: [answer]
+challenges:
+  - key: echo
+    title: Repeat the word
+    category: basics
+    difficulty: easy
+    instructions: "Reply with exactly this word: {{word}}"
+input_sets:
+  - key: default
+    name: Default
+    cases:
+      - challenge_key: echo
+        case_key: hello
+        payload:
+          word: hello
+        expectations:
+          - key: answer
+            kind: text
+            value: hello
+"""
+
+
+def _can_write(request: HttpRequest, workspace: Any) -> bool:
+    membership = membership_for(request, workspace)
+    return bool(membership and membership.can_write)
+
+
+def _current_workspace(request: HttpRequest) -> Any:
+    workspace = getattr(request, "workspace", None)
+    return workspace if workspace else None
+
+
+# --- pack list ------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def pack_list(request: HttpRequest) -> HttpResponse:
+    workspace = _current_workspace(request)
+    context: dict[str, Any] = {"workspace": workspace, "packs": [], "drafts": []}
+    if workspace is not None:
+        context.update(
+            packs=list(Pack.objects.for_list(workspace)),
+            drafts=list(Draft.objects.for_list(workspace)),
+            can_write=_can_write(request, workspace),
+            new_form=NewDraftForm(templates=services.draft_templates()),
+        )
+    return render(request, "packs/pack_list.html", context)
+
+
+@login_required
+@require_POST
+def draft_new(request: HttpRequest) -> HttpResponse:
+    workspace = _current_workspace(request)
+    if workspace is None:
+        raise Http404("No workspace.")
+    check_write(request, workspace)
+    form = NewDraftForm(request.POST, templates=services.draft_templates())
+    if not form.is_valid():
+        messages.error(request, "Choose one of the templates.")
+        return redirect("pack-list")
+    template = form.cleaned_data["template"]
+    name = form.cleaned_data["name"]
+    if template:
+        draft = services.draft_from_template(
+            workspace=workspace, user=request.user, template=template, name=name
+        )
+    else:
+        draft = services.draft_create(
+            workspace=workspace, user=request.user, name=name or "New pack", bundle_text=BLANK_PACK
+        )
+    return redirect("draft-editor", draft_id=draft.public_id)
+
+
+# --- the draft editor -----------------------------------------------------------------------
+
+
+def _report_body(report: Any) -> dict[str, Any]:
+    body = report.to_body()
+    # Rows the template lists: errors first, then warnings, each with its kind.
+    body["items"] = [{**e, "kind": "error"} for e in body["errors"]] + [
+        {**w, "kind": "warning"} for w in body["warnings"]
+    ]
+    return body
+
+
+def _outline(draft: Draft, body: dict[str, Any]) -> dict[str, Any] | None:
+    # ruamel only sees text that the bundle parser read without a container-level error
+    # (syntax, aliases, size): those are reported with field "bundle".
+    if any(e["field"] == "bundle" for e in body["errors"]):
+        return None
+    try:
+        return yaml_edit.outline(draft.bundle_text)
+    except yaml_edit.YamlEditError:
+        return None
+
+
+def _files(draft: Draft) -> list[dict[str, Any]]:
+    artifacts = {
+        str(a.public_id): a
+        for a in Artifact.objects.filter(workspace=draft.workspace, public_id__in=list(draft.files.values()))
+    }
+    return [
+        {"path": path, "artifact": artifacts.get(artifact_id)}
+        for path, artifact_id in sorted(draft.files.items())
+    ]
+
+
+def _editor_context(request: HttpRequest, draft: Draft, **extra: Any) -> dict[str, Any]:
+    body = _report_body(services.draft_validate(draft=draft))
+    outline = _outline(draft, body)
+    context = {
+        "draft": draft,
+        "report": body,
+        "outline": outline,
+        "files": _files(draft),
+        "gutter": range(1, draft.bundle_text.count("\n") + 2),
+        "can_write": _can_write(request, draft.workspace),
+        "text_form": DraftTextForm(initial={"name": draft.name, "bundle_text": draft.bundle_text}),
+        "upload_form": FileUploadForm(),
+        "case_editor": None,
+        "case_error": None,
+    }
+    context.update(extra)
+    if context["case_editor"] is None and outline is not None:
+        first_set = outline["input_sets"][0]["key"] if outline["input_sets"] else "default"
+        first_challenge = outline["challenges"][0]["key"] if outline["challenges"] else ""
+        context["case_editor"] = CaseEditor(
+            initial={"input_set_key": first_set, "challenge_key": first_challenge}
+        )
+    return context
+
+
+@login_required
+@require_GET
+def draft_editor(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    draft = get_draft_for_user(request, draft_id=draft_id)
+    return render(request, "packs/draft_editor.html", _editor_context(request, draft))
+
+
+@login_required
+@require_POST
+def draft_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    """Save the text (and name) and answer the validation report: the debounced htmx POST
+    of the editor, or a plain form submit."""
+    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    form = DraftTextForm(request.POST)
+    if form.is_valid():
+        try:
+            services.draft_update(
+                draft=draft,
+                name=form.cleaned_data["name"] or None,
+                bundle_text=form.cleaned_data["bundle_text"].replace("\r\n", "\n"),
+            )
+        except services.DraftError as exc:
+            return HttpResponse(str(exc), status=400)
+    if request.htmx:  # type: ignore[attr-defined]
+        context = _editor_context(request, draft)
+        return render(request, "packs/draft_editor.html#autosave", context)
+    messages.success(request, "Draft saved.")
+    return redirect("draft-editor", draft_id=draft.public_id)
+
+
+@login_required
+@require_GET
+def draft_case_form(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    """The structured form for one case (``?set=&case=``), or for a new case."""
+    draft = get_draft_for_user(request, draft_id=draft_id)
+    set_key, case_key = request.GET.get("set", ""), request.GET.get("case", "")
+    editor = None
+    if case_key:
+        try:
+            case = yaml_edit.find_case(draft.bundle_text, input_set_key=set_key, case_key=case_key)
+        except yaml_edit.YamlEditError:
+            case = None
+        if case is None:
+            raise Http404("No such case in this draft.")
+        editor = CaseEditor.for_case(set_key, case)
+    context = _editor_context(request, draft, case_editor=editor)
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, "packs/draft_editor.html#case_form", context)
+    return render(request, "packs/draft_editor.html", context)
+
+
+@login_required
+@require_POST
+def draft_case_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    editor = CaseEditor(request.POST)
+    if editor.is_valid():
+        try:
+            services.draft_case_upsert(draft=draft, edit=editor.to_edit())
+        except services.DraftError as exc:
+            context = _editor_context(request, draft, case_editor=editor, case_error=str(exc))
+            return render(request, "packs/draft_editor.html", context, status=400)
+        messages.success(request, f"Case {editor.form.cleaned_data['case_key']!r} saved.")
+        return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#structure")
+    context = _editor_context(request, draft, case_editor=editor, case_error="Fix the fields marked below.")
+    return render(request, "packs/draft_editor.html", context, status=400)
+
+
+@login_required
+@require_POST
+def draft_case_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    try:
+        services.draft_case_delete(
+            draft=draft, input_set_key=request.POST.get("set", ""), case_key=request.POST.get("case", "")
+        )
+    except services.DraftError as exc:
+        messages.error(request, str(exc))
+    return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#structure")
+
+
+@login_required
+@require_POST
+def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    form = FileUploadForm(request.POST, request.FILES)
+    if form.is_valid():
+        upload = form.cleaned_data["file"]
+        path = form.cleaned_data["path"].strip() or upload.name
+        try:
+            services.draft_file_add(
+                draft=draft, path=path, data=upload.read(), user=request.user, media_type=upload.content_type
+            )
+            messages.success(request, f"{path} added to the bundle.")
+        except services.DraftError as exc:
+            messages.error(request, str(exc))
+    else:
+        messages.error(request, "Choose a file to upload.")
+    return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
+
+
+@login_required
+@require_POST
+def draft_file_remove(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    services.draft_file_remove(draft=draft, path=request.POST.get("path", ""))
+    return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
+
+
+@login_required
+@require_POST
+def draft_publish(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    """Save the posted text, then publish; the server validates again whatever the button said."""
+    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    form = DraftTextForm(request.POST)
+    if form.is_valid() and "bundle_text" in request.POST:
+        services.draft_update(
+            draft=draft,
+            name=form.cleaned_data["name"] or None,
+            bundle_text=form.cleaned_data["bundle_text"].replace("\r\n", "\n"),
+        )
+    try:
+        result = services.draft_publish(
+            draft=draft, user=request.user, strict=request.POST.get("strict") == "on"
+        )
+    except services.PackInvalid:
+        context = _editor_context(
+            request, draft, publish_error="The pack has errors; fix them before publishing."
+        )
+        return render(request, "packs/draft_editor.html", context, status=400)
+    except services.PublishConflict as exc:
+        context = _editor_context(request, draft, publish_error=exc.message)
+        return render(request, "packs/draft_editor.html", context, status=409)
+    if result.already_published:
+        messages.info(request, f"These exact bytes are already version {result.version.number}.")
+    else:
+        messages.success(request, f"Published {result.pack.slug} version {result.version.number}.")
+    return redirect("version-detail", version_id=result.version.public_id)
+
+
+@login_required
+@require_POST
+def draft_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    services.draft_delete(draft=draft)
+    messages.success(request, f"Draft {draft.name!r} deleted.")
+    return redirect("pack-list")
+
+
+# --- packs and versions ---------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def pack_detail(request: HttpRequest, pack_id: Any) -> HttpResponse:
+    pack = get_pack_for_user(request, pack_id=pack_id)
+    versions = list(PackVersion.objects.for_history(pack))
+    return render(
+        request,
+        "packs/pack_detail.html",
+        {"pack": pack, "versions": versions, "can_write": _can_write(request, pack.workspace)},
+    )
+
+
+@login_required
+@require_GET
+def version_detail(request: HttpRequest, version_id: Any) -> HttpResponse:
+    version = get_version_for_user(request, queryset=PackVersion.objects.for_detail(), version_id=version_id)
+    members = services.version_members(version)
+    source = members.get("pack.yaml", b"").decode("utf-8", errors="replace")
+    cases = list(Case.objects.for_version(version).defer("document"))
+    previous = (
+        PackVersion.objects.filter(pack=version.pack, number__lt=version.number)
+        .order_by("-number")
+        .values_list("number", flat=True)
+        .first()
+    )
+    return render(
+        request,
+        "packs/version_detail.html",
+        {
+            "version": version,
+            "pack": version.pack,
+            "source_lines": source.splitlines(),
+            "members": sorted((name, len(data)) for name, data in members.items() if name != "pack.yaml"),
+            "cases": cases,
+            "previous_number": previous,
+            "can_write": _can_write(request, version.pack.workspace),
+        },
+    )
+
+
+@login_required
+@require_GET
+def version_bundle(request: HttpRequest, version_id: Any) -> HttpResponse:
+    from packs.api import bundle_response
+
+    version = get_version_for_user(request, version_id=version_id)
+    return bundle_response(version)
+
+
+@login_required
+@require_POST
+def version_new_draft(request: HttpRequest, version_id: Any) -> HttpResponse:
+    version = get_version_for_user(request, write=True, version_id=version_id)
+    draft = services.draft_from_version(version=version, user=request.user)
+    messages.success(request, f"New draft {draft.name!r} created from version {version.number}.")
+    return redirect("draft-editor", draft_id=draft.public_id)
+
+
+@login_required
+@require_GET
+def version_diff(request: HttpRequest, pack_id: Any) -> HttpResponse:
+    pack = get_pack_for_user(request, pack_id=pack_id)
+    versions = list(PackVersion.objects.for_history(pack))
+    numbers = [v.number for v in versions]
+    try:
+        to_number = int(request.GET.get("to") or (numbers[0] if numbers else 0))
+        from_number = int(request.GET.get("from") or next((n for n in numbers if n < to_number), to_number))
+    except ValueError as exc:
+        raise Http404("No such version.") from exc
+    found = {
+        v.number: v
+        for v in PackVersion.objects.for_source().filter(pack=pack, number__in=[from_number, to_number])
+    }
+    if from_number not in found or to_number not in found:
+        raise Http404("No such version.")
+    lines = selectors.version_diff(found[from_number], found[to_number])
+    return render(
+        request,
+        "packs/version_diff.html",
+        {
+            "pack": pack,
+            "versions": versions,
+            "old": found[from_number],
+            "new": found[to_number],
+            "lines": lines,
+        },
+    )
+
+
+# --- assets ------------------------------------------------------------------------------
+
+
+def _asset_file_response(asset: Asset) -> FileResponse:
+    if not asset.file:
+        raise Http404("This asset has no stored file.")
+    handle = asset.file.storage.open(asset.file.name, "rb")
+    filename = asset.path.rsplit("/", 1)[-1] or asset.key
+    return FileResponse(
+        handle,
+        as_attachment=True,
+        filename=filename,
+        content_type=asset.media_type or "application/octet-stream",
+    )
+
+
+@require_GET
+def asset_signed_download(request: HttpRequest, token: str) -> HttpResponse:
+    """Agents fetch case assets without credentials through a signed, expiring link."""
+    try:
+        from agentclash_site.lib.signing import InvalidAssetToken, verify_asset_token
+    except ImportError:  # pragma: no cover - the site helper ships with the foundation
+        raise Http404("Asset links are not available.") from None
+    try:
+        asset_id = verify_asset_token(token)
+    except InvalidAssetToken:
+        raise Http404("This asset link is invalid or has expired.") from None
+    asset = Asset.objects.filter(public_id=asset_id).first() if _is_uuid(asset_id) else None
+    if asset is None:
+        raise Http404("No such asset.")
+    return _asset_file_response(asset)
+
+
+@login_required
+@require_GET
+def asset_download(request: HttpRequest, asset_id: Any) -> HttpResponse:
+    """A member of the asset's workspace downloads it from the version page."""
+    return _asset_file_response(get_asset_for_user(request, asset_id=asset_id))
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True

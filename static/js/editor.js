@@ -1,0 +1,194 @@
+// The pack editor: a textarea with a line-number gutter, keyboard helpers, and links from
+// validation issues to their line and column. The page works without this file (plain
+// form posts); with it, htmx validates as you type.
+(() => {
+  "use strict";
+
+  const INDENT = "  ";
+
+  function lineStarts(text) {
+    const starts = [0];
+    for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) === 10) starts.push(i + 1);
+    return starts;
+  }
+
+  // The offset of a 1-based (line, column) position, clamped to the text.
+  function offsetOf(text, line, column) {
+    const starts = lineStarts(text);
+    const index = Math.min(Math.max(line, 1), starts.length) - 1;
+    const start = starts[index];
+    const end = index + 1 < starts.length ? starts[index + 1] - 1 : text.length;
+    return Math.min(start + Math.max(column, 1) - 1, end);
+  }
+
+  function setup(root) {
+    const textarea = root.querySelector("textarea");
+    const gutter = root.querySelector(".gutter");
+    if (!textarea || !gutter) return;
+    let lineCount = 0;
+    let escaped = false; // Esc then Tab leaves the editor (no keyboard trap)
+
+    function renderGutter() {
+      const count = textarea.value.split("\n").length;
+      if (count === lineCount) return;
+      lineCount = count;
+      const marks = issueLines();
+      const parts = [];
+      for (let n = 1; n <= count; n++) {
+        const cls = marks.get(n);
+        parts.push(`<span data-line="${n}"${cls ? ` class="${cls}"` : ""}>${n}</span>`);
+      }
+      gutter.innerHTML = parts.join("");
+      gutter.scrollTop = textarea.scrollTop;
+    }
+
+    function issueLines() {
+      const marks = new Map();
+      document.querySelectorAll("#report .issue[data-line]").forEach((item) => {
+        const n = parseInt(item.dataset.line, 10);
+        if (!n) return;
+        const cls = item.classList.contains("issue-error") ? "mark-error" : "mark-warning";
+        if (marks.get(n) !== "mark-error") marks.set(n, cls);
+      });
+      return marks;
+    }
+
+    function markGutter() {
+      const marks = issueLines();
+      gutter.querySelectorAll("span").forEach((span) => {
+        span.className = marks.get(parseInt(span.dataset.line, 10)) || "";
+      });
+    }
+
+    function moveTo(line, column) {
+      const offset = offsetOf(textarea.value, line, column);
+      textarea.focus({ preventScroll: true });
+      textarea.setSelectionRange(offset, offset);
+      const style = getComputedStyle(textarea);
+      const lineHeight = parseFloat(style.lineHeight) || 20;
+      const top = (line - 1) * lineHeight;
+      if (top < textarea.scrollTop || top > textarea.scrollTop + textarea.clientHeight - lineHeight * 2) {
+        textarea.scrollTop = Math.max(0, top - textarea.clientHeight / 3);
+      }
+      gutter.scrollTop = textarea.scrollTop;
+      root.scrollIntoView({ block: "nearest" });
+    }
+
+    function selectedLines() {
+      const value = textarea.value;
+      const start = value.lastIndexOf("\n", textarea.selectionStart - 1) + 1;
+      let end = value.indexOf("\n", Math.max(textarea.selectionEnd - (textarea.selectionEnd > textarea.selectionStart ? 1 : 0), textarea.selectionStart));
+      if (end === -1) end = value.length;
+      return { start, end };
+    }
+
+    function replaceRange(start, end, text, selStart, selEnd) {
+      textarea.setSelectionRange(start, end);
+      // execCommand keeps the browser's undo stack; fall back to setRangeText.
+      if (!document.execCommand || !document.execCommand("insertText", false, text)) {
+        textarea.setRangeText(text, start, end, "end");
+      }
+      textarea.setSelectionRange(selStart, selEnd);
+      textarea.dispatchEvent(new Event("input", { bubbles: true }));
+    }
+
+    function indent(outdent) {
+      const { selectionStart, selectionEnd, value } = textarea;
+      if (!outdent && selectionStart === selectionEnd) {
+        replaceRange(selectionStart, selectionEnd, INDENT, selectionStart + INDENT.length, selectionStart + INDENT.length);
+        return;
+      }
+      const { start, end } = selectedLines();
+      const lines = value.slice(start, end).split("\n");
+      let firstDelta = 0;
+      let total = 0;
+      const changed = lines.map((line, i) => {
+        if (outdent) {
+          const remove = line.startsWith(INDENT) ? INDENT.length : line.startsWith(" ") ? 1 : 0;
+          if (i === 0) firstDelta = -remove;
+          total -= remove;
+          return line.slice(remove);
+        }
+        if (i === 0) firstDelta = INDENT.length;
+        total += INDENT.length;
+        return INDENT + line;
+      });
+      const newStart = Math.max(start, selectionStart + firstDelta);
+      replaceRange(start, end, changed.join("\n"), newStart, Math.max(newStart, selectionEnd + total));
+    }
+
+    function newline() {
+      const { selectionStart, selectionEnd, value } = textarea;
+      const lineStart = value.lastIndexOf("\n", selectionStart - 1) + 1;
+      const current = value.slice(lineStart, selectionStart);
+      let lead = current.match(/^\s*/)[0];
+      if (/:\s*$/.test(current)) lead += INDENT; // a mapping key opens a block
+      const insert = "\n" + lead;
+      const caret = selectionStart + insert.length;
+      replaceRange(selectionStart, selectionEnd, insert, caret, caret);
+    }
+
+    function nextIssue() {
+      const buttons = Array.from(document.querySelectorAll("#report .issue-jump"));
+      if (!buttons.length) return;
+      const caretLine = textarea.value.slice(0, textarea.selectionStart).split("\n").length;
+      const next = buttons.find((b) => parseInt(b.dataset.line, 10) > caretLine) || buttons[0];
+      moveTo(parseInt(next.dataset.line, 10), parseInt(next.dataset.column, 10) || 1);
+    }
+
+    textarea.addEventListener("keydown", (event) => {
+      if (textarea.readOnly) return;
+      if (event.key === "Escape") { escaped = true; return; }
+      if (event.key === "Tab" && !escaped && !event.altKey && !event.ctrlKey && !event.metaKey) {
+        event.preventDefault();
+        indent(event.shiftKey);
+      } else if (event.key === "Enter" && !event.shiftKey && !event.ctrlKey && !event.metaKey && !event.isComposing) {
+        event.preventDefault();
+        newline();
+      } else if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "s") {
+        event.preventDefault();
+        const form = textarea.form;
+        if (form && window.htmx) window.htmx.trigger(form, "acsave");
+        else if (form) form.requestSubmit();
+      } else if (event.key === "F8") {
+        event.preventDefault();
+        nextIssue();
+      }
+      if (event.key !== "Escape") escaped = false;
+    });
+    textarea.addEventListener("keydown", (event) => {
+      if (event.key === "F8" && textarea.readOnly) { event.preventDefault(); nextIssue(); }
+    });
+    textarea.addEventListener("input", renderGutter);
+    textarea.addEventListener("scroll", () => { gutter.scrollTop = textarea.scrollTop; });
+    gutter.addEventListener("click", (event) => {
+      const span = event.target.closest("span[data-line]");
+      if (span) moveTo(parseInt(span.dataset.line, 10), 1);
+    });
+
+    document.addEventListener("click", (event) => {
+      const button = event.target.closest(".issue-jump");
+      if (!button) return;
+      event.preventDefault();
+      moveTo(parseInt(button.dataset.line, 10), parseInt(button.dataset.column, 10) || 1);
+    });
+
+    const status = document.getElementById("save-status");
+    const form = textarea.form;
+    if (form) {
+      form.addEventListener("htmx:beforeRequest", () => { if (status) status.textContent = "Saving…"; });
+      form.addEventListener("htmx:afterRequest", (event) => {
+        if (status) status.textContent = event.detail.successful ? "Saved and validated." : "Could not save; check your connection.";
+      });
+    }
+    document.body.addEventListener("htmx:afterSettle", markGutter);
+
+    lineCount = 0;
+    renderGutter();
+    root.agentclash = { moveTo, offsetOf: (line, column) => offsetOf(textarea.value, line, column) };
+  }
+
+  function init() { document.querySelectorAll("[data-editor]").forEach(setup); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
