@@ -1,0 +1,56 @@
+"""Attempts of one item in process: execute, and retry infra errors per runs.retry.
+
+For callers that keep an item in one task (the CLI, tests, a dispatcher that retries in
+place). A dispatcher that re-queues instead calls ``runs.retry.next_delay`` itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from collections.abc import Awaitable, Callable
+
+from agentclash_site.lib.outbound import OutboundClient
+from runs.executors.base import AttemptOutcome, Clock, ExecutionRequest, Executor, utc_now
+from runs.retry import next_delay
+
+Sleep = Callable[[float], Awaitable[object]]
+
+
+async def run_attempts(
+    executor: Executor,
+    request: ExecutionRequest,
+    *,
+    client: OutboundClient,
+    rng: random.Random,
+    sleep: Sleep = asyncio.sleep,
+    clock: Clock = utc_now,
+    on_attempt: Callable[[AttemptOutcome], object] | None = None,
+) -> list[AttemptOutcome]:
+    """Every attempt's outcome, in order; the last one is final.
+
+    Starts at ``request.attempt`` and stops at the first outcome that is not an infra
+    error, at ``max_attempts``, or when the next attempt would pass the deadline.
+    """
+    outcomes: list[AttemptOutcome] = []
+    attempt = request.attempt
+    while True:
+        outcome = await executor.execute(dataclasses.replace(request, attempt=attempt), client=client)
+        outcomes.append(outcome)
+        if on_attempt is not None:
+            on_attempt(outcome)
+        if not outcome.retryable:
+            return outcomes
+        delay = next_delay(
+            attempt,
+            retry_after=outcome.retry_after,
+            now=clock(),
+            deadline=request.deadline,
+            rng=rng,
+            max_attempts=request.deployment.max_attempts,
+        )
+        if delay is None:
+            return outcomes
+        await sleep(delay)
+        attempt += 1

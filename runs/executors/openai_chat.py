@@ -1,0 +1,142 @@
+"""``openai_chat``: one ``/chat/completions`` call with the rendered challenge as the prompt.
+
+Request: ``{"model", "messages": [system?, user]}`` merged with the deployment's config
+parameters (temperature, max_tokens, ..., ``extra_body``); config cannot override
+``model`` or ``messages``. Reply: ``choices[0].message.content`` is the final output;
+``tool_calls`` in the reply are recorded, never executed; ``usage`` fills the metrics;
+the transcript is the request messages plus the reply. There is no files channel.
+``finish_reason: "length"`` sets ``limit_hit`` (the model stopped on its token limit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from agentclash_site.lib.outbound import OutboundClient
+from runs.executors.base import AttemptCategory, AttemptOutcome, AttemptTimer, ExecutionRequest, Executor
+from runs.executors.evidence import ProtocolError, build_evidence
+
+
+def chat_completions_url(base_url: str) -> str:
+    return base_url.rstrip("/") + "/chat/completions"
+
+
+def chat_messages(request: ExecutionRequest) -> list[dict[str, str]]:
+    config = request.deployment.config
+    messages: list[dict[str, str]] = []
+    if config is not None and config.system_prompt:
+        messages.append({"role": "system", "content": config.system_prompt})
+    messages.append({"role": "user", "content": request.challenge.instructions})
+    return messages
+
+
+def chat_body(request: ExecutionRequest) -> dict[str, Any]:
+    config = request.deployment.config
+    params = config.chat_params() if config is not None else {}
+    return {**params, "model": request.deployment.model, "messages": chat_messages(request)}
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _tool_call(raw: Any) -> dict[str, Any] | None:
+    if not isinstance(raw, dict):
+        return None
+    function = raw.get("function") if isinstance(raw.get("function"), dict) else {}
+    name = function.get("name", raw.get("name"))
+    if not isinstance(name, str):
+        return None
+    args: Any = function.get("arguments", raw.get("args", {}))
+    if isinstance(args, str):
+        # Unparseable arguments stay text: the engine records them as args_unparsed.
+        with contextlib.suppress(ValueError):
+            args = json.loads(args) if args.strip() else {}
+    call: dict[str, Any] = {"name": name, "args": args, "attributes": {"executed": False}}
+    if isinstance(raw.get("id"), str):
+        call["id"] = raw["id"]
+    return call
+
+
+def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[str, Any] | str:
+    """The reply in the protocol response shape, or a message saying why it is not a chat reply."""
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        if isinstance(reply.get("error"), dict | str):
+            error = reply["error"]
+            message = error.get("message", "") if isinstance(error, dict) else error
+            return f"the model endpoint returned an error: {str(message)[:300]}"
+        return "the reply has no choices: not a chat completion"
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        return "choices[0].message is missing: not a chat completion"
+    content = _content_text(message.get("content"))
+    calls = [c for c in (_tool_call(raw) for raw in message.get("tool_calls") or []) if c is not None]
+    usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+    metrics: dict[str, Any] = {"model": reply.get("model") or request.deployment.model}
+    for ours, theirs in (
+        ("input_tokens", "prompt_tokens"),
+        ("output_tokens", "completion_tokens"),
+        ("total_tokens", "total_tokens"),
+    ):
+        if isinstance(usage.get(theirs), int):
+            metrics[ours] = usage[theirs]
+    assistant: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        assistant["attributes"] = {"tool_calls": [c["name"] for c in calls]}
+    out: dict[str, Any] = {
+        "final_output": content,
+        "messages": [*chat_messages(request), assistant],
+        "tool_calls": calls,
+        "metrics": metrics,
+    }
+    if choice.get("finish_reason") == "length":
+        out["limit_hit"] = True
+    return out
+
+
+class OpenAIChatExecutor(Executor):
+    kind = "openai_chat"
+
+    async def execute(self, request: ExecutionRequest, *, client: OutboundClient) -> AttemptOutcome:
+        timer = AttemptTimer(self.clock)
+        url = chat_completions_url(request.deployment.url)
+        response, failure = await self.post(
+            request, client=client, url=url, payload=chat_body(request), timer=timer
+        )
+        if failure is not None or response is None:
+            return failure  # type: ignore[return-value]
+        reply, failure = self.parse_json_object(response, timer)
+        if failure is not None or reply is None:
+            return failure  # type: ignore[return-value]
+        common = {"status_code": response.status, "body": response.body, "response": reply}
+        normalized = protocol_response(request, reply)
+        if isinstance(normalized, str):
+            return self.outcome(
+                AttemptCategory.CONFIG_ERROR,
+                timer,
+                error=normalized,
+                error_code="not_chat_completion",
+                **common,
+            )
+        system = request.deployment.config.system_prompt if request.deployment.config else None
+        try:
+            evidence = build_evidence(
+                normalized, request=request, timing=timer.timing(), system_prompt=system
+            )
+        except ProtocolError as exc:
+            return self.outcome(
+                AttemptCategory.CONFIG_ERROR, timer, error=exc.message, error_code="protocol_error", **common
+            )
+        return self.outcome(AttemptCategory.OK, timer, evidence=evidence, **common)

@@ -1,0 +1,504 @@
+"""Executors against a real fake agent on loopback: request shape, outcomes, evidence."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agentclash_site.lib.outbound import OutboundClient
+from agentclash_site.lib.signing import verify_signature
+from runs.executors import (
+    AssetLink,
+    AttemptCategory,
+    CaseInfo,
+    CaseInputInfo,
+    ChallengeInfo,
+    DeploymentTarget,
+    ExecutionRequest,
+    NotExecutable,
+    executor_for,
+)
+from runs.executors.attempts import run_attempts
+from runs.models import DeploymentConfig
+from tests.fakes.agent_server import (
+    FakeAgent,
+    MiB,
+    chat_ok,
+    hang,
+    huge,
+    invalid_json,
+    non_protocol_json,
+    ok,
+    rate_limited,
+    raw,
+    redirect,
+    server_error,
+)
+from tests.fakes.network import loopback_only
+from tests.processes import free_port
+
+SECRET = "sk-test-SECRET-do-not-leak-1234"
+SIGNING_KEY = "acsk_test-signing-key"
+
+
+@pytest.fixture
+def agent():
+    with FakeAgent() as fake:
+        yield fake
+
+
+def target(url: str, **overrides) -> DeploymentTarget:
+    fields = dict(
+        kind="hosted_http",
+        url=url,
+        secret=SECRET,
+        signing_key=SIGNING_KEY,
+        timeout_seconds=5,
+        allow_private=True,
+        config=DeploymentConfig(),
+        name="careful",
+    )
+    fields.update(overrides)
+    return DeploymentTarget(**fields)
+
+
+def make_request(deployment: DeploymentTarget, **overrides) -> ExecutionRequest:
+    fields = dict(
+        run_id="11111111-1111-1111-1111-111111111111",
+        item_id="22222222-2222-2222-2222-222222222222",
+        attempt=1,
+        deadline=datetime.now(UTC) + timedelta(minutes=5),
+        challenge=ChallengeInfo(
+            key="word-problem",
+            title="Word problem",
+            category="math",
+            difficulty="medium",
+            instructions="A crate holds 12 apples. How many apples are in 3 crates?",
+        ),
+        case=CaseInfo(
+            key="crates",
+            payload={"crates": 3},
+            inputs=(CaseInputInfo(key="question", kind="text", value="How many?"),),
+            assets=(AssetLink(key="sheet", path="data/sheet.csv", media_type="text/csv", url="http://x/a"),),
+        ),
+        deployment=deployment,
+        tool_policy={"allow_shell": False},
+        execution_mode="native",
+    )
+    fields.update(overrides)
+    return ExecutionRequest(**fields)
+
+
+def execute(request: ExecutionRequest, **client_options):
+    async def go():
+        async with OutboundClient(**client_options) as client:
+            return await executor_for(request.deployment.kind).execute(request, client=client)
+
+    return asyncio.run(go())
+
+
+def keys_anywhere(value) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in keys_anywhere(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in keys_anywhere(v)}
+    return set()
+
+
+# --- hosted_http: the request ------------------------------------------------------------
+
+
+def test_hosted_http_sends_the_protocol_request_exactly(agent):
+    request = make_request(target(agent.url))
+    outcome = execute(request)
+    assert outcome.category == AttemptCategory.OK
+    sent = agent.requests[0]
+    assert sent.method == "POST"
+    assert sent.headers["Content-Type"] == "application/json"
+    assert sent.json == {
+        "protocol_version": "1",
+        "run_id": "11111111-1111-1111-1111-111111111111",
+        "item_id": "22222222-2222-2222-2222-222222222222",
+        "attempt": 1,
+        "deadline_at": request.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "challenge": {
+            "key": "word-problem",
+            "title": "Word problem",
+            "category": "math",
+            "difficulty": "medium",
+            "instructions": "A crate holds 12 apples. How many apples are in 3 crates?",
+        },
+        "case": {
+            "key": "crates",
+            "payload": {"crates": 3},
+            "inputs": [{"key": "question", "kind": "text", "value": "How many?"}],
+            "assets": [
+                {"key": "sheet", "path": "data/sheet.csv", "media_type": "text/csv", "url": "http://x/a"}
+            ],
+        },
+        "tool_policy": {"allow_shell": False},
+    }
+    assert "expectations" not in keys_anywhere(sent.json)
+
+
+def test_hosted_http_authenticates_and_signs_the_exact_body(agent):
+    execute(make_request(target(agent.url)))
+    sent = agent.requests[0]
+    assert sent.headers["Authorization"] == f"Bearer {SECRET}"
+    assert verify_signature(sent.body, SIGNING_KEY, sent.headers["X-AgentClash-Signature"])
+
+
+def test_without_a_key_or_secret_the_headers_are_omitted(agent):
+    execute(make_request(target(agent.url, secret=None, signing_key=None)))
+    headers = agent.requests[0].headers
+    assert "Authorization" not in headers
+    assert "X-AgentClash-Signature" not in headers
+
+
+def test_extra_headers_are_sent_and_the_secret_can_use_its_own_header(agent):
+    config = DeploymentConfig(extra_headers={"X-Team": "evals"}, secret_header="api-key")
+    execute(make_request(target(agent.url, config=config)))
+    headers = agent.requests[0].headers
+    assert headers["X-Team"] == "evals"
+    assert headers["api-key"] == SECRET
+    assert "Authorization" not in headers
+
+
+def test_an_input_without_a_value_is_sent_without_one(agent):
+    case = CaseInfo(key="c", inputs=(CaseInputInfo(key="doc", kind="file", artifact_key="sheet"),))
+    execute(make_request(target(agent.url), case=case))
+    assert agent.requests[0].json["case"]["inputs"] == [
+        {"key": "doc", "kind": "file", "artifact_key": "sheet"}
+    ]
+
+
+# --- hosted_http: outcomes -----------------------------------------------------------------
+
+
+def test_a_valid_body_is_ok_with_evidence_and_timing(agent):
+    agent.default = ok(
+        {
+            "final_output": "36",
+            "tool_calls": [{"name": "calculator", "args": {"expr": "12*3"}, "result": "36"}],
+            "metrics": {"input_tokens": 10, "output_tokens": 2},
+            "custom": "kept",
+        }
+    )
+    outcome = execute(make_request(target(agent.url)))
+    assert outcome.category == AttemptCategory.OK
+    assert outcome.status_code == 200
+    assert outcome.latency_ms > 0
+    assert outcome.response["custom"] == "kept"
+    evidence = outcome.evidence
+    assert evidence.final_output == "36"
+    assert [c.name for c in evidence.tool_calls] == ["calculator"]
+    assert evidence.metrics.input_tokens == 10
+    assert evidence.timing.started_at.endswith("Z")
+    assert evidence.timing.executor_duration_seconds > 0
+    assert evidence.rendered_prompt.instructions.startswith("A crate holds")
+    assert evidence.rendered_prompt.system is None
+
+
+def test_black_box_deployments_report_no_tool_or_file_channels(agent):
+    agent.default = ok({"final_output": "x", "tool_calls": [{"name": "t", "args": {}}]})
+    outcome = execute(make_request(target(agent.url, evidence_level="black_box")))
+    assert outcome.evidence.channels.tool_calls is False
+    assert outcome.evidence.channels.files is False
+    assert outcome.evidence.tool_calls == []
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_5xx_is_an_infra_error_with_an_excerpt(agent, status):
+    agent.default = server_error(status, '{"error": "database down"}')
+    outcome = execute(make_request(target(agent.url)))
+    assert outcome.category == AttemptCategory.INFRA_ERROR
+    assert outcome.retryable
+    assert outcome.status_code == status
+    assert "database down" in outcome.body_excerpt
+    assert outcome.evidence is None
+
+
+def test_429_is_an_infra_error_carrying_retry_after(agent):
+    agent.queue(rate_limited("7"), rate_limited("Wed, 21 Oct 2099 07:28:00 GMT"))
+    first = execute(make_request(target(agent.url)))
+    assert (first.category, first.status_code, first.error_code) == ("infra_error", 429, "rate_limited")
+    assert first.retry_after == 7.0
+    second = execute(make_request(target(agent.url)))
+    assert second.retry_after > 1e9 / 1000  # an HTTP-date far in the future, in seconds
+
+
+def test_a_slow_agent_times_out_as_an_infra_error(agent):
+    agent.default = hang()
+    outcome = execute(make_request(target(agent.url, timeout_seconds=0.3)))
+    assert outcome.category == AttemptCategory.INFRA_ERROR
+    assert outcome.error_code == "timeout"
+    assert outcome.latency_ms < 5000
+
+
+def test_the_deadline_shortens_the_timeout(agent):
+    agent.default = hang()
+    request = make_request(
+        target(agent.url, timeout_seconds=120), deadline=datetime.now(UTC) + timedelta(seconds=0.3)
+    )
+    outcome = execute(request)
+    assert outcome.error_code == "timeout"
+
+
+def test_a_passed_deadline_is_an_infra_error_without_a_call(agent):
+    outcome = execute(make_request(target(agent.url), deadline=datetime.now(UTC) - timedelta(seconds=1)))
+    assert (outcome.category, outcome.error_code) == ("infra_error", "deadline_passed")
+    assert agent.calls == 0
+
+
+def test_a_refused_connection_is_an_infra_error():
+    outcome = execute(make_request(target(f"http://127.0.0.1:{free_port()}/agent")))
+    assert (outcome.category, outcome.error_code) == ("infra_error", "connection_failed")
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "code"),
+    [
+        (invalid_json(), "invalid_json"),
+        (raw(b"<html>oops</html>", content_type="text/html"), "invalid_json"),
+        (non_protocol_json({"answer": 42}), "missing_final_output"),
+        (non_protocol_json([1, 2]), "not_protocol"),
+        (
+            ok(
+                {
+                    "final_output": "x",
+                    "invocations": [{"tool_calls": []}],
+                    "tool_calls": [{"name": "a", "args": {}}],
+                }
+            ),
+            "invocations_with_tool_calls",
+        ),
+        (ok({"final_output": "x", "messages": "not a list"}), "protocol_error"),
+        (server_error(404, "no such route"), "http_status"),
+        (server_error(401, "bad token"), "http_status"),
+        (server_error(422, "{}"), "http_status"),
+    ],
+)
+def test_bodies_that_are_not_the_protocols_are_config_errors(agent, behaviour, code):
+    agent.default = behaviour
+    outcome = execute(make_request(target(agent.url)))
+    assert outcome.category == AttemptCategory.CONFIG_ERROR
+    assert outcome.error_code == code
+    assert not outcome.retryable
+    assert outcome.error
+
+
+def test_a_50_mb_body_is_a_config_error_and_is_not_read_whole(agent):
+    agent.default = huge(50 * MiB, declare_length=False)
+    outcome = execute(make_request(target(agent.url, timeout_seconds=30)))
+    assert (outcome.category, outcome.error_code) == ("config_error", "response_too_large")
+    agent.wait_idle(timeout=20)
+    assert agent.bytes_sent < 25 * MiB
+
+
+def test_an_endpoint_on_a_private_address_is_refused_in_a_workspace_without_private_endpoints():
+    request = make_request(target("http://10.0.0.1:8080/agent", allow_private=False))
+    with loopback_only() as attempts:
+        outcome = execute(request)
+    assert (outcome.category, outcome.error_code) == ("config_error", "blocked_address")
+    assert "10.0.0.1" in outcome.error
+    assert attempts == []
+
+
+def test_loopback_is_refused_without_allow_private_and_reached_with_it(agent):
+    refused = execute(make_request(target(agent.url, allow_private=False)))
+    assert refused.error_code == "blocked_address"
+    assert agent.calls == 0
+    assert execute(make_request(target(agent.url, allow_private=True))).ok
+
+
+def test_a_redirect_to_the_metadata_service_is_refused(agent):
+    agent.default = redirect("http://169.254.169.254/latest/meta-data/")
+    with loopback_only() as attempts:
+        outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.error_code) == ("config_error", "blocked_address")
+    assert attempts == []
+
+
+def test_a_redirect_to_another_loopback_url_is_followed_with_the_body(agent):
+    agent.route("/old", redirect(agent.url, status=308))
+    outcome = execute(make_request(target(agent.url_for("/old"))))
+    assert outcome.ok
+    assert agent.requests[-1].path == "/agent"
+    assert verify_signature(
+        agent.requests[-1].body, SIGNING_KEY, agent.requests[-1].headers["X-AgentClash-Signature"]
+    )
+
+
+# --- retries -------------------------------------------------------------------------------
+
+
+def drive(request, *, seed=3):
+    waits: list[float] = []
+
+    async def record_sleep(seconds: float) -> None:
+        waits.append(seconds)  # no real sleeping: the policy is what is under test
+
+    async def go():
+        async with OutboundClient() as client:
+            return await run_attempts(
+                executor_for(request.deployment.kind),
+                request,
+                client=client,
+                rng=random.Random(seed),
+                sleep=record_sleep,
+            )
+
+    return asyncio.run(go()), waits
+
+
+def test_a_429_burst_is_retried_honouring_retry_after(agent):
+    agent.queue(rate_limited("2"), rate_limited("3"), ok({"final_output": "done"}), case="crates")
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [o.category for o in outcomes] == ["infra_error", "infra_error", "ok"]
+    assert waits[0] >= 2 and waits[1] >= 3
+    assert [r.json["attempt"] for r in agent.requests] == [1, 2, 3]
+
+
+def test_retries_stop_at_max_attempts(agent):
+    agent.default = server_error(503)
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [o.category for o in outcomes] == ["infra_error"] * 3
+    assert len(waits) == 2
+    assert agent.calls == 3
+    assert all(0 <= w <= cap for w, cap in zip(waits, [1, 2], strict=True))
+
+
+def test_config_errors_are_not_retried(agent):
+    agent.default = invalid_json()
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [o.category for o in outcomes] == ["config_error"]
+    assert waits == []
+
+
+def test_no_retry_that_would_pass_the_deadline(agent):
+    agent.default = rate_limited("600")
+    request = make_request(
+        target(agent.url, max_attempts=3), deadline=datetime.now(UTC) + timedelta(seconds=60)
+    )
+    outcomes, waits = drive(request)
+    assert len(outcomes) == 1
+    assert waits == []
+
+
+# --- openai_chat -------------------------------------------------------------------------
+
+
+def chat_target(agent, **overrides):
+    return target(
+        agent.base_url + "/v1",
+        kind="openai_chat",
+        model="gpt-test",
+        config=DeploymentConfig(temperature=0.2, max_tokens=64, system_prompt="Answer with a number."),
+        **overrides,
+    )
+
+
+def test_openai_chat_posts_model_messages_and_config_params(agent):
+    agent.default = chat_ok("36")
+    outcome = execute(make_request(chat_target(agent)))
+    sent = agent.requests[0]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.json == {
+        "temperature": 0.2,
+        "max_tokens": 64,
+        "model": "gpt-test",
+        "messages": [
+            {"role": "system", "content": "Answer with a number."},
+            {"role": "user", "content": "A crate holds 12 apples. How many apples are in 3 crates?"},
+        ],
+    }
+    assert sent.headers["Authorization"] == f"Bearer {SECRET}"
+    assert outcome.ok
+    assert outcome.evidence.final_output == "36"
+
+
+def test_openai_chat_evidence_has_usage_transcript_and_unexecuted_tool_calls(agent):
+    agent.default = chat_ok(
+        None,
+        tool_calls=[
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": '{"q": "apples"}'},
+            },
+            {"id": "call_2", "type": "function", "function": {"name": "broken", "arguments": "{not json"}},
+        ],
+        usage={"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35},
+    )
+    outcome = execute(make_request(chat_target(agent)))
+    evidence = outcome.evidence
+    assert evidence.final_output == ""
+    assert [(c.name, c.args) for c in evidence.tool_calls][0] == ("lookup", {"q": "apples"})
+    assert evidence.tool_calls[1].args == {}
+    assert agent.calls == 1  # recorded, not executed
+    assert (evidence.metrics.input_tokens, evidence.metrics.output_tokens, evidence.metrics.total_tokens) == (
+        30,
+        5,
+        35,
+    )
+    assert [m.role for m in evidence.messages] == ["system", "user", "assistant"]
+    assert evidence.rendered_prompt.system == "Answer with a number."
+    assert evidence.channels.files is False
+
+
+def test_openai_chat_marks_a_length_cut_as_a_limit_hit(agent):
+    agent.default = chat_ok("3", finish_reason="length")
+    assert execute(make_request(chat_target(agent))).evidence.limit_hit is True
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"id": "x"},
+        {"choices": []},
+        {"choices": [{"text": "legacy"}]},
+        {"error": {"message": "model not found"}},
+    ],
+)
+def test_openai_chat_replies_without_a_message_are_config_errors(agent, body):
+    agent.default = ok(body)
+    outcome = execute(make_request(chat_target(agent)))
+    assert (outcome.category, outcome.error_code) == ("config_error", "not_chat_completion")
+
+
+def test_openai_chat_rate_limits_are_infra_errors(agent):
+    agent.default = rate_limited("1")
+    assert execute(make_request(chat_target(agent))).category == AttemptCategory.INFRA_ERROR
+
+
+# --- trace_import and secrets ----------------------------------------------------------------
+
+
+def test_trace_import_refuses_to_be_called():
+    request = make_request(target("", kind="trace_import"))
+    with pytest.raises(NotExecutable):
+        execute(request)
+
+
+def test_the_secret_and_signing_key_never_reach_reprs_or_logs(agent, caplog):
+    agent.default = server_error(500)
+    request = make_request(target(agent.url))
+    with caplog.at_level(logging.DEBUG):
+        outcome = execute(request)
+    text = caplog.text + repr(request) + repr(outcome) + json.dumps(outcome.summary())
+    assert SECRET not in text
+    assert SIGNING_KEY not in text
+    assert agent.requests[0].headers["Authorization"] == f"Bearer {SECRET}"
+
+
+def test_requests_are_immutable_and_replace_makes_the_next_attempt(agent):
+    request = make_request(target(agent.url))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.attempt = 2  # type: ignore[misc]
+    assert dataclasses.replace(request, attempt=2).protocol_body()["attempt"] == 2
