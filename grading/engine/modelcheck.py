@@ -430,7 +430,7 @@ class _Walker:
             reported = {issue.path for issue in self.issues if issue.severity == "error"}
             quiet = {root for root in self.validated_roots if root[: len(path)] == path and root != path}
             for error in exc.errors():
-                rel, exists = _locate(cleaned, error["loc"], error["type"])
+                rel, exists = _locate(cleaned, error["loc"])
                 full = path + rel
                 if path_is_under(full, reported | quiet) or any(r[: len(full)] == full for r in reported):
                     continue
@@ -458,7 +458,20 @@ def _has_step(current: Any, element: Any) -> bool:
     return isinstance(current, list) and isinstance(element, int) and 0 <= element < len(current)
 
 
-def _locate(data: Any, loc: tuple[Any, ...], error_type: str) -> tuple[Path, bool]:
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "json-or-python"})
+
+
+def _is_field_name(element: Any) -> bool:
+    """A field name, as opposed to a union member or function tag of a pydantic ``loc``."""
+    return (
+        isinstance(element, str)
+        and element.isidentifier()
+        and not element[0].isupper()
+        and element not in _TYPE_TAGS
+    )
+
+
+def _locate(data: Any, loc: tuple[Any, ...]) -> tuple[Path, bool]:
     """Map a pydantic ``loc`` onto data keys and indexes, skipping union/function tags."""
     out: list[str | int] = []
     current = data
@@ -467,8 +480,8 @@ def _locate(data: Any, loc: tuple[Any, ...], error_type: str) -> tuple[Path, boo
         if _has_step(current, element):
             out.append(element)
             current = current[element]
-        elif position == len(loc) - 1 and error_type == "missing" and isinstance(element, str):
-            out.append(element)
+        elif position == len(loc) - 1 and isinstance(current, Mapping) and _is_field_name(element):
+            out.append(element)  # a missing key, or an absent key validated by default
             exists = False
     return tuple(out), exists
 
