@@ -228,9 +228,10 @@ def case_figures(records: Iterable[CaseRecord]) -> dict[tuple[str, str], CaseFig
     """Records grouped by (challenge_key, case_key), in order of first appearance."""
     out: dict[tuple[str, str], CaseFigures] = {}
     for r in records:
-        fig = out.get(r.case_id)
+        key = (r.challenge_key, r.case_key)
+        fig = out.get(key)
         if fig is None:
-            fig = out[r.case_id] = CaseFigures(r.challenge_key, r.case_key)
+            fig = out[key] = CaseFigures(r.challenge_key, r.case_key)
         fig.executions += 1
         if r.status == "PASSED":
             fig.passed += 1
@@ -405,7 +406,7 @@ def _case_weighted_mean(records: list[CaseRecord], get: Any) -> float | None:
     for r in records:
         value = get(r)
         if value is not None:
-            per_case.setdefault(r.case_id, []).append(value)
+            per_case.setdefault((r.challenge_key, r.case_key), []).append(value)
     return mean([math.fsum(v) / len(v) for v in per_case.values()])
 
 
@@ -415,7 +416,7 @@ def _case_weighted_means(records: list[CaseRecord], get: Any) -> dict[str, float
         for key, value in get(r).items():
             bucket = per_key.setdefault(key, {})
             if value is not None:
-                bucket.setdefault(r.case_id, []).append(value)
+                bucket.setdefault((r.challenge_key, r.case_key), []).append(value)
     return {key: mean([math.fsum(v) / len(v) for v in cases.values()]) for key, cases in per_key.items()}
 
 
@@ -425,11 +426,13 @@ def aggregate_lane(
     run_id: str = "offline",
     deployment: str | None = None,
     intervals: bool = True,
+    challenge_intervals: bool = False,
 ) -> LaneAggregate:
     """Every §10.3 figure of one lane. ``records`` are that lane's case executions.
 
-    Seeds: ``seed_for(run_id, deployment, "mean_score")`` for the lane and
-    ``"<challenge_key>:mean_score"`` for a challenge.
+    ``intervals`` computes the lane's mean-score bootstrap (seed figure ``"mean_score"``);
+    ``challenge_intervals`` also bootstraps each challenge (``"<challenge_key>:mean_score"``),
+    which doubles the cost, so it is off by default. Wilson intervals are always given.
     """
     rows = list(records)
     dep = deployment if deployment is not None else (rows[0].deployment if rows else "default")
@@ -440,7 +443,7 @@ def aggregate_lane(
         by_challenge.setdefault(r.challenge_key, []).append(r)
     challenges = {
         key: _group_figures(
-            group, run_id=run_id, deployment=dep, figure_prefix=f"{key}:", intervals=intervals
+            group, run_id=run_id, deployment=dep, figure_prefix=f"{key}:", intervals=challenge_intervals
         )
         for key, group in by_challenge.items()
     }

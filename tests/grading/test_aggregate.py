@@ -140,6 +140,14 @@ def test_the_mean_score_interval_is_the_seeded_bootstrap_over_cases():
     assert lane.micro.mean_score_interval == expected
 
 
+def test_challenge_bootstraps_are_optional_and_seeded_by_challenge():
+    records = [rec("a", score=0.2, challenge="x"), rec("b", score=0.9, challenge="x")]
+    assert aggregate_lane(records).challenges["x"].mean_score_interval is None
+    lane = aggregate_lane(records, run_id="r", deployment="d", challenge_intervals=True)
+    expected = bootstrap_interval([0.2, 0.9], seed_for("r", "d", "x:mean_score"))
+    assert lane.challenges["x"].mean_score_interval == expected
+
+
 def test_the_mean_score_interval_is_null_below_two_scored_cases():
     lane = aggregate_lane([rec("a"), rec("b", "UNAVAILABLE")]).to_dict()
     assert lane["mean_score"] == 1.0 and lane["mean_score_interval"] is None
