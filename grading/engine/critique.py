@@ -336,6 +336,7 @@ def probe_case(
                 )
             )
     echo = echo_text(case, ctx)
+    echoed = sum(1 for i in case.inputs if i.value is not MISSING)
     if echo:
         results = _results(grade(echo_evidence(case, ctx), case, spec, context=ctx, judge=None))
         for key, result in results.items():
@@ -346,8 +347,8 @@ def probe_case(
                 suggestions.append(
                     Suggestion(
                         reason=f"{_name(key, labels)} passes on the echo baseline (the instructions and "
-                        f"{sum(1 for i in case.inputs if i.value is not MISSING)} case input values echoed "
-                        f"back): {_short(result['evidence'])}",
+                        f"{echoed} case input value{'s' if echoed != 1 else ''} echoed back): "
+                        f"{_short(result['evidence'])}",
                         finding="trivially_satisfied",
                         assertion=key,
                     )

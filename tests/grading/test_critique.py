@@ -141,7 +141,7 @@ def test_a_check_that_passes_on_the_echo_baseline_is_trivially_satisfied():
     [s] = probe(spec)
     assert s.finding == "trivially_satisfied"
     assert s.reason.startswith("'Mentions the question' (mentions) passes on the echo baseline")
-    assert "1 case input values echoed back" in s.reason
+    assert "1 case input value echoed back" in s.reason
 
 
 def test_the_echo_output_is_the_instructions_and_every_input_value_joined_by_newlines():
