@@ -1,0 +1,172 @@
+"""Drafts: validatable any number of times, structured edits keep comments, zip drafts."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+import yaml
+
+from packs import services
+from packs.models import Draft, PackVersion
+from packs.services import yaml_edit
+from packs.services.yaml_edit import CaseEdit
+from tests.packs.publish_fixtures import INVOICE_PACK, INVOICES_JSON, invoice_zip, mental_math
+
+pytestmark = pytest.mark.django_db
+
+
+def new_draft(personas, text: str = "", **kwargs) -> Draft:
+    return services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="D", bundle_text=text, **kwargs
+    )
+
+
+def test_the_same_draft_validates_to_the_same_result_every_time(personas):
+    draft = new_draft(personas, mental_math().replace("number: 1", "number: 0"))
+    bodies = [services.draft_validate(draft=draft).to_body() for _ in range(3)]
+    assert bodies[0]["valid"] is False
+    assert bodies[0] == bodies[1] == bodies[2]
+
+
+def test_a_draft_with_files_is_a_deterministic_zip(personas):
+    draft = new_draft(personas, INVOICE_PACK)
+    services.draft_file_add(draft=draft, path="data/invoices.json", data=INVOICES_JSON, user=personas.owner)
+    first = services.draft_bundle(draft=draft)
+    assert first == services.draft_bundle(draft=Draft.objects.get(pk=draft.pk))
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        assert archive.namelist() == ["pack.yaml", "data/invoices.json"]
+        assert archive.read("data/invoices.json") == INVOICES_JSON
+    assert services.draft_validate(draft=draft).valid
+
+
+def test_publishing_a_draft_twice_is_already_published(personas):
+    draft = new_draft(personas, INVOICE_PACK)
+    services.draft_file_add(draft=draft, path="data/invoices.json", data=INVOICES_JSON, user=personas.owner)
+    copy = new_draft(personas, INVOICE_PACK, files=dict(draft.files))
+    first = services.draft_publish(draft=draft, user=personas.owner)
+    assert first.created and not Draft.objects.filter(pk=draft.pk).exists()
+    again = services.draft_publish(draft=copy, user=personas.owner)
+    assert again.already_published
+
+
+@pytest.mark.parametrize("path", ["../x", "/etc/passwd", "a/../b", "pack.yaml", ""])
+def test_file_paths_must_stay_inside_the_bundle(personas, path):
+    draft = new_draft(personas, INVOICE_PACK)
+    with pytest.raises(services.DraftError):
+        services.draft_file_add(draft=draft, path=path, data=b"x", user=personas.owner)
+
+
+def test_a_case_added_through_the_form_keeps_comments_and_validates(personas):
+    draft = new_draft(personas, mental_math())
+    edit = CaseEdit(
+        input_set_key="smoke",
+        challenge_key="word-problem",
+        case_key="apples",
+        payload={"question": "Three bags of 12 apples: how many apples?"},
+        expectations=[{"key": "result", "kind": "number", "value": 36}],
+    )
+    services.draft_case_upsert(draft=draft, edit=edit)
+    draft.refresh_from_db()
+    text = draft.bundle_text
+    assert "# Example A: each case graded on its own." in text
+    assert "# case.expectations.result resolves against each graded case" in text
+    cases = yaml.safe_load(text)["input_sets"][0]["cases"]
+    assert cases[-1] == {
+        "challenge_key": "word-problem",
+        "case_key": "apples",
+        "payload": {"question": "Three bags of 12 apples: how many apples?"},
+        "expectations": [{"key": "result", "kind": "number", "value": 36}],
+    }
+    report = services.draft_validate(draft=draft)
+    assert report.valid, report.to_body()
+
+
+def test_editing_a_case_changes_only_that_case(personas):
+    draft = new_draft(personas, mental_math())
+    before = yaml.safe_load(draft.bundle_text)
+    edit = CaseEdit(
+        input_set_key="smoke",
+        challenge_key="word-problem",
+        case_key="train-2",
+        payload={"question": "A train covers 90 km in 1.5 hours. What is its speed in km/h?"},
+        inputs=[{"key": "units", "kind": "text", "value": "km/h"}],
+        expectations=[{"key": "result", "kind": "number", "value": 60}],
+        original_case_key="train",
+    )
+    services.draft_case_upsert(draft=draft, edit=edit)
+    after = yaml.safe_load(Draft.objects.get(pk=draft.pk).bundle_text)
+    assert after["input_sets"][0]["cases"][0] == before["input_sets"][0]["cases"][0]
+    assert after["input_sets"][0]["cases"][1]["case_key"] == "train-2"
+    assert after["input_sets"][0]["cases"][1]["inputs"] == [{"key": "units", "kind": "text", "value": "km/h"}]
+    assert {k: v for k, v in after.items() if k != "input_sets"} == {
+        k: v for k, v in before.items() if k != "input_sets"
+    }
+
+
+def test_a_duplicate_case_key_is_refused(personas):
+    draft = new_draft(personas, mental_math())
+    edit = CaseEdit(input_set_key="smoke", challenge_key="word-problem", case_key="crates")
+    with pytest.raises(services.DraftError, match="already has a case"):
+        services.draft_case_upsert(draft=draft, edit=edit)
+
+
+def test_deleting_a_case(personas):
+    draft = new_draft(personas, mental_math())
+    services.draft_case_delete(draft=draft, input_set_key="smoke", case_key="crates")
+    cases = yaml.safe_load(Draft.objects.get(pk=draft.pk).bundle_text)["input_sets"][0]["cases"]
+    assert [c["case_key"] for c in cases] == ["train"]
+
+
+def test_form_values_parse_as_json_or_stay_text():
+    assert yaml_edit.parse_value("168") == 168
+    assert yaml_edit.parse_value("true") is True
+    assert yaml_edit.parse_value('["a"]') == ["a"]
+    assert yaml_edit.parse_value("007") == "007"
+    assert yaml_edit.parse_value("Harbor Tools Ltd") == "Harbor Tools Ltd"
+    for value in (168, "168", "text", ["a"], {"b": 1}, True):
+        assert yaml_edit.parse_value(yaml_edit.format_value(value)) == value
+
+
+def test_a_new_version_from_a_published_one_bumps_the_number_and_keeps_comments(personas):
+    services.pack_version_publish(
+        workspace=personas.workspace, data=mental_math().encode(), user=personas.owner
+    )
+    v2 = services.pack_version_publish(
+        workspace=personas.workspace,
+        data=mental_math(number=2, extra_case=True).encode(),
+        user=personas.owner,
+    ).version
+    v1 = PackVersion.objects.get(number=1)
+    draft = services.draft_from_version(version=v1, user=personas.owner)
+    assert draft.based_on == v1
+    assert yaml.safe_load(draft.bundle_text)["version"]["number"] == 3 == v2.number + 1
+    assert draft.bundle_text.startswith("# Example A")
+    assert services.draft_validate(draft=draft).valid
+
+
+def test_a_new_version_from_a_zip_version_keeps_its_files(personas):
+    version = services.pack_version_publish(
+        workspace=personas.workspace, data=invoice_zip(), user=personas.owner
+    ).version
+    draft = services.draft_from_version(version=version, user=personas.owner)
+    assert list(draft.files) == ["data/invoices.json"]
+    assert yaml.safe_load(draft.bundle_text)["version"]["number"] == 2
+    assert services.draft_publish(draft=draft, user=personas.owner).version.number == 2
+
+
+def test_every_example_pack_is_a_template(personas):
+    templates = services.draft_templates()
+    assert templates, "examples/packs/ holds the example packs"
+    for template in templates:
+        draft = services.draft_from_template(
+            workspace=personas.workspace, user=personas.owner, template=template["name"]
+        )
+        report = services.draft_validate(draft=draft)
+        assert report.valid, (template, report.to_body())
+
+
+def test_an_unknown_template_is_refused(personas):
+    with pytest.raises(services.DraftError):
+        services.draft_from_template(workspace=personas.workspace, user=personas.owner, template="../../etc")

@@ -1,0 +1,333 @@
+"""Pack pages: editor, publish, history, diff. Outsiders 404, viewers 403 on writes, CSRF."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from packs import services
+from packs.models import Draft, Pack, PackVersion
+from tests.packs.publish_fixtures import INVOICES_JSON, mental_math
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def draft(personas) -> Draft:
+    return services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Mental math draft", bundle_text=mental_math()
+    )
+
+
+@pytest.fixture
+def two_versions(personas):
+    services.pack_version_publish(
+        workspace=personas.workspace, data=mental_math().encode(), user=personas.owner
+    )
+    return services.pack_version_publish(
+        workspace=personas.workspace,
+        data=mental_math(number=2, extra_case=True, description="<script>alert(1)</script>").encode(),
+        user=personas.owner,
+    )
+
+
+def editor_url(draft: Draft, name: str = "draft-editor") -> str:
+    return reverse(name, kwargs={"draft_id": draft.public_id})
+
+
+# --- list and new ---------------------------------------------------------------------------
+
+
+def test_the_pack_list_shows_the_current_workspace(personas, two_versions, draft):
+    services.pack_version_publish(
+        workspace=personas.other_workspace,
+        data=mental_math(slug="not-yours").encode(),
+        user=personas.outsider,
+    )
+    page = client_for(personas.viewer).get(reverse("pack-list"))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "mental-math" in html and "v2" in html and "Mental math draft" in html
+    assert "not-yours" not in html
+    assert "New pack" not in html  # viewers cannot create
+
+
+def test_pages_need_a_login(personas):
+    response = Client().get(reverse("pack-list"))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+
+
+def test_a_new_blank_pack_opens_the_editor(personas):
+    response = client_for(personas.editor).post(reverse("draft-new"), {"template": "", "name": "Fresh"})
+    draft = Draft.objects.get()
+    assert response.status_code == 302 and response["Location"] == editor_url(draft)
+    assert draft.name == "Fresh"
+    assert services.draft_validate(draft=draft).valid
+
+
+def test_a_viewer_cannot_start_a_pack(personas):
+    assert client_for(personas.viewer).post(reverse("draft-new"), {"template": ""}).status_code == 403
+    assert not Draft.objects.exists()
+
+
+def test_html_posts_enforce_csrf(personas, draft):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(personas.owner)
+    assert client.post(editor_url(draft, "draft-save"), {"bundle_text": "x"}).status_code == 403
+    page = client.get(editor_url(draft))
+    assert b'hx-headers=\'{"X-CSRFToken": "' in page.content
+
+
+# --- the editor -------------------------------------------------------------------------------
+
+
+def test_the_editor_shows_the_yaml_the_report_and_the_structure(personas, draft):
+    page = client_for(personas.owner).get(editor_url(draft))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="bundle-text"' in html and "Example A: each case graded on its own." in html
+    assert 'id="report"' in html and "valid" in html
+    assert (
+        'id="publish-button"' in html and "disabled" not in html.split('id="publish-button"')[1].split(">")[0]
+    )
+    assert "crates" in html and "train" in html and "word-problem" in html
+    # every hx-get also has a real href
+    assert 'href="/packs/drafts/' in html and "hx-get=" in html
+
+
+def test_a_viewer_reads_the_editor_but_cannot_change_anything(personas, draft):
+    client = client_for(personas.viewer)
+    page = client.get(editor_url(draft))
+    assert page.status_code == 200
+    assert b"readonly" in page.content and b'id="publish-button"' not in page.content
+    for name, data in (
+        ("draft-save", {"bundle_text": "x"}),
+        ("draft-publish", {}),
+        ("draft-case-save", {}),
+        ("draft-case-delete", {"set": "smoke", "case": "crates"}),
+        ("draft-file-remove", {"path": "x"}),
+        ("draft-delete", {}),
+    ):
+        assert client.post(editor_url(draft, name), data).status_code == 403, name
+    draft.refresh_from_db()
+    assert draft.bundle_text == mental_math()
+
+
+def test_outsiders_get_404_on_every_draft_page(personas, draft):
+    client = client_for(personas.outsider)
+    assert client.get(editor_url(draft)).status_code == 404
+    assert client.get(editor_url(draft, "draft-case-form")).status_code == 404
+    for name in ("draft-save", "draft-publish", "draft-case-save", "draft-file-upload", "draft-delete"):
+        assert client.post(editor_url(draft, name), {}).status_code == 404, name
+    assert Draft.objects.filter(pk=draft.pk).exists()
+
+
+def test_typing_saves_and_answers_the_report_partial(personas, draft):
+    broken = mental_math().replace("number: 1", "number: 0")
+    response = client_for(personas.editor).post(
+        editor_url(draft, "draft-save"), {"name": "Renamed", "bundle_text": broken}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.lstrip().startswith('<section id="report"')
+    assert "version.number" in html and "must be greater than 0" in html
+    assert 'class="issue-jump" data-line="' in html
+    assert 'id="structure" class="panel" hx-swap-oob="true"' in html
+    assert "<html" not in html
+    draft.refresh_from_db()
+    assert draft.bundle_text == broken and draft.name == "Renamed"
+
+
+def test_a_plain_save_redirects_back_to_the_editor(personas, draft):
+    response = client_for(personas.editor).post(
+        editor_url(draft, "draft-save"), {"bundle_text": "pack: {}\n"}
+    )
+    assert response.status_code == 302 and response["Location"] == editor_url(draft)
+
+
+def test_a_syntax_error_is_listed_with_its_line(personas, draft):
+    response = client_for(personas.editor).post(
+        editor_url(draft, "draft-save"),
+        {"bundle_text": "pack: {slug: x\nversion: [\n"},
+        HTTP_HX_REQUEST="true",
+    )
+    html = response.content.decode()
+    assert "must be valid YAML" in html
+    assert "Fix the YAML errors to see" in html
+
+
+def test_the_case_form_loads_as_a_partial_and_saves_into_the_yaml(personas, draft):
+    client = client_for(personas.editor)
+    partial = client.get(
+        editor_url(draft, "draft-case-form") + "?set=smoke&case=crates", HTTP_HX_REQUEST="true"
+    )
+    assert partial.status_code == 200
+    html = partial.content.decode()
+    assert html.lstrip().startswith('<section id="case-form"') and 'value="crates"' in html and "168" in html
+    full = client.get(editor_url(draft, "draft-case-form") + "?set=smoke&case=crates")
+    assert b"<html" in full.content
+    data = {
+        "input_set_key": "smoke",
+        "challenge_key": "word-problem",
+        "case_key": "apples",
+        "original_case_key": "",
+        "payload-TOTAL_FORMS": "1",
+        "payload-INITIAL_FORMS": "0",
+        "payload-0-key": "question",
+        "payload-0-value": "Three bags of 12 apples: how many apples?",
+        "inputs-TOTAL_FORMS": "0",
+        "inputs-INITIAL_FORMS": "0",
+        "expectations-TOTAL_FORMS": "1",
+        "expectations-INITIAL_FORMS": "0",
+        "expectations-0-key": "result",
+        "expectations-0-kind": "number",
+        "expectations-0-value": "36",
+        "expectations-0-source": "",
+    }
+    response = client.post(editor_url(draft, "draft-case-save"), data)
+    assert response.status_code == 302
+    draft.refresh_from_db()
+    assert "case_key: apples" in draft.bundle_text and "value: 36" in draft.bundle_text
+    assert "# Example A" in draft.bundle_text
+    assert services.draft_validate(draft=draft).valid
+
+
+def test_a_case_form_error_rerenders_with_400(personas, draft):
+    data = {
+        "input_set_key": "smoke",
+        "challenge_key": "word-problem",
+        "case_key": "crates",
+        "payload-TOTAL_FORMS": "0",
+        "payload-INITIAL_FORMS": "0",
+        "inputs-TOTAL_FORMS": "0",
+        "inputs-INITIAL_FORMS": "0",
+        "expectations-TOTAL_FORMS": "0",
+        "expectations-INITIAL_FORMS": "0",
+    }
+    response = client_for(personas.editor).post(editor_url(draft, "draft-case-save"), data)
+    assert response.status_code == 400
+    assert b"already has a case" in response.content
+
+
+def test_deleting_a_case_from_the_panel(personas, draft):
+    client_for(personas.editor).post(
+        editor_url(draft, "draft-case-delete"), {"set": "smoke", "case": "crates"}
+    )
+    draft.refresh_from_db()
+    assert "case_key: crates" not in draft.bundle_text
+
+
+def test_uploading_and_removing_a_bundle_file(personas, draft):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client = client_for(personas.editor)
+    upload = SimpleUploadedFile("invoices.json", INVOICES_JSON, content_type="application/json")
+    client.post(editor_url(draft, "draft-file-upload"), {"file": upload, "path": "data/invoices.json"})
+    draft.refresh_from_db()
+    assert list(draft.files) == ["data/invoices.json"]
+    page = client.get(editor_url(draft))
+    assert b"data/invoices.json" in page.content
+    client.post(editor_url(draft, "draft-file-remove"), {"path": "data/invoices.json"})
+    draft.refresh_from_db()
+    assert draft.files == {}
+
+
+# --- publish -----------------------------------------------------------------------------------
+
+
+def test_publishing_a_valid_draft_opens_the_version_page(personas, draft):
+    response = client_for(personas.editor).post(
+        editor_url(draft, "draft-publish"), {"bundle_text": mental_math()}
+    )
+    version = PackVersion.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("version-detail", kwargs={"version_id": version.public_id})
+    assert not Draft.objects.exists()
+
+
+def test_the_server_refuses_to_publish_a_draft_with_errors(personas, draft):
+    broken = mental_math().replace("number: 1", "number: 0")
+    response = client_for(personas.editor).post(editor_url(draft, "draft-publish"), {"bundle_text": broken})
+    assert response.status_code == 400
+    assert b"fix them before publishing" in response.content
+    assert not PackVersion.objects.exists()
+    assert Draft.objects.get().bundle_text == broken
+
+
+def test_a_publish_conflict_is_shown_on_the_editor(personas, draft):
+    services.pack_version_publish(
+        workspace=personas.workspace, data=mental_math(extra_case=True).encode(), user=personas.owner
+    )
+    response = client_for(personas.editor).post(editor_url(draft, "draft-publish"), {})
+    assert response.status_code == 409
+    assert b"already published" in response.content
+
+
+# --- versions, history, diff --------------------------------------------------------------------
+
+
+def test_the_version_page_shows_its_content(personas, two_versions):
+    version = two_versions.version
+    page = client_for(personas.viewer).get(
+        reverse("version-detail", kwargs={"version_id": version.public_id})
+    )
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "word-problem" in html and "smoke" in html and "apples" in html
+    assert "New version from this one" not in html  # viewer
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+
+
+def test_the_pack_page_lists_the_history(personas, two_versions):
+    page = client_for(personas.viewer).get(
+        reverse("pack-detail", kwargs={"pack_id": two_versions.pack.public_id})
+    )
+    assert page.status_code == 200
+    assert page.content.decode().count("/packs/versions/") >= 2
+
+
+def test_the_diff_between_two_versions_is_escaped(personas, two_versions):
+    url = reverse("version-diff", kwargs={"pack_id": two_versions.pack.public_id}) + "?from=1&to=2"
+    page = client_for(personas.viewer).get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'class="d-add">' in html and "case_key: apples" in html
+    assert "&lt;script&gt;" in html and "<script>alert" not in html
+    missing = client_for(personas.viewer).get(url.replace("to=2", "to=7"))
+    assert missing.status_code == 404
+
+
+def test_a_new_version_from_this_one(personas, two_versions):
+    url = reverse("version-new-draft", kwargs={"version_id": two_versions.version.public_id})
+    assert client_for(personas.viewer).post(url).status_code == 403
+    response = client_for(personas.editor).post(url)
+    draft = Draft.objects.get()
+    assert response.status_code == 302 and response["Location"] == editor_url(draft)
+    assert "number: 3" in draft.bundle_text
+
+
+def test_the_bundle_download(personas, two_versions):
+    url = reverse("version-bundle", kwargs={"version_id": two_versions.version.public_id})
+    response = client_for(personas.viewer).get(url)
+    assert response.status_code == 200 and response.content == bytes(two_versions.version.source)
+
+
+def test_outsiders_get_404_on_every_pack_and_version_page(personas, two_versions):
+    client = client_for(personas.outsider)
+    pack_id, version_id = two_versions.pack.public_id, two_versions.version.public_id
+    for url in (
+        reverse("pack-detail", kwargs={"pack_id": pack_id}),
+        reverse("version-diff", kwargs={"pack_id": pack_id}),
+        reverse("version-detail", kwargs={"version_id": version_id}),
+        reverse("version-bundle", kwargs={"version_id": version_id}),
+    ):
+        assert client.get(url).status_code == 404, url
+    assert client.post(reverse("version-new-draft", kwargs={"version_id": version_id})).status_code == 404
+    assert Pack.objects.count() == 1 and not Draft.objects.exists()
