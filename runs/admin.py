@@ -1,0 +1,84 @@
+"""Admin console for the runs app. Secrets and signing keys are never shown or editable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from runs.models import Deployment
+from runs.services.deployments import DeploymentError, clean_config
+
+
+class DeploymentAdminForm(forms.ModelForm):
+    class Meta:
+        model = Deployment
+        fields = [
+            "name",
+            "kind",
+            "url",
+            "model",
+            "max_in_flight",
+            "timeout_seconds",
+            "max_attempts",
+            "evidence_level",
+            "config",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        try:
+            data["config"] = clean_config(data.get("config"), data.get("kind", ""))
+        except DeploymentError as exc:
+            raise forms.ValidationError({"config": exc.message}) from None
+        return data
+
+
+@admin.register(Deployment)
+class DeploymentAdmin(admin.ModelAdmin):
+    form = DeploymentAdminForm
+    list_display = [
+        "name",
+        "workspace",
+        "kind",
+        "url",
+        "model",
+        "max_in_flight",
+        "timeout_seconds",
+        "max_attempts",
+        "evidence_level",
+        "secret_set",
+        "updated_at",
+    ]
+    list_filter = ["kind", "workspace", "evidence_level"]
+    search_fields = ["name", "url", "model", "workspace__slug", "workspace__name"]
+    list_select_related = ["workspace"]
+    # secret_encrypted and signing_key_encrypted are deliberately absent.
+    fields = [
+        "public_id",
+        "workspace",
+        "name",
+        "kind",
+        "url",
+        "model",
+        "secret_set",
+        "max_in_flight",
+        "timeout_seconds",
+        "max_attempts",
+        "evidence_level",
+        "config",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = ["public_id", "workspace", "secret_set", "created_at", "updated_at"]
+
+    @admin.display(boolean=True, description="secret")
+    def secret_set(self, obj: Deployment) -> bool:
+        return obj.has_secret
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # The signing key is shown once at creation: create deployments on the
+        # Deployments page, the API or `manage.py deployment create`.
+        return False

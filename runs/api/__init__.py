@@ -1,0 +1,1 @@
+"""REST API of the runs app, one module per resource (``deployments``, ...)."""

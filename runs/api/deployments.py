@@ -1,0 +1,211 @@
+"""Deployment API (spec/interfaces.md §7): list, create, read, update, delete, rotate, test.
+
+Secrets are write-only: output shows ``has_secret`` only. The signing key appears in the
+create and rotate responses and nowhere else. The URL is ``endpoint_url`` for hosted_http
+and ``base_url`` for openai_chat (the other one is null). Every deployment is fetched
+through ``runs.access`` (404 to outsiders, 403 to viewers on writes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentclash_site.lib.api import ApiError
+from agentclash_site.workspaces.access import get_workspace_for_user
+from runs.access import get_deployment_for_user
+from runs.models import Deployment, DeploymentKind, EvidenceLevel
+from runs.services import deployments as services
+from runs.services.deployments import DeploymentError, url_field_name
+
+
+def _api_error(exc: DeploymentError) -> ApiError:
+    return ApiError(exc.code, exc.message, status_code=exc.status_code, field=exc.field, choices=exc.choices)
+
+
+class DeploymentOutput(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    workspace = serializers.CharField(source="workspace.slug")
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=DeploymentKind.choices)
+    endpoint_url = serializers.CharField(allow_null=True, help_text="hosted_http only")
+    base_url = serializers.CharField(allow_null=True, help_text="openai_chat only")
+    model = serializers.SerializerMethodField(help_text="openai_chat only")
+    has_secret = serializers.BooleanField()
+    has_signing_key = serializers.BooleanField()
+    max_in_flight = serializers.IntegerField()
+    timeout_seconds = serializers.FloatField()
+    max_attempts = serializers.IntegerField()
+    evidence_level = serializers.ChoiceField(choices=EvidenceLevel.choices)
+    config = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    def get_model(self, obj: Deployment) -> str | None:
+        return obj.model or None
+
+
+def deployment_document(deployment: Deployment) -> dict[str, Any]:
+    """The public JSON of a deployment (API and CLI): never the secret or signing key."""
+    return dict(DeploymentOutput(deployment).data)
+
+
+class DeploymentWithKeyOutput(DeploymentOutput):
+    signing_key = serializers.CharField(help_text="shown in this response only")
+
+
+class _StrictInput(serializers.Serializer):
+    """Refuses unknown keys, so a typo is an error instead of a silently ignored field."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: ["unknown field"]})
+        return super().to_internal_value(data)
+
+
+class _DeploymentFields(_StrictInput):
+    endpoint_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    base_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    secret = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, write_only=True, trim_whitespace=False
+    )
+    max_in_flight = serializers.IntegerField(required=False)
+    timeout_seconds = serializers.FloatField(required=False)
+    max_attempts = serializers.IntegerField(required=False)
+    evidence_level = serializers.ChoiceField(choices=EvidenceLevel.choices, required=False)
+    config = serializers.JSONField(required=False)
+
+
+class DeploymentCreateInput(_DeploymentFields):
+    name = serializers.CharField(max_length=100)
+    kind = serializers.ChoiceField(choices=DeploymentKind.choices)
+
+
+class DeploymentUpdateInput(_DeploymentFields):
+    name = serializers.CharField(max_length=100, required=False)
+    kind = serializers.ChoiceField(choices=DeploymentKind.choices, required=False)
+
+
+def _service_fields(data: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Input fields as service keywords; the URL arrives under the name its kind uses."""
+    fields = {k: v for k, v in data.items() if k not in ("endpoint_url", "base_url")}
+    right = url_field_name(kind)
+    wrong = "endpoint_url" if right == "base_url" else "base_url"
+    if data.get(wrong) and kind != DeploymentKind.TRACE_IMPORT:
+        raise ApiError("wrong_url_field", f"{kind} deployments take {right}, not {wrong}", field=wrong)
+    given = [data[name] for name in ("endpoint_url", "base_url") if name in data]
+    if given:
+        fields["url"] = next((u for u in given if u), "")
+    return fields
+
+
+class DeploymentListApi(APIView):
+    @extend_schema(
+        responses=inline_serializer("DeploymentList", {"results": DeploymentOutput(many=True)}),
+        summary="List the workspace's deployments",
+    )
+    def get(self, request: Request, ws: str) -> Response:
+        workspace = get_workspace_for_user(request, ws)
+        deployments = Deployment.objects.for_workspace(workspace).select_related("workspace")
+        return Response({"results": DeploymentOutput(deployments, many=True).data})
+
+    @extend_schema(
+        request=DeploymentCreateInput,
+        responses={201: DeploymentWithKeyOutput},
+        summary="Create a deployment (the signing key is shown in this response only)",
+    )
+    def post(self, request: Request, ws: str) -> Response:
+        workspace = get_workspace_for_user(request, ws, write=True)
+        data = DeploymentCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = _service_fields(dict(data.validated_data), data.validated_data["kind"])
+        try:
+            created = services.deployment_create(workspace=workspace, **fields)
+        except DeploymentError as exc:
+            raise _api_error(exc) from None
+        body = {**deployment_document(created.deployment), "signing_key": created.signing_key}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class DeploymentDetailApi(APIView):
+    @extend_schema(responses=DeploymentOutput, summary="Read a deployment")
+    def get(self, request: Request, ws: str, deployment_id: Any) -> Response:
+        deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws)
+        return Response(deployment_document(deployment))
+
+    @extend_schema(
+        request=DeploymentUpdateInput,
+        responses=DeploymentOutput,
+        summary="Update the given fields (secret: a string sets it, null or empty clears it)",
+    )
+    def patch(self, request: Request, ws: str, deployment_id: Any) -> Response:
+        deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
+        data = DeploymentUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        kind = data.validated_data.get("kind", deployment.kind)
+        fields = _service_fields(dict(data.validated_data), kind)
+        try:
+            updated = services.deployment_update(deployment=deployment, **fields)
+        except DeploymentError as exc:
+            raise _api_error(exc) from None
+        return Response(deployment_document(updated))
+
+    @extend_schema(responses={204: None}, summary="Delete a deployment")
+    def delete(self, request: Request, ws: str, deployment_id: Any) -> Response:
+        deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
+        try:
+            services.deployment_delete(deployment=deployment)
+        except DeploymentError as exc:
+            raise _api_error(exc) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DeploymentRotateKeyApi(APIView):
+    @extend_schema(
+        request=None,
+        responses=DeploymentWithKeyOutput,
+        summary="Replace the signing key (the new key is shown in this response only)",
+    )
+    def post(self, request: Request, ws: str, deployment_id: Any) -> Response:
+        deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
+        rotated = services.deployment_rotate_signing_key(deployment=deployment)
+        return Response({**deployment_document(rotated.deployment), "signing_key": rotated.signing_key})
+
+
+class DeploymentTestApi(APIView):
+    @extend_schema(
+        request=None,
+        responses=inline_serializer(
+            "DeploymentTestResult",
+            {
+                "category": serializers.CharField(),
+                "status_code": serializers.IntegerField(allow_null=True),
+                "latency_ms": serializers.FloatField(allow_null=True),
+                "error": serializers.CharField(),
+                "error_code": serializers.CharField(),
+                "body_excerpt": serializers.CharField(),
+            },
+        ),
+        summary="Send one small real request to the deployment and report the attempt category",
+    )
+    def post(self, request: Request, ws: str, deployment_id: Any) -> Response:
+        deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
+        try:
+            outcome = services.deployment_test_connection(deployment=deployment)
+        except DeploymentError as exc:
+            raise _api_error(exc) from None
+        summary = outcome.summary()
+        return Response(
+            {
+                k: summary[k]
+                for k in ("category", "status_code", "latency_ms", "error", "error_code", "body_excerpt")
+            }
+        )

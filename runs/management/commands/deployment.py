@@ -1,0 +1,116 @@
+"""``manage.py deployment create ...`` (spec/interfaces.md §6).
+
+Creates the named deployment, or updates the fields given when it exists (names are
+unique per workspace). ``--endpoint`` is the endpoint URL of a hosted_http deployment and
+the base URL of an openai_chat one. The secret is read from the environment variable
+named by ``--secret-env``, never from argv (which other users can read in ``ps``).
+Exit 0 created or updated, 2 invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from agentclash_site.lib.cli import CliError, JsonCommand
+from agentclash_site.workspaces.models import Workspace
+from runs.api.deployments import deployment_document
+from runs.models import DeploymentKind, EvidenceLevel
+from runs.services.deployments import DeploymentError, deployment_create_or_update
+
+OPTION_FIELDS = {
+    "endpoint": "url",
+    "model": "model",
+    "max_in_flight": "max_in_flight",
+    "timeout": "timeout_seconds",
+    "max_attempts": "max_attempts",
+    "evidence_level": "evidence_level",
+}
+
+
+class Command(JsonCommand):
+    help = "Manage deployments (agents under test)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        create = sub.add_parser("create", help="create a deployment, or update the fields given")
+        create.add_argument("--workspace", required=True, help="workspace slug")
+        create.add_argument("--name", required=True)
+        create.add_argument("--kind", required=True, choices=DeploymentKind.values)
+        create.add_argument("--endpoint", help="endpoint URL (hosted_http) or base URL (openai_chat)")
+        create.add_argument("--model", help="model name (openai_chat)")
+        create.add_argument(
+            "--secret-env",
+            metavar="VAR",
+            help="read the secret (sent as Authorization: Bearer) from this variable",
+        )
+        create.add_argument("--max-in-flight", type=int)
+        create.add_argument("--timeout", type=float, help="seconds per attempt")
+        create.add_argument("--max-attempts", type=int, help="every attempt counts: 3 = first + 2 retries")
+        create.add_argument("--evidence-level", choices=EvidenceLevel.values)
+        create.add_argument("--config", help="JSON object, e.g. '{\"temperature\": 0}'")
+        self.add_json_argument(create)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        workspace = Workspace.objects.filter(slug=options["workspace"]).first()
+        if workspace is None:
+            raise CliError("unknown_workspace", f"no workspace {options['workspace']!r}", field="workspace")
+        fields: dict[str, Any] = {"kind": options["kind"]}
+        for option, field in OPTION_FIELDS.items():
+            if options.get(option) is not None:
+                fields[field] = options[option]
+        if options.get("config") is not None:
+            fields["config"] = _parse_config(options["config"])
+        if options.get("secret_env"):
+            fields["secret"] = _read_secret(options["secret_env"])
+        try:
+            result = deployment_create_or_update(workspace=workspace, name=options["name"], **fields)
+        except DeploymentError as exc:
+            field = {"url": "endpoint", "endpoint_url": "endpoint", "base_url": "endpoint"}.get(
+                exc.field or "", exc.field
+            )
+            raise CliError(exc.code, exc.message, field=field, choices=exc.choices) from None
+        document: dict[str, Any] = {
+            "deployment": deployment_document(result.deployment),
+            "created": result.created,
+        }
+        if result.created:
+            document["signing_key"] = result.signing_key
+        self.emit(document, _text(document))
+
+
+def _parse_config(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise CliError("invalid_config", f"--config is not valid JSON: {exc}", field="config") from None
+    if not isinstance(value, dict):
+        raise CliError("invalid_config", "--config must be a JSON object", field="config")
+    return value
+
+
+def _read_secret(variable: str) -> str:
+    value = os.environ.get(variable)
+    if not value:
+        raise CliError(
+            "missing_secret_env", f"environment variable {variable} is not set or empty", field="secret_env"
+        )
+    return value
+
+
+def _text(document: dict[str, Any]) -> str:
+    d = document["deployment"]
+    target = d["endpoint_url"] or d["base_url"] or "no calls (trace import)"
+    model = f", model {d['model']}" if d["model"] else ""
+    lines = [
+        f"deployment {d['name']} {'created' if document['created'] else 'updated'} "
+        f"in {d['workspace']}: {d['kind']} -> {target}{model} (id {d['id']})",
+        f"secret: {'set' if d['has_secret'] else 'none'}; max in flight {d['max_in_flight']}, "
+        f"timeout {d['timeout_seconds']:g}s, max attempts {d['max_attempts']}, evidence {d['evidence_level']}",
+    ]
+    if document.get("signing_key"):
+        lines.append(f"signing key (shown once, store it with your agent): {document['signing_key']}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Writes of the runs app, one module per entity (``deployments``, ...)."""

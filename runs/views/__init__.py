@@ -1,0 +1,1 @@
+"""HTML pages of the runs app, one module per resource (``deployments``, ...)."""

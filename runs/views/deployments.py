@@ -1,0 +1,176 @@
+"""Deployment pages: list, create, detail, edit, delete, rotate the signing key, test.
+
+Everyone in the workspace sees the list and the detail pages; writes (and the pages that
+only exist to write) need an owner or editor: 403 for viewers. Deployments are fetched
+through ``runs.access`` (404 for outsiders). The signing key is rendered exactly once, in
+the response to the create or rotate POST; the secret never is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from agentclash_site.workspaces.access import check_write, membership_for
+from runs.access import get_deployment_for_user
+from runs.executors import AttemptOutcome
+from runs.forms import DeploymentForm
+from runs.models import Deployment, DeploymentKind
+from runs.services import deployments as services
+from runs.services.deployments import DeploymentError
+
+TEMPLATES = "runs/deployments/"
+
+
+def _current_workspace(request: HttpRequest) -> Any:
+    workspace = request.workspace  # type: ignore[attr-defined]
+    if not workspace:
+        raise Http404("You are not a member of any workspace.")
+    return workspace
+
+
+def _can_write(request: HttpRequest, workspace: Any) -> bool:
+    membership = membership_for(request, workspace)
+    return bool(membership and membership.can_write)
+
+
+@login_required
+def deployment_list(request: HttpRequest) -> HttpResponse:
+    workspace = request.workspace  # type: ignore[attr-defined]
+    deployments = list(Deployment.objects.for_workspace(workspace)) if workspace else []
+    context = {
+        "workspace": workspace,
+        "deployments": deployments,
+        "can_write": bool(workspace) and _can_write(request, workspace),
+    }
+    return render(request, TEMPLATES + "list.html", context)
+
+
+def _form_page(
+    request: HttpRequest, form: DeploymentForm, *, deployment: Deployment | None = None, status: int = 200
+) -> HttpResponse:
+    # Changing the kind swaps in that kind's fields. hx-params keeps every other field
+    # (the secret above all) out of the GET query string.
+    form.fields["kind"].widget.attrs.update(
+        {
+            "hx-get": f"{request.path}?partial=kind_fields",
+            "hx-trigger": "change",
+            "hx-target": "#kind-fields",
+            "hx-swap": "outerHTML",
+            "hx-params": "kind",
+        }
+    )
+    context = {
+        "form": form,
+        "deployment": deployment,
+        "kind": form.kind_value,
+        "kinds": DeploymentKind.choices,
+    }
+    if request.htmx and request.GET.get("partial") == "kind_fields":  # type: ignore[attr-defined]
+        return render(request, TEMPLATES + "form.html#kind_fields", context)
+    return render(request, TEMPLATES + "form.html", context, status=status)
+
+
+def _detail_page(request: HttpRequest, deployment: Deployment, **extra: Any) -> HttpResponse:
+    context = {
+        "deployment": deployment,
+        "can_write": _can_write(request, deployment.workspace),
+        **extra,
+    }
+    return render(request, TEMPLATES + "detail.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def deployment_create(request: HttpRequest) -> HttpResponse:
+    workspace = _current_workspace(request)
+    check_write(request, workspace)
+    if request.method == "GET":
+        kind = request.GET.get("kind")
+        initial = {"kind": kind} if kind in DeploymentKind.values else {}
+        return _form_page(request, DeploymentForm(initial=initial))
+    form = DeploymentForm(request.POST)
+    if form.is_valid():
+        try:
+            created = services.deployment_create(workspace=workspace, **form.service_kwargs())
+        except DeploymentError as exc:
+            form.add_service_error(exc)
+        else:
+            # Rendered, not redirected: the key must appear in this one response only.
+            return _detail_page(
+                request, created.deployment, new_signing_key=created.signing_key, just_created=True
+            )
+    return _form_page(request, form, status=400)
+
+
+@login_required
+def deployment_detail(request: HttpRequest, deployment_id: Any) -> HttpResponse:
+    deployment = get_deployment_for_user(request, deployment_id)
+    return _detail_page(request, deployment)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def deployment_edit(request: HttpRequest, deployment_id: Any) -> HttpResponse:
+    deployment = get_deployment_for_user(request, deployment_id, write=True)
+    if request.method == "GET":
+        form = DeploymentForm(deployment=deployment)
+        if request.GET.get("kind") in DeploymentKind.values:
+            form.initial["kind"] = request.GET["kind"]
+        return _form_page(request, form, deployment=deployment)
+    form = DeploymentForm(request.POST, deployment=deployment)
+    if form.is_valid():
+        try:
+            services.deployment_update(deployment=deployment, **form.service_kwargs())
+        except DeploymentError as exc:
+            form.add_service_error(exc)
+        else:
+            messages.success(request, f"Deployment {deployment.name} saved.")
+            return redirect("deployment-detail", deployment_id=deployment.public_id)
+    return _form_page(request, form, deployment=deployment, status=400)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def deployment_delete(request: HttpRequest, deployment_id: Any) -> HttpResponse:
+    deployment = get_deployment_for_user(request, deployment_id, write=True)
+    if request.method == "GET":
+        return render(request, TEMPLATES + "delete.html", {"deployment": deployment})
+    try:
+        services.deployment_delete(deployment=deployment)
+    except DeploymentError as exc:
+        messages.error(request, exc.message)
+        return redirect("deployment-detail", deployment_id=deployment.public_id)
+    messages.success(request, f"Deployment {deployment.name} deleted.")
+    return redirect("deployment-list")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def deployment_rotate_key(request: HttpRequest, deployment_id: Any) -> HttpResponse:
+    deployment = get_deployment_for_user(request, deployment_id, write=True)
+    if request.method == "GET":
+        return render(request, TEMPLATES + "rotate.html", {"deployment": deployment})
+    rotated = services.deployment_rotate_signing_key(deployment=deployment)
+    return _detail_page(request, rotated.deployment, new_signing_key=rotated.signing_key, rotated=True)
+
+
+@login_required
+@require_POST
+def deployment_test(request: HttpRequest, deployment_id: Any) -> HttpResponse:
+    deployment = get_deployment_for_user(request, deployment_id, write=True)
+    outcome: AttemptOutcome | None = None
+    error = ""
+    try:
+        outcome = services.deployment_test_connection(deployment=deployment)
+    except DeploymentError as exc:
+        error = exc.message
+    result = {"test_outcome": outcome, "test_error": error, "tested": True}
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, TEMPLATES + "detail.html#test_result", {"deployment": deployment, **result})
+    return _detail_page(request, deployment, **result)
