@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from .refs import (
     CHANNEL_UNAVAILABLE,
     INVALID_CHAIN,
     NOT_APPLICABLE,
+    OK,
     REFERENCE_MISSING,
     Ref,
     ReferenceSyntaxError,
@@ -133,6 +134,11 @@ class _VPlan:
     kind: ResultKind
     problem: str | None = None
     literal: Resolved | None = None
+    refs: tuple[str, ...] = ()
+    grader: Any = None
+    resolve_target: Any = None
+    resolve_expected: Any = None
+    time_limited: bool = True
 
 
 @dataclass(slots=True)
@@ -195,7 +201,8 @@ def _compile_validator(v: Any) -> _VPlan:
     elif vtype not in _EVIDENCE_TYPES and target is None:
         problem = "target is required"
     literal = Resolved(value=expected.name) if expected is not None and expected.kind == "literal" else None
-    return _VPlan(
+    refs = tuple(x for x in (target_text, None if expected_text is None else str(expected_text)) if x)
+    plan = _VPlan(
         key=key,
         vtype=vtype,
         target_text=target_text,
@@ -209,10 +216,15 @@ def _compile_validator(v: Any) -> _VPlan:
         kind=ResultKind.TRAJECTORY if vtype in _TRAJECTORY else ResultKind.VALIDATOR,
         problem=problem,
         literal=literal,
+        refs=refs,
+        grader=GRADERS.get(vtype),
+        time_limited=vtype not in _NO_TIME_LIMIT,
     )
+    return plan
 
 
 def _compile_rule(key: str, scope: str, rule: Any) -> _RulePlan:
+    rule = _config_dict(rule)  # plain dict: no model attribute lookups per case
     compiled = None
     validator = cfg(rule, "validator")
     pattern = cfg(rule, "pattern")
@@ -236,6 +248,24 @@ def _judge_text(j: Any, key: str, mode: str, context_from: list[str]) -> str:
     return f"{mode} judge on {', '.join(context_from)}"
 
 
+def _final_output(evidence: Evidence, case: CaseDef, context: GradeContext) -> Resolved:
+    v = evidence.final_output_value
+    return Resolved(value="" if v is None else v, _text=evidence.final_output)
+
+
+def _resolver(ref: Ref | None, checks: dict[str, Any]) -> Any:
+    """A resolution function specialised for one reference (no dispatch per case)."""
+    if ref is None:
+        return None
+    if ref.kind == "final_output":
+        return _final_output
+
+    def resolve(evidence: Evidence, case: CaseDef, context: GradeContext) -> Resolved:
+        return resolve_reference(ref, evidence, case, context, checks=checks)
+
+    return resolve
+
+
 def compile_plan(spec: Any) -> _Plan:
     validators = [_compile_validator(v) for v in (cfg(spec, "validators", []) or [])]
     rules_spec = cfg(spec, "rules")
@@ -251,7 +281,16 @@ def compile_plan(spec: Any) -> _Plan:
         ctx = [str(c) for c in (cfg(j, "context_from") or ["final_output"])]
         judges.append(_JudgePlan(key, _judge_text(j, key, mode, ctx), mode, j, ctx, cfg(j, "reference_from")))
     checks = {str(cfg(c, "key")): c for c in (cfg(spec, "post_execution_checks", []) or [])}
-    scorecard = cfg(spec, "scorecard")
+    for vp in validators:
+        if vp.vtype not in _EVIDENCE_TYPES:
+            vp.resolve_target = _resolver(vp.target, checks)
+        if vp.literal is None:
+            vp.resolve_expected = _resolver(vp.expected, checks)
+    raw_scorecard = cfg(spec, "scorecard")
+    scorecard = {
+        "strategy": str(cfg(raw_scorecard, "strategy", "weighted") or "weighted"),
+        "pass_threshold": cfg(raw_scorecard, "pass_threshold"),
+    }
     allowed_tools = cfg(rules_spec, "allowed_tools") if rules_spec is not None else None
     allowed_hosts = cfg(rules_spec, "allowed_hosts") if rules_spec is not None else None
     has_rules = rules_spec is not None and bool(
@@ -269,7 +308,7 @@ def compile_plan(spec: Any) -> _Plan:
         ),
         judges=judges,
         checks=checks,
-        dims=plan_dimensions(scorecard, cfg(spec, "runtime_limits")),
+        dims=plan_dimensions(raw_scorecard, cfg(spec, "runtime_limits")),
         scorecard=scorecard,
         claims_gate=bool(cfg(cfg(spec, "claims"), "fail_on_contradicted", False)),
         metric_collectors={
@@ -373,13 +412,26 @@ class CaseGrade:
     reason_code: str | None = None
     scorecard: dict[str, Any] = field(default_factory=dict)
     gates: dict[str, Any] = field(default_factory=dict)
-    claims: list[dict[str, Any]] = field(default_factory=list)
+    _claims: list[dict[str, Any]] | None = field(default_factory=list)
     eval_feedback: dict[str, Any] = field(default_factory=lambda: {"suggestions": [], "overall": ""})
     judge_usage: JudgeUsage = field(default_factory=JudgeUsage)
     execution_metrics: dict[str, Any] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
     user_notes_summary: dict[str, list[str]] = field(default_factory=_empty_notes)
     message: str | None = None
+    # Claims change no verdict unless fail_on_contradicted: they are extracted on first use.
+    _claims_fn: Callable[[], list[dict[str, Any]]] | None = None
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        if self._claims is None:
+            self._claims = self._claims_fn() if self._claims_fn is not None else []
+            self._claims_fn = None
+        return self._claims
+
+    @claims.setter
+    def claims(self, value: list[dict[str, Any]]) -> None:
+        self._claims, self._claims_fn = value, None
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -431,7 +483,7 @@ class CaseGrade:
             reason_code=doc.get("reason_code"),
             scorecard=dict(doc.get("scorecard") or {}),
             gates=dict(doc.get("gates") or {}),
-            claims=list(doc.get("claims") or []),
+            _claims=list(doc.get("claims") or []),
             eval_feedback=dict(doc.get("eval_feedback") or {"suggestions": [], "overall": ""}),
             judge_usage=JudgeUsage(
                 calls=int(ju.get("calls", 0)),
@@ -561,59 +613,53 @@ def _side_problem(res: Resolved, side: str) -> VResult | None:
     return None
 
 
-def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
-    refs = [vp.target_text] if vp.target_text else []
-    if vp.expected_text:
-        refs.append(vp.expected_text)
-    if vp.problem is not None:
-        return _result(
-            vp,
-            VResult(
-                Status.NOT_EVALUATED,
+def _early(vp: _VPlan, actual: Resolved | None, expected: Resolved | None) -> VResult | None:
+    """The status rules of grading.md §1.4 for sides that did not resolve plainly."""
+    problem = (_side_problem(actual, "target") if actual is not None else None) or (
+        _side_problem(expected, "expected_from") if expected is not None else None
+    )
+    if problem is not None:
+        return problem
+    for side in (actual, expected):
+        if side is not None and side.state == CHANNEL_UNAVAILABLE:
+            return VResult(
+                Status.UNAVAILABLE,
                 None,
-                f"NOT_EVALUATED: {vp.problem}",
-                "invalid_config",
-                OutcomeClass.PACK_ERROR,
-            ),
-            refs,
+                f"UNAVAILABLE: {side.message}",
+                CHANNEL_UNAVAILABLE,
+                OutcomeClass.UNAVAILABLE,
+            )
+    if actual is not None and actual.state == ABSENT and vp.vtype not in _ABSENCE_OK:
+        return VResult(Status.FAILED, 0.0, actual.message or f"file not returned: {actual.path}")
+    if expected is not None and expected.state == ABSENT:
+        return VResult(Status.FAILED, 0.0, expected.message)
+    return None
+
+
+def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
+    if vp.problem is not None:
+        problem = VResult(
+            Status.NOT_EVALUATED,
+            None,
+            f"NOT_EVALUATED: {vp.problem}",
+            "invalid_config",
+            OutcomeClass.PACK_ERROR,
         )
+        return _result(vp, problem, list(vp.refs))
     start = time.perf_counter()
     try:
         evidence, case, context = env.evidence, env.case, env.context
-        actual: Resolved | None = None
-        if vp.target is not None and vp.vtype not in _EVIDENCE_TYPES:
-            actual = resolve_reference(vp.target, evidence, case, context, checks=plan.checks)
-        expected: Resolved | None = vp.literal
-        if expected is None and vp.expected is not None:
-            expected = resolve_reference(vp.expected, evidence, case, context, checks=plan.checks)
-        problem = (_side_problem(actual, "target") if actual is not None else None) or (
-            _side_problem(expected, "expected_from") if expected is not None else None
-        )
-        if problem is not None:
-            return _result(vp, problem, refs)
-        for side in (actual, expected):
-            if side is not None and side.state == CHANNEL_UNAVAILABLE:
-                return _result(
-                    vp,
-                    VResult(
-                        Status.UNAVAILABLE,
-                        None,
-                        f"UNAVAILABLE: {side.message}",
-                        CHANNEL_UNAVAILABLE,
-                        OutcomeClass.UNAVAILABLE,
-                    ),
-                    refs,
-                )
-        if actual is not None and actual.state == ABSENT and vp.vtype not in _ABSENCE_OK:
-            return _result(
-                vp, VResult(Status.FAILED, 0.0, actual.message or f"file not returned: {actual.path}"), refs
-            )
-        if expected is not None and expected.state == ABSENT:
-            return _result(vp, VResult(Status.FAILED, 0.0, expected.message), refs)
-        if vp.vtype not in _NO_TIME_LIMIT:
-            env.deadline = time.monotonic() + VALIDATOR_TIME_LIMIT
-        r = GRADERS[vp.vtype](actual, expected, vp.config, env)
-        env.deadline = float("inf")
+        actual = vp.resolve_target(evidence, case, context) if vp.resolve_target is not None else None
+        expected = vp.literal
+        if expected is None and vp.resolve_expected is not None:
+            expected = vp.resolve_expected(evidence, case, context)
+        if (actual is not None and actual.state != OK) or (expected is not None and expected.state != OK):
+            early = _early(vp, actual, expected)
+            if early is not None:
+                return _result(vp, early, list(vp.refs))
+        if vp.time_limited:
+            env.deadline = start + VALIDATOR_TIME_LIMIT
+        r = vp.grader(actual, expected, vp.config, env)
         if r.status is Status.FAILED and actual is not None and actual.truncated:
             r = VResult(
                 Status.UNAVAILABLE,
@@ -625,38 +671,38 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
                 OutcomeClass.UNAVAILABLE,
                 r.details,
             )
-        if vp.vtype not in _NO_TIME_LIMIT and time.perf_counter() - start > VALIDATOR_TIME_LIMIT:
-            r = VResult(
-                Status.ERROR,
-                None,
-                f"ERROR: validator exceeded {VALIDATOR_TIME_LIMIT:g} s",
-                "timeout",
-                OutcomeClass.EVALUATOR_ERROR,
-            )
+        if vp.time_limited and time.perf_counter() - start > VALIDATOR_TIME_LIMIT:
+            r = _timeout_result()
+        refs = list(vp.refs)
         if vp.vtype == "code_execution":
             refs.append(f"code:{vp.key}")
         elif vp.vtype == "tool_call_assertion":
             refs.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
         return _result(vp, r, refs)
     except ValidatorTimeout:
-        return _result(
-            vp,
-            VResult(
-                Status.ERROR,
-                None,
-                f"ERROR: validator exceeded {VALIDATOR_TIME_LIMIT:g} s",
-                "timeout",
-                OutcomeClass.EVALUATOR_ERROR,
-            ),
-            refs,
-        )
+        return _result(vp, _timeout_result(), list(vp.refs))
     except Exception as exc:  # a crashing validator must not sink the case
         msg = f"ERROR: validator crashed: {type(exc).__name__}: {exc}"
         return _result(
-            vp, VResult(Status.ERROR, None, clip(msg), "exception", OutcomeClass.EVALUATOR_ERROR), refs
+            vp,
+            VResult(Status.ERROR, None, clip(msg), "exception", OutcomeClass.EVALUATOR_ERROR),
+            list(vp.refs),
         )
     finally:
-        env.deadline = float("inf")
+        env.deadline = _INF
+
+
+_INF = float("inf")
+
+
+def _timeout_result() -> VResult:
+    return VResult(
+        Status.ERROR,
+        None,
+        f"ERROR: validator exceeded {VALIDATOR_TIME_LIMIT:g} s",
+        "timeout",
+        OutcomeClass.EVALUATOR_ERROR,
+    )
 
 
 def _rule_result(o: RuleOutcome) -> ExpectationResult:
@@ -750,10 +796,24 @@ def _run_judge(
     return result
 
 
+_LAZY: dict[str, Any] = {}
+
+
+def _peer(module: str, name: str) -> Any:
+    """A function of a peer module (claims, critique), imported once; None if absent."""
+    key = f"{module}.{name}"
+    if key not in _LAZY:
+        try:
+            mod = __import__(f"grading.engine.{module}", fromlist=[name])
+            _LAZY[key] = getattr(mod, name)
+        except (ImportError, AttributeError):
+            _LAZY[key] = None
+    return _LAZY[key]
+
+
 def _claims(spec: Any, plan: _Plan, env: Env, code_details: dict[str, Any]) -> tuple[list[Claim], str | None]:
-    try:
-        from .claims import extract_claims
-    except ImportError:
+    extract_claims = _peer("claims", "extract_claims")
+    if extract_claims is None:
         return [], None
     try:
         return extract_claims(env.evidence, spec, env.context, code_records=code_details), None
@@ -818,9 +878,8 @@ def _claim_dict(c: Claim) -> dict[str, Any]:
 def _findings(spec: Any, case: CaseDef, context: GradeContext) -> list[Suggestion]:
     if context.case_findings is not None:
         return context.case_findings
-    try:
-        from .critique import probe_case
-    except ImportError:
+    probe_case = _peer("critique", "probe_case")
+    if probe_case is None:
         return []
     try:
         return list(probe_case(spec, case, context))
@@ -828,10 +887,21 @@ def _findings(spec: Any, case: CaseDef, context: GradeContext) -> list[Suggestio
         return []
 
 
-def _overall_line(findings: list[Suggestion]) -> str:
-    try:
-        from .critique import overall_line
+_NO_FINDINGS_LINE: list[str] = []
 
+
+def _overall_line(findings: list[Suggestion]) -> str:
+    if not findings and _NO_FINDINGS_LINE:
+        return _NO_FINDINGS_LINE[0]
+    line = _overall_line_uncached(findings)
+    if not findings:
+        _NO_FINDINGS_LINE.append(line)
+    return line
+
+
+def _overall_line_uncached(findings: list[Suggestion]) -> str:
+    overall_line = _peer("critique", "overall_line")
+    try:
         return overall_line(findings)
     except Exception:
         if not findings:
@@ -959,11 +1029,19 @@ def _grade(
         judge_results[jp.key] = r
         expectations.append(r)
 
-    claims, claims_failure = _claims(spec, plan, env, code_details)
     claims_exp = None
+    claims_fn: Callable[[], list[dict[str, Any]]] | None = None
     if plan.claims_gate:
+        claims, claims_failure = _claims(spec, plan, env, code_details)
         claims_exp = _claims_expectation(claims, claims_failure)
         expectations.append(claims_exp)
+        claim_dicts: list[dict[str, Any]] | None = [_claim_dict(c) for c in claims]
+    else:
+        claim_dicts = None
+
+        def claims_fn() -> list[dict[str, Any]]:
+            found, _failure = _claims(spec, plan, env, code_details)
+            return [_claim_dict(c) for c in found]
 
     # Scorecard (§10)
     validators_by_key = {vp.key: r for vp, r in v_results}
@@ -1031,7 +1109,8 @@ def _grade(
             "guards": guards_gate,
             "compliance_score": compliance_score,
         },
-        claims=[_claim_dict(c) for c in claims],
+        _claims=claim_dicts,
+        _claims_fn=claims_fn,
         eval_feedback=feedback,
         judge_usage=usage,
         execution_metrics=execution_metrics(evidence),

@@ -9,6 +9,7 @@ evidence, judged by the file validators).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,22 @@ CHANNEL_UNAVAILABLE = "channel_unavailable"
 ABSENT = "absent"
 INVALID_CHAIN = "invalid_reference_chain"
 NOT_APPLICABLE = "not_applicable"
+
+
+def text_of(v: Any) -> str:
+    """``types.as_text`` with fast paths for scalars (grading.md §1.4 rule 7)."""
+    t = type(v)
+    if t is str:
+        return v
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return str(v)
+    if v is None:
+        return "null"
+    if t is float and math.isfinite(v):
+        return str(int(v)) if v.is_integer() else repr(v)
+    return canonical_json(v)
 
 
 class ReferenceSyntaxError(ValueError):
@@ -70,7 +87,7 @@ class Resolved:
     def text(self) -> str:
         if self._text is None:
             v = self.value
-            self._text = v if isinstance(v, str) else ("" if v is None else as_text(v))
+            self._text = "" if v is None else text_of(v)
         return self._text
 
 
@@ -243,7 +260,11 @@ def _walk_resolved(res: Resolved, path: tuple[str, ...], text: str) -> Resolved:
 def _resolve_input(key: str, case: CaseDef, context: GradeContext, depth: int, text: str) -> Resolved:
     if depth > MAX_CHAIN_DEPTH:
         return Resolved(state=INVALID_CHAIN, message=f"{text}: source chain deeper than {MAX_CHAIN_DEPTH}")
-    inp = next((i for i in case.inputs if i.key == key), None)
+    inp = None
+    for i in case.inputs:
+        if i.key == key:
+            inp = i
+            break
     if inp is None:
         return Resolved(
             state=REFERENCE_MISSING, message=f"{text}: case {case.case_key!r} has no input {key!r}"
@@ -261,7 +282,11 @@ def _resolve_input(key: str, case: CaseDef, context: GradeContext, depth: int, t
 
 
 def _resolve_expectation(key: str, case: CaseDef, context: GradeContext, text: str) -> Resolved:
-    exp = next((e for e in case.expectations if e.key == key), None)
+    exp = None
+    for e in case.expectations:
+        if e.key == key:
+            exp = e
+            break
     if exp is None:
         return Resolved(
             state=REFERENCE_MISSING, message=f"{text}: case {case.case_key!r} has no expectation {key!r}"

@@ -156,11 +156,15 @@ class GatingInput:
 
 
 def _worst(results: Sequence[Any]) -> tuple[Status, OutcomeClass | None] | None:
-    for st in (Status.ERROR, Status.UNAVAILABLE):
-        r = next((x for x in results if x.status is st), None)
-        if r is not None:
-            return st, r.outcome_class
-    return None
+    """The first ERROR, else the first UNAVAILABLE member (status, outcome class)."""
+    unavailable = None
+    for x in results:
+        st = x.status
+        if st is Status.ERROR:
+            return st, x.outcome_class
+        if st is Status.UNAVAILABLE and unavailable is None:
+            unavailable = (st, x.outcome_class)
+    return unavailable
 
 
 def _ungraded_class(results: Sequence[Any]) -> OutcomeClass:
@@ -281,11 +285,12 @@ class ScorecardOutcome:
 
 
 def _weighted(dims: Sequence[DimensionResult]) -> float | None:
-    graded = [d for d in dims if d.score is not None and d.status in GRADED]
-    total = sum(d.weight for d in graded)
-    if total <= 0:
-        return None
-    return sum(d.score * d.weight for d in graded) / total  # type: ignore[operator]
+    total = acc = 0.0
+    for d in dims:
+        if d.score is not None and (d.status is Status.PASSED or d.status is Status.FAILED):
+            total += d.weight
+            acc += d.score * d.weight
+    return acc / total if total > 0 else None
 
 
 def _gate_input(d: DimensionResult) -> GatingInput:
@@ -299,15 +304,18 @@ def _gate_input(d: DimensionResult) -> GatingInput:
     return GatingInput(f"dimension {d.key}", d.status, d.outcome_class)
 
 
+_OVERALL_PASSED = GatingInput("overall threshold", Status.PASSED, OutcomeClass.PASS)
+_OVERALL_FAILED = GatingInput("overall threshold", Status.FAILED, OutcomeClass.FAIL)
+
+
 def _overall_input(dims: Sequence[DimensionResult], overall: float | None, threshold: float) -> GatingInput:
-    weighted_graded = [d for d in dims if d.weight > 0 and d.score is not None and d.status in GRADED]
+    weighted_graded = False
+    for d in dims:
+        if d.weight > 0 and d.score is not None and (d.status is Status.PASSED or d.status is Status.FAILED):
+            weighted_graded = True
+            break
     if weighted_graded and overall is not None:
-        ok = overall >= threshold
-        return GatingInput(
-            "overall threshold",
-            Status.PASSED if ok else Status.FAILED,
-            OutcomeClass.PASS if ok else OutcomeClass.FAIL,
-        )
+        return _OVERALL_PASSED if overall >= threshold else _OVERALL_FAILED
     worst = _worst(dims)
     if worst is not None:
         return GatingInput("overall threshold", worst[0], worst[1])
@@ -319,7 +327,11 @@ def _overall_input(dims: Sequence[DimensionResult], overall: float | None, thres
 def run_scorecard(
     scorecard: Any, dims: list[DimensionResult], used: list[ExpectationResult]
 ) -> ScorecardOutcome:
-    strategy = str(cfg(scorecard, "strategy", "weighted") or "weighted")
+    strategy = (
+        scorecard["strategy"]
+        if type(scorecard) is dict
+        else str(cfg(scorecard, "strategy", "weighted") or "weighted")
+    )
     explicit = _num(cfg(scorecard, "pass_threshold"))
     gates = [d for d in dims if d.gate]
     inputs: list[GatingInput] = []
@@ -350,39 +362,50 @@ def run_scorecard(
         threshold = explicit if explicit is not None else (1.0 if not gates else None)
         if threshold is not None:
             inputs.append(_overall_input(dims, overall, threshold))
-    if any(i.status is Status.FAILED for i in inputs):
-        passed: bool | None = False
-    elif inputs and all(i.status is Status.PASSED for i in inputs):
-        passed = True
-    else:
-        passed = None
+    passed: bool | None = True if inputs else None
+    for i in inputs:
+        if i.status is Status.FAILED:
+            passed = False
+            break
+        if i.status is not Status.PASSED:
+            passed = None
     return ScorecardOutcome(strategy, overall, passed, dims, inputs, used, threshold)
 
 
 def verdict(inputs: Sequence[GatingInput], guard_failed: bool) -> tuple[Status, OutcomeClass]:
     """The case status and outcome class, in the order of grading.md §10.2."""
-    if guard_failed or any(i.status is Status.FAILED for i in inputs):
+    if guard_failed:
         return Status.FAILED, OutcomeClass.FAIL
-    for st in (Status.ERROR, Status.UNAVAILABLE):
-        i = next((x for x in inputs if x.status is st), None)
-        if i is not None:
-            return st, i.outcome_class or (
-                OutcomeClass.EVALUATOR_ERROR if st is Status.ERROR else OutcomeClass.UNAVAILABLE
-            )
-    if not any(i.status is Status.PASSED for i in inputs):
-        klass = (
-            OutcomeClass.PACK_ERROR
-            if any(i.outcome_class is OutcomeClass.PACK_ERROR for i in inputs)
-            else OutcomeClass.UNAVAILABLE
-        )
-        return Status.NOT_EVALUATED, klass
+    error = unavailable = None
+    any_passed = any_pack_error = False
+    for i in inputs:
+        st = i.status
+        if st is Status.FAILED:
+            return Status.FAILED, OutcomeClass.FAIL
+        if st is Status.PASSED:
+            any_passed = True
+        elif st is Status.ERROR:
+            error = error or i
+        elif st is Status.UNAVAILABLE:
+            unavailable = unavailable or i
+        elif i.outcome_class is OutcomeClass.PACK_ERROR:
+            any_pack_error = True
+    if error is not None:
+        return Status.ERROR, error.outcome_class or OutcomeClass.EVALUATOR_ERROR
+    if unavailable is not None:
+        return Status.UNAVAILABLE, unavailable.outcome_class or OutcomeClass.UNAVAILABLE
+    if not any_passed:
+        return Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR if any_pack_error else OutcomeClass.UNAVAILABLE
     return Status.PASSED, OutcomeClass.PASS
 
 
 def validity(dims: Sequence[DimensionResult], used: Sequence[ExpectationResult]) -> Validity:
-    statuses = [d.status for d in dims] + [u.status for u in used]
-    if Status.ERROR in statuses:
-        return Validity.INVALID
-    if Status.UNAVAILABLE in statuses or Status.NOT_EVALUATED in statuses:
-        return Validity.DEGRADED
-    return Validity.VALID
+    degraded = False
+    for group in (dims, used):
+        for x in group:
+            st = x.status
+            if st is Status.ERROR:
+                return Validity.INVALID
+            if st is Status.UNAVAILABLE or st is Status.NOT_EVALUATED:
+                degraded = True
+    return Validity.DEGRADED if degraded else Validity.VALID

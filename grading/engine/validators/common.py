@@ -12,6 +12,7 @@ from typing import Any
 
 import re2
 
+from ..refs import text_of
 from ..types import CaseDef, Evidence, GradeContext, OutcomeClass, Status, canonical_json
 
 MAX_EVIDENCE = 1000
@@ -92,7 +93,7 @@ class Env:
     checks: Mapping[str, Any] = field(default_factory=dict)
 
     def check_time(self) -> None:
-        if time.monotonic() > self.deadline:
+        if time.perf_counter() > self.deadline:
             raise ValidatorTimeout
 
 
@@ -107,11 +108,22 @@ def clip(text: str, limit: int = MAX_EVIDENCE) -> str:
     return text[: limit - 1] + "…"
 
 
+_ESCAPES = {i: f"\\u{i:04x}" for i in range(32)} | {
+    ord("\\"): "\\\\",
+    ord('"'): '\\"',
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
+
+
 def quote(text: str, limit: int = 80) -> str:
-    """A JSON-quoted excerpt, cut with an ellipsis."""
+    """A JSON-quoted excerpt (control characters escaped), cut with an ellipsis."""
     if len(text) > limit:
-        return json.dumps(text[:limit], ensure_ascii=False)[:-1] + '…"'
-    return json.dumps(text, ensure_ascii=False)
+        return '"' + text[:limit].translate(_ESCAPES) + '…"'
+    if text.isalnum() or text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'
+    return '"' + text.translate(_ESCAPES) + '"'
 
 
 def head(text: str, n: int = 200) -> str:
@@ -160,10 +172,19 @@ def value_as_json(value: Any, text: str) -> tuple[Any, int | None]:
     return parse_json_text(text)
 
 
+_UNSET = object()
+
+
 def cfg(config: Any, name: str, default: Any = None) -> Any:
+    """A config or spec field from a dict or a model object; None reads as the default."""
+    if type(config) is dict:
+        v = config.get(name)
+        return default if v is None else v
     if config is None:
         return default
-    v = config.get(name, default) if isinstance(config, Mapping) else getattr(config, name, default)
+    v = getattr(config, name, _UNSET)
+    if v is _UNSET:
+        v = config.get(name) if isinstance(config, Mapping) else None
     return default if v is None else v
 
 
@@ -273,6 +294,10 @@ NOT_FOUND = _NOT_FOUND
 
 
 def short_json(value: Any, limit: int = 120) -> str:
+    if isinstance(value, str):
+        return quote(value, limit)
+    if value is None or isinstance(value, (bool, int, float)):
+        return text_of(value)
     try:
         text = value if isinstance(value, str) else canonical_json(value)
     except (TypeError, ValueError):

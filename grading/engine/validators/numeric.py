@@ -15,6 +15,14 @@ LEGACY_DEFAULT_TOLERANCE = 0.001
 
 
 def parse_number(text: str, extract: bool) -> float | None:
+    if not extract:  # float() is the fast path; it also accepts inf/nan/underscores, refused here
+        try:
+            v = float(text)
+        except (ValueError, OverflowError):
+            return None
+        if v != v or v in (math.inf, -math.inf) or "_" in text:
+            return None
+        return v
     t = text.strip()
     if extract:
         t = strip_currency(t).replace(",", "").replace("%", "")
@@ -53,11 +61,19 @@ def tolerances(config: Any) -> tuple[float | None, float | None]:
 
 def numeric_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
     extract = bool(cfg(config, "extract_number", False))
-    e_text = expected.text if expected is not None else ""
-    e = parse_number(e_text, extract)
+    ev = expected.value if expected is not None else ""
+    e = float(ev) if type(ev) in (int, float) and not extract and math.isfinite(ev) else None
     if e is None:
-        return pack_error(f"expected {quote(e_text, 80)} is not a number", "unparseable_expected")
-    a = parse_number(actual.text, extract)
+        e_text = expected.text if expected is not None else ""
+        e = parse_number(e_text, extract)
+        if e is None:
+            return pack_error(f"expected {quote(e_text, 80)} is not a number", "unparseable_expected")
+    av = actual.value
+    a = (
+        float(av)
+        if type(av) in (int, float) and not extract and math.isfinite(av)
+        else parse_number(actual.text, extract)
+    )
     if a is None:
         return failed(f"actual {quote(actual.text, 80)} holds no number (expected {fmt_num(e)})")
     digits = cfg(config, "significant_digits")

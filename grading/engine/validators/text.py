@@ -82,8 +82,9 @@ def contains(actual: Resolved, expected: Resolved | None, config: Any, env: Env)
 
 def regex_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
     pattern = expected.text if expected is not None else ""
+    flags = cfg(config, "flags", "")
     try:
-        rx = compile_re2(flags_prefix(cfg(config, "flags", "")) + pattern)
+        rx = compile_re2(flags_prefix(flags) + pattern if flags else pattern)
     except PatternError as exc:
         return pack_error(
             f"pattern {quote(pattern, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
@@ -95,7 +96,7 @@ def regex_match(actual: Resolved, expected: Resolved | None, config: Any, env: E
             False, f"no match for {quote(pattern, 200)} in {len(text)} code points; head: {head(text, 200)}"
         )
     s, t = m.span()
-    return binary(True, f"match at {s}-{t}: {quote(m.group(0), 200)}")
+    return binary(True, f"match at {s}-{t}: {quote(text[s:t], 200)}")
 
 
 _TRUE = frozenset({"true", "1", "yes"})

@@ -66,17 +66,15 @@ def _is_subsequence(needle: list[str], hay: list[str]) -> bool:
     return all(any(x == y for y in it) for x in needle)
 
 
-def tool_call_assertion(actual: Any, expected: Any, config: Any, env: Env) -> VResult:
-    evidence = env.evidence
-    if not evidence.channels.tool_calls:
-        return unavailable("UNAVAILABLE: lane reports no tool calls (black_box or no tool_calls channel)")
+def _prepare(config: Any) -> tuple[Any, ...]:
     name = cfg(config, "tool_name")
     args = cfg(config, "arguments_contain")
     count, lo, hi = cfg(config, "count"), cfg(config, "min_count"), cfg(config, "max_count")
     ordered = cfg(config, "ordered_tools")
     must_call = cfg(config, "must_call")
+    problem = None
     if args is not None and not isinstance(args, dict):
-        return pack_error("arguments_contain must be an object", "invalid_config")
+        problem = "arguments_contain must be an object"
     if (
         must_call is None
         and (name is not None or args is not None)
@@ -94,8 +92,36 @@ def tool_call_assertion(actual: Any, expected: Any, config: Any, env: Env) -> VR
         and hi is None
         and not ordered
     ):
-        return pack_error("must declare at least one tool call assertion", "invalid_config")
-    calls = observed_calls(evidence, bool(cfg(config, "include_failed", False)))
+        problem = "must declare at least one tool call assertion"
+    mode = cfg(config, "order_mode", "subsequence")
+    include_failed = bool(cfg(config, "include_failed", False))
+    return (
+        name,
+        args,
+        count,
+        lo,
+        hi,
+        list(ordered) if ordered else None,
+        mode,
+        must_call,
+        include_failed,
+        problem,
+    )
+
+
+def tool_call_assertion(actual: Any, expected: Any, config: Any, env: Env) -> VResult:
+    evidence = env.evidence
+    if not evidence.channels.tool_calls:
+        return unavailable("UNAVAILABLE: lane reports no tool calls (black_box or no tool_calls channel)")
+    prepared = config.get("_prepared") if type(config) is dict else None
+    if prepared is None:
+        prepared = _prepare(config)
+        if type(config) is dict:
+            config["_prepared"] = prepared
+    name, args, count, lo, hi, ordered, mode, must_call, include_failed, problem = prepared
+    if problem is not None:
+        return pack_error(problem, "invalid_config")
+    calls = evidence.tool_calls if include_failed else [c for c in evidence.tool_calls if c.status == "ok"]
     matched = [
         c.index
         for c in calls
@@ -115,17 +141,15 @@ def tool_call_assertion(actual: Any, expected: Any, config: Any, env: Env) -> VR
         reasons.append(f"count {n} > max_count {hi}")
     names = [c.name for c in calls]
     if ordered:
-        mode = cfg(config, "order_mode", "subsequence")
-        ok = names == list(ordered) if mode == "exact" else _is_subsequence(list(ordered), names)
+        ok = names == ordered if mode == "exact" else _is_subsequence(ordered, names)
         if not ok:
-            reasons.append(
-                f"observed names do not {'equal' if mode == 'exact' else 'contain the subsequence'} {list(ordered)}"
-            )
+            what = "equal" if mode == "exact" else "contain the subsequence"
+            reasons.append(f"observed names do not {what} {ordered}")
     shown = ", ".join(names[:50]) + (f", ... ({len(names)} calls)" if len(names) > 50 else "")
-    evidence_text = f"matched indexes {matched[:50]}; observed: [{shown}]"
-    evidence_text += "; reasons: " + "; ".join(reasons) if reasons else "; all assertions hold"
+    text = f"matched indexes {matched[:50]}; observed: [{shown}]"
+    text += ("; reasons: " + "; ".join(reasons)) if reasons else "; all assertions hold"
     return binary(
         not reasons,
-        evidence_text,
+        text,
         details={"matched_indices": matched, "observed_names": names, "reasons": reasons},
     )
