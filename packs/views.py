@@ -226,7 +226,9 @@ def draft_case_form(request: HttpRequest, draft_id: Any) -> HttpResponse:
             raise Http404("No such case in this draft.")
         editor = CaseEditor.for_case(set_key, case)
     context = _editor_context(request, draft, case_editor=editor)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx and context["case_editor"] is not None:  # type: ignore[attr-defined]
+        # htmx focuses [autofocus] in swapped content: the keyboard lands in the new form.
+        context["case_editor"].form.fields["case_key"].widget.attrs["autofocus"] = True
         return render(request, "packs/draft_editor.html#case_form", context)
     return render(request, "packs/draft_editor.html", context)
 

@@ -1,0 +1,83 @@
+"""The pack editor in Debian chromium: type, see errors at their lines, jump, fix, publish."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from packs import services
+from packs.models import PackVersion
+from tests.packs.publish_fixtures import mental_math
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def offset_of(text: str, line: int, column: int) -> int:
+    lines = text.split("\n")
+    return sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
+
+
+def test_type_an_invalid_pack_jump_to_the_error_fix_it_and_publish(personas, login, page):
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=""
+    )
+    login(personas.owner)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    editor = page.locator("#bundle-text")
+
+    invalid = mental_math().replace("  number: 1\n", "  number: 0\n")
+    number_line = invalid.split("\n").index("  number: 0") + 1
+    editor.fill(invalid)
+
+    # Validation runs as you type: the error is listed at its line.
+    jump = page.locator(f'#report .issue-error .issue-jump[data-line="{number_line}"]')
+    expect(jump).to_be_visible()
+    expect(page.locator("#report")).to_contain_text("must be greater than 0")
+    expect(page.locator("#publish-button")).to_be_disabled()
+    expect(page.locator(f'.gutter span[data-line="{number_line}"]')).to_have_class("mark-error")
+
+    # Clicking it moves the cursor to that line and column.
+    column = int(jump.get_attribute("data-column"))
+    jump.click()
+    expect(editor).to_be_focused()
+    assert editor.evaluate("el => el.selectionStart") == offset_of(invalid, number_line, column)
+
+    # Fix it from the keyboard where the cursor now is, and wait for the report to agree.
+    page.keyboard.press("End")
+    page.keyboard.press("Backspace")
+    page.keyboard.type("1")
+    expect(page.locator('#report[data-valid="true"]')).to_be_visible()
+    expect(page.locator("#publish-button")).to_be_enabled()
+
+    page.locator("#publish-button").click()
+    page.wait_for_url("**/packs/versions/**")
+    version = PackVersion.objects.get()
+    assert page.url.endswith(f"/packs/versions/{version.public_id}/")
+    expect(page.locator("h1")).to_contain_text("v1")
+    assert bytes(version.source).decode() == mental_math()
+    assert page.js_errors == []
+
+
+def test_add_a_case_from_the_side_panel_without_touching_yaml(personas, login, page):
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    page.get_by_role("link", name="Add a case").click()
+    form = page.locator("#case-form form")
+    # The form arrives by htmx and takes the focus: only then is it safe to type.
+    expect(form.get_by_label("Case key")).to_be_focused()
+    form.get_by_label("Case key").fill("apples")
+    form.get_by_label("payload key").first.fill("question")
+    form.get_by_label("payload value").first.fill("Three bags of 12 apples: how many apples?")
+    form.get_by_label("expectation key").first.fill("result")
+    form.get_by_label("expectation kind").first.fill("number")
+    form.get_by_label("expectation value").first.fill("36")
+    form.get_by_role("button", name="Save case").click()
+
+    expect(page.locator("#structure")).to_contain_text("apples")
+    expect(page.locator('#report[data-valid="true"]')).to_be_visible()
+    text = page.locator("#bundle-text").input_value()
+    assert "case_key: apples" in text and "# Example A" in text
+    assert page.js_errors == []
