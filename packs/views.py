@@ -307,9 +307,12 @@ def draft_publish(request: HttpRequest, draft_id: Any) -> HttpResponse:
         result = services.draft_publish(
             draft=draft, user=request.user, strict=request.POST.get("strict") == "on"
         )
-    except services.PackInvalid:
+    except services.PackInvalid as exc:
         context = _editor_context(
-            request, draft, publish_error="The pack has errors; fix them before publishing."
+            request,
+            draft,
+            publish_error="The pack has errors; fix them before publishing.",
+            publish_issues=exc.report_body["errors"],
         )
         return render(request, "packs/draft_editor.html", context, status=400)
     except services.PublishConflict as exc:

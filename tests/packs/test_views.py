@@ -331,3 +331,35 @@ def test_outsiders_get_404_on_every_pack_and_version_page(personas, two_versions
         assert client.get(url).status_code == 404, url
     assert client.post(reverse("version-new-draft", kwargs={"version_id": version_id})).status_code == 404
     assert Pack.objects.count() == 1 and not Draft.objects.exists()
+
+
+def test_publish_errors_found_only_at_publish_are_shown(personas):
+    import uuid
+
+    text = mental_math(asset_artifact_id=str(uuid.uuid4()))
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="D", bundle_text=text
+    )
+    response = client_for(personas.owner).post(editor_url(draft, "draft-publish"), {})
+    assert response.status_code == 400
+    assert b"must reference an artifact in this workspace" in response.content
+
+
+@pytest.mark.parametrize("model", ["pack", "packversion", "artifact", "draft", "case", "asset"])
+def test_the_admin_lists_pack_objects(personas, two_versions, draft, model):
+    from django.contrib.auth import get_user_model
+
+    admin = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    client = client_for(admin)
+    listing = client.get(f"/admin/packs/{model}/")
+    assert listing.status_code == 200
+    assert client.get(f"/admin/packs/{model}/?q=mental").status_code == 200
+
+
+def test_a_published_version_is_read_only_in_the_admin(personas, two_versions):
+    from django.contrib.auth import get_user_model
+
+    admin = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    page = client_for(admin).get(f"/admin/packs/packversion/{two_versions.version.pk}/change/")
+    assert page.status_code == 200
+    assert b'name="_save"' not in page.content
