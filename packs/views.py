@@ -24,6 +24,8 @@ from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm
 from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
 from packs.services import yaml_edit
 
+CASES_SHOWN = 500
+
 BLANK_PACK = """\
 # A challenge pack: see the pack format reference for every key.
 pack:
@@ -355,7 +357,8 @@ def version_detail(request: HttpRequest, version_id: Any) -> HttpResponse:
     version = get_version_for_user(request, queryset=PackVersion.objects.for_detail(), version_id=version_id)
     members = services.version_members(version)
     source = members.get("pack.yaml", b"").decode("utf-8", errors="replace")
-    cases = list(Case.objects.for_version(version).defer("document"))
+    # The page shows the first cases only, so its cost does not grow with the version.
+    cases = list(Case.objects.for_version(version).defer("document")[: CASES_SHOWN + 1])
     previous = (
         PackVersion.objects.filter(pack=version.pack, number__lt=version.number)
         .order_by("-number")
@@ -370,7 +373,8 @@ def version_detail(request: HttpRequest, version_id: Any) -> HttpResponse:
             "pack": version.pack,
             "source_lines": source.splitlines(),
             "members": sorted((name, len(data)) for name, data in members.items() if name != "pack.yaml"),
-            "cases": cases,
+            "cases": cases[:CASES_SHOWN],
+            "more_cases": len(cases) > CASES_SHOWN,
             "previous_number": previous,
             "can_write": _can_write(request, version.pack.workspace),
         },
