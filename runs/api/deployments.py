@@ -111,6 +111,7 @@ class DeploymentListApi(APIView):
     @extend_schema(
         responses=inline_serializer("DeploymentList", {"results": DeploymentOutput(many=True)}),
         summary="List the workspace's deployments",
+        operation_id="deployment_list",
     )
     def get(self, request: Request, ws: str) -> Response:
         workspace = get_workspace_for_user(request, ws)
@@ -121,6 +122,7 @@ class DeploymentListApi(APIView):
         request=DeploymentCreateInput,
         responses={201: DeploymentWithKeyOutput},
         summary="Create a deployment (the signing key is shown in this response only)",
+        operation_id="deployment_create",
     )
     def post(self, request: Request, ws: str) -> Response:
         workspace = get_workspace_for_user(request, ws, write=True)
@@ -136,7 +138,9 @@ class DeploymentListApi(APIView):
 
 
 class DeploymentDetailApi(APIView):
-    @extend_schema(responses=DeploymentOutput, summary="Read a deployment")
+    @extend_schema(
+        responses=DeploymentOutput, summary="Read a deployment", operation_id="deployment_retrieve"
+    )
     def get(self, request: Request, ws: str, deployment_id: Any) -> Response:
         deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws)
         return Response(deployment_document(deployment))
@@ -145,6 +149,7 @@ class DeploymentDetailApi(APIView):
         request=DeploymentUpdateInput,
         responses=DeploymentOutput,
         summary="Update the given fields (secret: a string sets it, null or empty clears it)",
+        operation_id="deployment_update",
     )
     def patch(self, request: Request, ws: str, deployment_id: Any) -> Response:
         deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
@@ -158,7 +163,7 @@ class DeploymentDetailApi(APIView):
             raise _api_error(exc) from None
         return Response(deployment_document(updated))
 
-    @extend_schema(responses={204: None}, summary="Delete a deployment")
+    @extend_schema(responses={204: None}, summary="Delete a deployment", operation_id="deployment_delete")
     def delete(self, request: Request, ws: str, deployment_id: Any) -> Response:
         deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
         try:
@@ -173,6 +178,7 @@ class DeploymentRotateKeyApi(APIView):
         request=None,
         responses=DeploymentWithKeyOutput,
         summary="Replace the signing key (the new key is shown in this response only)",
+        operation_id="deployment_rotate_signing_key",
     )
     def post(self, request: Request, ws: str, deployment_id: Any) -> Response:
         deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
@@ -195,6 +201,7 @@ class DeploymentTestApi(APIView):
             },
         ),
         summary="Send one small real request to the deployment and report the attempt category",
+        operation_id="deployment_test_connection",
     )
     def post(self, request: Request, ws: str, deployment_id: Any) -> Response:
         deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
