@@ -281,26 +281,31 @@ def pack_version_publish(
                 body=body,
                 user=user,
             )
-    except IntegrityError as exc:
+    except IntegrityError:
         # A concurrent publish of the same (pack, number) committed first; the lock on the
-        # pack row makes this rare (only the pack-creation race reaches it).
-        if "packs_packversion_number_unique" not in str(exc) and "packs_pack_slug_unique" not in str(exc):
-            raise
-        return _after_race(
+        # pack row makes this rare (only the pack-creation race can reach it). Judged by
+        # what is stored now, so it reads the same on PostgreSQL and SQLite.
+        outcome = _after_race(
             workspace=workspace, meta=meta, manifest=manifest, content_hash=content_hash, warnings=warnings
         )
+        if outcome is None:
+            raise
+        return outcome
 
 
 def _after_race(
     *, workspace: Workspace, meta: Any, manifest: dict[str, Any], content_hash: str, warnings: list[Any]
-) -> PublishResult:
+) -> PublishResult | None:
+    """The outcome once the winner of a race committed; None when no version explains it."""
     number = int(manifest["version"]["number"])
     version = (
         PackVersion.objects.select_related("pack")
         .filter(pack__workspace=workspace, pack__slug=_get(meta, "slug"), number=number)
         .first()
     )
-    if version is not None and version.content_hash == content_hash:
+    if version is None:
+        return None
+    if version.content_hash == content_hash:
         return _already(version, warnings)
     raise _version_exists(_get(meta, "slug"), number)
 
