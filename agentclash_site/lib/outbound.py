@@ -217,17 +217,21 @@ def check_url(url: str | URL, *, allow_private: bool) -> URL:
     if not host:
         raise InvalidURL("the URL has no host", url=str(parsed))
     reason = hostname_refusal(host)
-    if reason is None:
-        ip = _parse_ip(host)
-        if ip is not None:
-            reason = address_refusal(ip, allow_private=allow_private)
     if reason is not None:
-        raise BlockedAddress(_blocked_message(host, reason, allow_private), url=_safe_url(parsed))
+        raise BlockedAddress(_blocked_message(host, reason), url=_safe_url(parsed))
+    ip = _parse_ip(host)
+    if ip is not None:
+        reason = address_refusal(ip, allow_private=allow_private)
+        if reason is not None:
+            raise BlockedAddress(_blocked_message(host, reason, ip), url=_safe_url(parsed))
     return parsed
 
 
-def _blocked_message(host: str, reason: str, allow_private: bool) -> str:
-    hint = "" if allow_private else " (the workspace does not allow private endpoints)"
+def _blocked_message(host: str, reason: str, ip: IPAddress | str | None = None) -> str:
+    """The refusal, with a hint when the workspace setting would have allowed it."""
+    hint = ""
+    if ip is not None and address_refusal(ip, allow_private=True) is None:
+        hint = " (the workspace does not allow private endpoints)"
     return f"refused to connect to {host}: {reason}{hint}"
 
 
@@ -261,7 +265,7 @@ class GuardedResolver(AbstractResolver):
     ) -> list[ResolveResult]:
         reason = hostname_refusal(host)
         if reason is not None:
-            raise BlockedAddress(_blocked_message(host, reason, self.allow_private))
+            raise BlockedAddress(_blocked_message(host, reason))
         infos = await self._lookup(host, port, family)
         results: list[ResolveResult] = []
         for fam, _, proto, _, address in infos:
@@ -274,9 +278,7 @@ class GuardedResolver(AbstractResolver):
             if reason is not None:
                 # Refuse the whole name, not just this address: a name that mixes public
                 # and private answers is exactly what a rebinding attack looks like.
-                raise BlockedAddress(
-                    _blocked_message(host, f"resolves to {ip_text}, {reason}", self.allow_private)
-                )
+                raise BlockedAddress(_blocked_message(host, f"resolves to {ip_text}, {reason}", ip_text))
             results.append(
                 {
                     "hostname": host,

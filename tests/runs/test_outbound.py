@@ -227,6 +227,8 @@ def test_a_redirect_to_the_metadata_address_is_refused_even_with_allow_private(a
     with loopback_only() as attempts, pytest.raises(BlockedAddress) as info:
         run(go())
     assert "169.254.169.254" in info.value.message
+    assert "cloud metadata" in info.value.message
+    assert "private endpoints" not in info.value.message  # the workspace setting would not help
     assert attempts == []
     assert agent.calls == 1
 
