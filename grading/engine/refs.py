@@ -117,10 +117,9 @@ def parse_reference(text: str) -> Ref:
 def _parse(raw: str) -> Ref:
     if not isinstance(raw, str):
         raise ReferenceSyntaxError("a reference must be a string")
-    if raw.lstrip().startswith("literal:"):
-        t = raw.lstrip()
+    t = raw.strip()  # pack-format §8: the string is trimmed, then checked (a literal loses its edges)
+    if t.startswith("literal:"):
         return Ref("literal", t, name=t[len("literal:") :])
-    t = raw.strip()
     if t in ("final_output", "run.final_output"):
         return Ref("final_output", t)
     if t == "challenge_input":

@@ -13,7 +13,7 @@ from ..refs import Resolved
 from .common import Env, VResult, binary, cfg, failed, fmt_num, pack_error, quote
 
 MAX_EXPR_CHARS = 5000
-MAX_DEPTH = 200
+MAX_DEPTH = 60
 DEFAULT_DELIMITER = "####"
 
 
@@ -240,7 +240,10 @@ class _Parser:
 
 
 def parse_expression(text: str) -> Any:
-    return _Parser(tokenize(text)).parse()
+    try:
+        return _Parser(tokenize(text)).parse()
+    except RecursionError:
+        raise MathSyntaxError("expression nested too deeply") from None
 
 
 def free_variables(node: Any, out: set[str] | None = None) -> set[str]:
