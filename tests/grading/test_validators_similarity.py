@@ -50,10 +50,12 @@ def test_token_f1():
 
 
 def test_bleu_basic_properties():
-    assert bleu("the cat is on the mat".split(), ["the cat is on the mat".split()])[0] == pytest.approx(1.0)
+    assert bleu(["the", "cat", "is", "on", "the", "mat"], [["the", "cat", "is", "on", "the", "mat"]])[
+        0
+    ] == pytest.approx(1.0)
     assert bleu([], [[]])[0] == 1.0
     assert bleu([], [["x"]])[0] == 0.0
-    assert bleu("a b c d".split(), [["x", "y"]])[0] == 0.0
+    assert bleu(["a", "b", "c", "d"], [["x", "y"]])[0] == 0.0
 
 
 def test_bleu_brevity_penalty_and_clipping():
@@ -64,7 +66,7 @@ def test_bleu_brevity_penalty_and_clipping():
 
 
 def test_bleu_method1_smoothing_for_higher_orders():
-    cand, ref = "a b c".split(), ["a c b".split()]
+    cand, ref = ["a", "b", "c"], [["a", "c", "b"]]
     assert bleu(cand, ref, 2, "none")[0] == 0.0
     assert bleu(cand, ref, 2, "method1")[0] == pytest.approx(math.sqrt(1.0 * (1 / 3)))
 
@@ -78,9 +80,9 @@ def test_bleu_reference_array_rule():
 
 
 def test_rouge_variants():
-    assert rouge("a b c d".split(), "a c d".split(), "rouge-l")[0] == pytest.approx(2 * 0.75 * 1 / 1.75)
-    assert rouge("a b".split(), "b a".split(), "rouge-1")[0] == 1.0
-    assert rouge("a b".split(), "b a".split(), "rouge-2")[0] == 0.0
+    assert rouge(["a", "b", "c", "d"], ["a", "c", "d"], "rouge-l")[0] == pytest.approx(2 * 0.75 * 1 / 1.75)
+    assert rouge(["a", "b"], ["b", "a"], "rouge-1")[0] == 1.0
+    assert rouge(["a", "b"], ["b", "a"], "rouge-2")[0] == 0.0
     assert rouge([], [], "rouge-l")[0] == 1.0
 
 
