@@ -18,6 +18,7 @@ from django.db.models import ProtectedError
 from pydantic import ValidationError
 from yarl import URL
 
+from agentclash_site.lib.crypto import DecryptionError
 from agentclash_site.lib.outbound import run_with_client
 from agentclash_site.lib.signing import generate_signing_key
 from agentclash_site.workspaces.models import Workspace
@@ -387,7 +388,14 @@ def deployment_test_connection(*, deployment: Deployment) -> AttemptOutcome:
         raise DeploymentError(
             "not_callable", "trace_import deployments are not called: upload results to a run instead"
         )
-    target = DeploymentTarget.from_deployment(deployment)
+    try:
+        target = DeploymentTarget.from_deployment(deployment)
+    except DecryptionError:
+        raise DeploymentError(
+            "secret_unreadable",
+            "the stored secret or signing key cannot be decrypted (was FIELD_ENCRYPTION_KEY changed?): "
+            "set the secret again and rotate the signing key",
+        ) from None
     target = dataclasses.replace(target, timeout_seconds=min(target.timeout_seconds, PROBE_TIMEOUT_CAP))
     request = probe_request(target)
     executor = executor_for(target.kind)

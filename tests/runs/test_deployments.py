@@ -311,3 +311,11 @@ def test_trace_imports_cannot_be_tested(personas):
     with pytest.raises(DeploymentError) as info:
         deployment_test_connection(deployment=created.deployment)
     assert info.value.code == "not_callable"
+
+
+def test_test_connection_explains_an_unreadable_secret(personas):
+    d = hosted(personas.workspace).deployment
+    Deployment.objects.filter(pk=d.pk).update(secret_encrypted="gAAAAA-not-a-valid-token")
+    with pytest.raises(DeploymentError) as info:
+        deployment_test_connection(deployment=Deployment.objects.get(pk=d.pk))
+    assert info.value.code == "secret_unreadable"
