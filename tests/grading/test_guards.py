@@ -1,0 +1,91 @@
+"""Fail-fast guards (grading.md §5.5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grading.engine import evidence_from_response, grade_case
+from grading.engine.guards import host_allowed, tool_allowed
+from grading.engine.types import CaseDef, GradeContext
+
+
+def grade(rules: dict, calls: list, **kw):
+    spec = {
+        "validators": [
+            {"key": "v", "type": "contains", "target": "final_output", "expected_from": "literal:"}
+        ],
+        "rules": rules,
+    }
+    ev = evidence_from_response({"final_output": "ok", "tool_calls": calls}, **kw)
+    return grade_case(ev, CaseDef("c", "k"), spec, context=GradeContext(case_findings=[]))
+
+
+@pytest.mark.parametrize(
+    ("name", "allowed", "ok"),
+    [
+        ("Read", ["Read"], True),
+        ("ReadFile", ["Read"], False),
+        ("mcp__git__log", ["mcp__git__*"], True),
+        ("x", [], False),
+        ("x", ["*"], True),
+    ],
+)
+def test_tool_allowed(name, allowed, ok):
+    assert tool_allowed(name, allowed) is ok
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed", "ok"),
+    [
+        ("api.example.com", ["api.example.com"], True),
+        ("API.example.com".lower(), ["*.example.com"], True),
+        ("example.com", ["*.example.com"], False),
+        ("evil-example.com", ["*.example.com"], False),
+        ("10.1.2.3", ["10.0.0.0/8"], True),
+        ("192.168.1.1", ["10.0.0.0/8"], False),
+        ("::1", ["::1/128"], True),
+        ("10.1.2.3", ["10.1.2.3"], True),
+        ("x.org", [], False),
+    ],
+)
+def test_host_allowed(host, allowed, ok):
+    assert host_allowed(host, allowed) is ok
+
+
+def test_allowed_tools_sees_failed_calls_and_fails_the_case():
+    g = grade(
+        {"allowed_tools": ["Read"]}, [{"name": "Read"}, {"name": "Bash", "id": "c9", "status": "error"}]
+    )
+    r = g.expectations[0]
+    assert r.key == "rules.allowed_tools" and r.kind.value == "guard"
+    assert r.status.value == "FAILED" and "tool_call:1 (id c9) 'Bash'" in r.evidence
+    assert g.gates["guards"] == "failed" and g.status.value == "FAILED"
+
+
+def test_an_empty_list_allows_nothing_and_absent_means_no_guard():
+    assert grade({"allowed_tools": []}, [{"name": "Read"}]).expectations[0].status.value == "FAILED"
+    assert grade({"allowed_tools": []}, []).expectations[0].status.value == "PASSED"
+    g = grade({}, [{"name": "Read"}])
+    assert all(r.kind.value != "guard" for r in g.expectations) and g.gates["guards"] == "not_graded"
+
+
+def test_allowed_hosts_from_urls_and_network_attributes():
+    calls = [
+        {"name": "fetch", "args": {"url": "https://docs.python.org/3/"}},
+        {"name": "http_request", "args": {"request": {"url": "http://10.0.0.5:8080/x"}}},
+        {"name": "Bash", "args": {"command": "echo https://ignored.example"}},
+        {"name": "custom", "attributes": {"network": [{"host": "evil.io"}]}},
+    ]
+    g = grade({"allowed_hosts": ["*.python.org", "10.0.0.0/8"]}, calls)
+    r = g.expectations[0]
+    assert r.key == "rules.allowed_hosts" and r.status.value == "FAILED"
+    assert "'evil.io'" in r.evidence and "ignored" not in r.evidence
+    ok = grade({"allowed_hosts": ["*.python.org", "10.0.0.0/8", "evil.io"]}, calls)
+    assert ok.expectations[0].status.value == "PASSED" and ok.status.value == "PASSED"
+
+
+def test_black_box_guard_is_unavailable_and_gating():
+    g = grade({"allowed_tools": ["Read"]}, [], evidence_level="black_box")
+    r = g.expectations[0]
+    assert r.status.value == "UNAVAILABLE" and r.gating
+    assert g.status.value == "UNAVAILABLE" and g.gates["guards"] == "not_graded"
