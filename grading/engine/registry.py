@@ -268,7 +268,7 @@ def _check_validators(c: Checker, raw: Mapping[str, Any]) -> None:
     _unique_keys(c, raw, "validators")
     checks = _unique_keys(c, raw, "post_execution_checks")
     for _, validator, path in _items(c, raw, "validators", ()):
-        vtype = VALIDATOR_TYPES.get(validator.get("type")) if not c.bad(path + ("type",)) else None
+        vtype = VALIDATOR_TYPES.get(c.text(validator, "type", path) or "")
         if vtype is None:
             continue
         vtype._check(c, validator, path)
@@ -340,9 +340,9 @@ _SCHEMA_DRAFTS = {
 def json_schema_problem(schema: Any) -> str | None:
     """Why ``schema`` is not a draft-07 or 2020-12 JSON Schema (by ``$schema``), else None."""
     draft = schema.get("$schema") if isinstance(schema, Mapping) else None
-    if draft is not None and draft not in _SCHEMA_DRAFTS:
+    if draft is not None and (not isinstance(draft, str) or draft not in _SCHEMA_DRAFTS):
         return f"unsupported $schema {draft!r}: use draft-07 or 2020-12"
-    validator = _SCHEMA_DRAFTS.get(draft, Draft202012Validator)  # type: ignore[arg-type]
+    validator = _SCHEMA_DRAFTS.get(draft or "", Draft202012Validator)
     try:
         validator.check_schema(schema)
     except SchemaError as exc:
@@ -951,7 +951,8 @@ def _lint_unused_graders(c: Checker, raw: Mapping[str, Any]) -> list[Issue]:
         if dim == "correctness":
             all_validators = True
         elif isinstance(dim, Mapping):
-            source = dim.get("source") or _LEGACY_SOURCES.get(dim.get("key"))  # type: ignore[arg-type]
+            key = dim.get("key")
+            source = dim.get("source") or (_LEGACY_SOURCES.get(key.strip()) if isinstance(key, str) else None)
             listed = dim.get("validators")
             if source == "validators" and not listed:
                 all_validators = True
