@@ -1,0 +1,155 @@
+"""Zip bundles (spec/pack-format.md §2.2).
+
+Every archive check runs before the YAML is looked at, and any archive error ends
+processing. Errors have field ``bundle``, the member name in ``detail`` and no position.
+Unpacked sizes are counted from the bytes actually inflated, never from header sizes.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import stat
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+
+from .issues import BundleIssue
+
+MAX_MEMBERS = 1000
+MAX_UNPACKED_BYTES = 50 * 1024 * 1024
+MAX_PACK_YAML_BYTES = 5 * 1024 * 1024
+PACK_YAML = "pack.yaml"
+_CHUNK = 64 * 1024
+_DRIVE = re.compile(r"[A-Za-z]:")
+
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+INVALID = "must be a valid zip archive"
+ABSOLUTE = "must not contain absolute paths"
+LEAVES_ROOT = "must not contain paths that leave the archive root"
+SYMLINK = "must not contain symbolic links"
+TOO_MANY = "must contain at most 1000 files"
+TOO_BIG = "must unpack to at most 50 MiB"
+DUPLICATE = "must not contain duplicate paths"
+NO_PACK_YAML = "must contain pack.yaml at the archive root"
+PACK_YAML_TOO_BIG = "must be at most 5 MiB"
+
+
+def is_zip(data: bytes) -> bool:
+    return data.startswith(ZIP_MAGIC)
+
+
+def normalize_member(name: str) -> str:
+    """The normalized form of a member name: no empty or ``.`` segments."""
+    return "/".join(part for part in name.split("/") if part not in ("", "."))
+
+
+def normalize_asset_path(path: str) -> str:
+    """An asset path as it binds to a member: exact and case-sensitive, leading ``./`` ignored."""
+    while path.startswith("./"):
+        path = path[2:]
+    return path
+
+
+def is_absolute(path: str) -> bool:
+    return path.startswith(("/", "\\")) or bool(_DRIVE.match(path))
+
+
+@dataclass
+class ZipBundle:
+    pack_yaml: bytes
+    files: dict[str, bytes] = field(default_factory=dict)  # normalized member name -> bytes
+
+
+def _issue(message: str, detail: str) -> BundleIssue:
+    return BundleIssue(field="bundle", message=message, line=None, column=None, detail=detail)
+
+
+def _is_directory(info: zipfile.ZipInfo) -> bool:
+    mode = info.external_attr >> 16
+    return info.filename.endswith("/") or (info.create_system == 3 and stat.S_ISDIR(mode))
+
+
+def _is_special(info: zipfile.ZipInfo) -> bool:
+    """A symlink or other non-regular entry, by the Unix file type in ``external_attr``."""
+    mode = info.external_attr >> 16
+    file_type = stat.S_IFMT(mode)
+    return file_type != 0 and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _structure_issues(infos: list[zipfile.ZipInfo]) -> list[BundleIssue]:
+    issues: list[BundleIssue] = []
+    seen: set[str] = set()
+    files = 0
+    for info in infos:
+        name = info.filename
+        if info.flag_bits & 0x1 or info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            issues.append(_issue(INVALID, name))
+        if is_absolute(name):
+            issues.append(_issue(ABSOLUTE, name))
+        elif "\\" in name or "\x00" in name or ".." in name.split("/"):
+            issues.append(_issue(LEAVES_ROOT, name))
+        if _is_special(info):
+            issues.append(_issue(SYMLINK, name))
+        elif not _is_directory(info):
+            files += 1
+        normalized = normalize_member(name)
+        if normalized in seen:
+            issues.append(_issue(DUPLICATE, name))
+        seen.add(normalized)
+    if files > MAX_MEMBERS:
+        issues.append(_issue(TOO_MANY, f"{files} files"))
+    if PACK_YAML not in seen:
+        issues.append(_issue(NO_PACK_YAML, ""))
+    return issues
+
+
+def read_zip(data: bytes) -> tuple[ZipBundle | None, list[BundleIssue]]:
+    """Check and unpack a zip bundle. Returns ``(bundle, [])`` or ``(None, issues)``."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        infos = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, KeyError) as exc:
+        return None, [_issue(INVALID, str(exc))]
+    issues = _structure_issues(infos)
+    if issues:
+        return None, issues
+    files: dict[str, bytes] = {}
+    pack_yaml: bytes | None = None
+    total = 0
+    for info in infos:
+        if _is_directory(info):
+            continue
+        name = normalize_member(info.filename)
+        chunks: list[bytes] = []
+        try:
+            with archive.open(info) as member:
+                while True:
+                    chunk = member.read(_CHUNK)
+                    if not chunk:
+                        break
+                    total += len(chunk)
+                    if total > MAX_UNPACKED_BYTES:
+                        return None, [_issue(TOO_BIG, info.filename)]
+                    chunks.append(chunk)
+        except (
+            zipfile.BadZipFile,
+            zlib.error,
+            OSError,
+            ValueError,
+            EOFError,
+            NotImplementedError,
+            RuntimeError,
+        ):
+            return None, [_issue(INVALID, info.filename)]
+        content = b"".join(chunks)
+        if name == PACK_YAML:
+            pack_yaml = content
+        else:
+            files[name] = content
+    if pack_yaml is None:  # pack.yaml exists but is a directory entry
+        return None, [_issue(NO_PACK_YAML, "")]
+    if len(pack_yaml) > MAX_PACK_YAML_BYTES:
+        return None, [_issue(PACK_YAML_TOO_BIG, PACK_YAML)]
+    return ZipBundle(pack_yaml=pack_yaml, files=files), []

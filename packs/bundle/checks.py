@@ -1,0 +1,761 @@
+"""Semantic rules of a pack document (spec/pack-format.md §4-§4.6, §5).
+
+They run on the *cleaned* data ``check_model`` returns (unknown keys dropped, text trimmed,
+scalar texts taken), so types and single-field rules are already reported. Every check is
+defensive: a value of the wrong type, or under a path already rejected (``bad_paths``), is
+skipped, so nothing cascades and nothing raises. The evaluation spec's own rules are the
+grading registry's (``check_evaluation_spec``); per-case rules and lints are ``lints.py``.
+
+Normalization (§5.2) happens here too: legacy ``items`` become cases, and every case gets
+its effective key. ``NormCase.path`` remembers where the author wrote it, so an issue of a
+legacy item is reported at ``input_sets[i].items[j]...``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from grading.engine.configs.checks import MISSING, Checker
+from grading.engine.modelcheck import Anchor, Issue, Path
+
+from . import archive
+from .models import (
+    ACTORS,
+    BUILTIN_PRIMITIVES,
+    EXECUTION_MODES,
+    TRANSPORTS,
+    TRIGGERS,
+)
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_TOOL_PLACEHOLDER_PREFIXES = ("json:", "query:", "path:")
+MAX_DELEGATION_DEPTH = 8
+
+UNIQUE = "must be unique"
+UNIQUE_PER_CHALLENGE = "must be unique per challenge in the input set"
+DECLARED_CHALLENGE = "must reference a declared challenge"
+SAME_CHALLENGE = "must reference the same challenge as the other cases in this input set"
+DECLARED_ASSET = "must reference a declared version asset"
+DECLARED_INPUT = "must reference a declared case input"
+UNRESOLVED_PLACEHOLDER = "unresolved placeholder {{%s}} for case template context"
+
+
+class DocChecker(Checker):
+    """G1a's ``Checker`` plus warnings."""
+
+    def warn(self, path: Path, message: str, rule: str, *, detail: str | None = None) -> None:
+        self.issues.append(Issue(path, message, detail=detail, severity="warning", rule=rule))
+
+    def err(self, path: Path, message: str, *, anchor: Anchor = "value", detail: str | None = None) -> None:
+        if not self.bad(path):
+            self.error(path, message, anchor=anchor, detail=detail)
+
+
+@dataclass(slots=True)
+class NormCase:
+    """One case of an input set after normalization (items become cases)."""
+
+    set_index: int
+    index: int  # position among the set's cases
+    path: Path  # where the author wrote it: ("input_sets", i, "cases"|"items", j)
+    legacy: bool
+    data: dict[str, Any]  # cleaned mapping; items carry case_key = item_key
+    challenge_key: str | None
+    key: str  # the effective key ("" when neither case_key nor item_key is set)
+    key_field: str  # "case_key" or "item_key": where key issues are reported
+
+    @property
+    def label(self) -> str:
+        from .issues import format_path
+
+        return format_path(self.path)
+
+
+@dataclass
+class Normalized:
+    execution_mode: str | None  # None when version.execution_mode was rejected
+    challenge_keys: set[str] = field(default_factory=set)
+    version_asset_keys: set[str] = field(default_factory=set)
+    sets: dict[int, list[NormCase]] = field(default_factory=dict)  # input set index -> cases
+    set_challenges: dict[int, str | None] = field(default_factory=dict)
+    bound_members: set[str] = field(default_factory=set)
+
+
+def entries(c: Checker, parent: Any, key: str, path: Path) -> Iterator[tuple[int, dict[str, Any], Path]]:
+    """The mapping items of ``parent[key]`` (a list), with their paths; rejected ones skipped."""
+    items = c.get(parent, key, path, list)
+    if items is MISSING:
+        return
+    for index, item in enumerate(items):
+        item_path = path + (key, index)
+        if isinstance(item, dict) and not c.bad(item_path):
+            yield index, item, item_path
+
+
+def non_empty(value: Any) -> bool:
+    """A value upstream would not treat as its zero value."""
+    if isinstance(value, Mapping):
+        return any(non_empty(v) for v in value.values())
+    if isinstance(value, (list, str)):
+        return bool(value)
+    return value is not None and value is not False and value != 0
+
+
+def check_unique(c: DocChecker, keyed: list[tuple[Path, str | None]], message: str = UNIQUE) -> None:
+    seen: set[str] = set()
+    for path, key in keyed:
+        if key is None:
+            continue
+        if key in seen:
+            c.err(path, message)
+        seen.add(key)
+
+
+def placeholders(text: str) -> list[str]:
+    return list(dict.fromkeys(name for name in _PLACEHOLDER.findall(text) if name))
+
+
+# ---------------------------------------------------------------------------
+# The document
+# ---------------------------------------------------------------------------
+
+
+def check_document(c: DocChecker, data: dict[str, Any], *, files: dict[str, bytes] | None) -> Normalized:
+    """Every rule of §4-§4.6 outside the evaluation spec; returns the normalized cases."""
+    version = c.get(data, "version", (), dict)
+    version = version if version is not MISSING else {}
+    norm = Normalized(execution_mode=_execution_mode(c, version))
+    _check_pack(c, data)
+    norm.version_asset_keys = _check_assets(c, version, ("version",), files, norm)
+    _check_version(c, version, norm)
+    norm.challenge_keys = _check_challenges(c, data, files, norm)
+    _check_input_sets(c, data, files, norm)
+    _check_tools(c, data, norm)
+    _check_security(c, data)
+    _check_voice(c, data)
+    return norm
+
+
+def _execution_mode(c: Checker, version: dict[str, Any]) -> str | None:
+    if c.bad(("version", "execution_mode")):
+        return None
+    mode = version.get("execution_mode")
+    if mode is None:
+        return "native"
+    if not isinstance(mode, str):
+        return None
+    mode = mode.strip() or "native"
+    return mode if mode in EXECUTION_MODES else None
+
+
+def _check_pack(c: DocChecker, data: dict[str, Any]) -> None:
+    family = c.text(c.get(data, "pack", (), dict), "family", ("pack",))
+    if family is not None and family.lower() == "security" and data.get("security") is None:
+        c.err(("security",), 'is required when pack.family == "security"', anchor="parent")
+
+
+def _check_assets(
+    c: DocChecker, owner: Any, path: Path, files: dict[str, bytes] | None, norm: Normalized
+) -> set[str]:
+    """One asset namespace: unique keys, and zip binding (§2.2, §4.3). Returns its keys."""
+    keyed: list[tuple[Path, str | None]] = []
+    for _, asset, asset_path in entries(c, owner, "assets", path):
+        keyed.append((asset_path + ("key",), c.text(asset, "key", asset_path)))
+        asset_file = c.text(asset, "path", asset_path)
+        if files is None or asset_file is None or archive.is_absolute(asset_file):
+            continue
+        member = archive.normalize_asset_path(asset_file)
+        has_id = asset.get("artifact_id") is not None
+        if member in files:
+            norm.bound_members.add(member)
+            if has_id:
+                c.err(asset_path + ("artifact_id",), "must not be set for a file shipped in the bundle")
+        elif not has_id:
+            c.err(asset_path + ("path",), "must name a file in the bundle")
+    check_unique(c, keyed)
+    return {key for _, key in keyed if key is not None}
+
+
+def _check_version(c: DocChecker, version: dict[str, Any], norm: Normalized) -> None:
+    vp: Path = ("version",)
+    mode = norm.execution_mode
+    if mode == "prompt_eval":
+        policy = c.get(version, "tool_policy", vp, dict)
+        if policy is not MISSING and non_empty(policy):
+            c.err(vp + ("tool_policy",), "must be empty when version.execution_mode is prompt_eval")
+        if version.get("sandbox") is not None and not c.bad(vp + ("sandbox",)):
+            c.err(vp + ("sandbox",), "must be omitted when version.execution_mode is prompt_eval")
+    sandbox = c.get(version, "sandbox", vp, dict)
+    env = c.get(sandbox, "env_vars", vp + ("sandbox",), dict)
+    if env is not MISSING:
+        for name in env:
+            if not ENV_NAME.match(name):
+                c.err(
+                    vp + ("sandbox", "env_vars", name), "key must match [A-Za-z_][A-Za-z0-9_]*", anchor="key"
+                )
+    defaults = c.get(version, "deployment_defaults", vp, dict)
+    if defaults is not MISSING:
+        _check_deployment_defaults(c, defaults, vp + ("deployment_defaults",))
+
+
+def _check_names(c: DocChecker, mapping: dict[str, Any], path: Path) -> dict[str, str]:
+    """Entry names of aliases/lineups: required and unique after trimming. trimmed -> raw."""
+    names: dict[str, str] = {}
+    for name in mapping:
+        trimmed = name.strip()
+        if not trimmed:
+            c.err(path + (name,), "key is required", anchor="key")
+        elif trimmed in names:
+            c.err(path + (name,), "key must be unique after trimming whitespace", anchor="key")
+        else:
+            names[trimmed] = name
+    return names
+
+
+def _blank(value: Any) -> bool:
+    return isinstance(value, str) and not value.strip()
+
+
+def _check_deployment_defaults(c: DocChecker, defaults: dict[str, Any], path: Path) -> None:
+    aliases = c.get(defaults, "aliases", path, dict)
+    lineups = c.get(defaults, "lineups", path, dict)
+    if not aliases and not lineups:
+        return  # dropped (§5.3); MISSING is falsy too
+    if aliases:
+        _check_names(c, aliases, path + ("aliases",))
+        for name, selector in aliases.items():
+            if _blank(selector):
+                c.err(path + ("aliases", name), "selector is required")
+    if not lineups:
+        if not c.bad(path + ("lineups",)):
+            anchor: Anchor = "value" if defaults.get("lineups") is not None else "parent"
+            c.err(path + ("lineups",), "must include at least a default lineup", anchor=anchor)
+        return
+    names = _check_names(c, lineups, path + ("lineups",))
+    if "default" not in names:
+        c.err(path + ("lineups", "default"), "is required", anchor="parent")
+    for name, selectors in lineups.items():
+        if not isinstance(selectors, list) or c.bad(path + ("lineups", name)):
+            continue
+        if not selectors:
+            c.err(path + ("lineups", name), "must include at least one deployment selector")
+        for index, selector in enumerate(selectors):
+            if _blank(selector):
+                c.err(path + ("lineups", name, index), "selector is required")
+
+
+def _check_artifact_keys(
+    c: DocChecker, owner: Any, key: str, path: Path, version_assets: set[str]
+) -> list[str]:
+    """``artifact_refs`` / case ``artifacts``: [{key}], unique, naming version assets."""
+    keyed: list[tuple[Path, str | None]] = []
+    for _, ref, ref_path in entries(c, owner, key, path):
+        name = c.text(ref, "key", ref_path)
+        keyed.append((ref_path + ("key",), name))
+        if name is not None and name not in version_assets and not c.bad(("version", "assets")):
+            c.err(ref_path + ("key",), DECLARED_ASSET)
+    check_unique(c, keyed)
+    return [name for _, name in keyed if name is not None]
+
+
+def _check_challenges(
+    c: DocChecker, data: dict[str, Any], files: dict[str, bytes] | None, norm: Normalized
+) -> set[str]:
+    keyed: list[tuple[Path, str | None]] = []
+    for _, challenge, path in entries(c, data, "challenges", ()):
+        keyed.append((path + ("key",), c.text(challenge, "key", path)))
+        _check_assets(c, challenge, path, files, norm)
+        _check_artifact_keys(c, challenge, "artifact_refs", path, norm.version_asset_keys)
+    check_unique(c, keyed)
+    return {key for _, key in keyed if key is not None}
+
+
+# ---------------------------------------------------------------------------
+# Input sets and cases (§4.2-§4.5)
+# ---------------------------------------------------------------------------
+
+
+def _normalize_set(c: DocChecker, input_set: dict[str, Any], path: Path, set_index: int) -> list[NormCase]:
+    cases = c.get(input_set, "cases", path, list)
+    items = c.get(input_set, "items", path, list)
+    use_items = False
+    if cases and items:
+        c.err(path + ("items",), "must not be combined with cases")
+    elif items:
+        use_items = True
+    elif not cases and not c.bad(path + ("cases",)) and not c.bad(path + ("items",)):
+        anchor: Anchor = "value" if input_set.get("cases") is not None else "parent"
+        c.err(path + ("cases",), "must contain at least one case", anchor=anchor)
+    out: list[NormCase] = []
+    for _, raw, case_path in entries(c, input_set, "items" if use_items else "cases", path):
+        if use_items:
+            item_key = c.text(raw, "item_key", case_path) or ""
+            data = {k: v for k, v in raw.items() if k != "item_key"}
+            data["case_key"] = item_key
+            data["item_key"] = item_key
+            key, key_field = item_key, "item_key"
+        else:
+            data = dict(raw)
+            case_key = c.text(raw, "case_key", case_path) or ""
+            item_key = c.text(raw, "item_key", case_path) or ""
+            key = case_key or item_key
+            key_field = "case_key" if case_key or not item_key else "item_key"
+            data["case_key"] = key
+            data["item_key"] = item_key or case_key
+        out.append(
+            NormCase(
+                set_index=set_index,
+                index=len(out),
+                path=case_path,
+                legacy=use_items,
+                data=data,
+                challenge_key=c.text(raw, "challenge_key", case_path),
+                key=key,
+                key_field=key_field,
+            )
+        )
+    return out
+
+
+def _check_input_sets(
+    c: DocChecker, data: dict[str, Any], files: dict[str, bytes] | None, norm: Normalized
+) -> None:
+    keyed: list[tuple[Path, str | None]] = []
+    challenges_known = not c.bad(("challenges",))
+    for set_index, input_set, path in entries(c, data, "input_sets", ()):
+        keyed.append((path + ("key",), c.text(input_set, "key", path)))
+        cases = _normalize_set(c, input_set, path, set_index)
+        norm.sets[set_index] = cases
+        fixed: str | None = None
+        seen: set[tuple[str, str]] = set()
+        for case in cases:
+            cp = case.path
+            if case.challenge_key is not None:
+                if challenges_known and case.challenge_key not in norm.challenge_keys:
+                    c.err(cp + ("challenge_key",), DECLARED_CHALLENGE)
+                if fixed is None:
+                    fixed = case.challenge_key
+                elif case.challenge_key != fixed:
+                    c.err(cp + ("challenge_key",), SAME_CHALLENGE)
+            if not case.key:
+                if not case.legacy and not c.bad(cp + ("case_key",)) and not c.bad(cp + ("item_key",)):
+                    c.err(cp + ("case_key",), "is required", anchor="parent")
+            elif case.challenge_key is not None:
+                pair = (case.challenge_key, case.key)
+                if pair in seen:
+                    c.err(cp + (case.key_field,), UNIQUE_PER_CHALLENGE)
+                seen.add(pair)
+            _check_case(c, case, files, norm)
+        norm.set_challenges[set_index] = fixed
+    check_unique(c, keyed)
+
+
+def _check_case(c: DocChecker, case: NormCase, files: dict[str, bytes] | None, norm: Normalized) -> None:
+    raw, cp = case.data, case.path
+    assets = norm.version_asset_keys
+    input_keys = _check_inputs(c, raw, cp, assets)
+    _check_expectations(c, raw, "expectations", cp, assets, input_keys)
+    _check_artifact_keys(c, raw, "artifacts", cp, assets)
+    _check_assets(c, raw, cp, files, norm)
+    mode = norm.execution_mode
+    simulator = raw.get("user_simulator")
+    if mode == "multi_turn" and simulator is None and not c.bad(cp + ("user_simulator",)):
+        c.err(
+            cp + ("user_simulator",), "is required when version.execution_mode is multi_turn", anchor="parent"
+        )
+    elif mode is not None and mode != "multi_turn" and simulator is not None:
+        c.err(cp + ("user_simulator",), "is only allowed when version.execution_mode is multi_turn")
+    if isinstance(simulator, dict) and not c.bad(cp + ("user_simulator",)):
+        _check_user_simulator(c, simulator, cp + ("user_simulator",), case, assets, input_keys)
+
+
+def _check_inputs(c: DocChecker, raw: dict[str, Any], cp: Path, assets: set[str]) -> set[str]:
+    keyed: list[tuple[Path, str | None]] = []
+    for _, item, path in entries(c, raw, "inputs", cp):
+        keyed.append((path + ("key",), c.text(item, "key", path)))
+        _check_artifact_key(c, item, path, assets)
+    check_unique(c, keyed)
+    return {key for _, key in keyed if key is not None}
+
+
+def _check_artifact_key(c: DocChecker, item: dict[str, Any], path: Path, assets: set[str]) -> None:
+    name = c.text(item, "artifact_key", path)
+    if name is not None and name not in assets and not c.bad(("version", "assets")):
+        c.err(path + ("artifact_key",), DECLARED_ASSET)
+
+
+def _check_expectations(
+    c: DocChecker, raw: dict[str, Any], key: str, cp: Path, assets: set[str], input_keys: set[str]
+) -> None:
+    keyed: list[tuple[Path, str | None]] = []
+    inputs_known = not c.bad(cp + ("inputs",))
+    for _, item, path in entries(c, raw, key, cp):
+        keyed.append((path + ("key",), c.text(item, "key", path)))
+        _check_artifact_key(c, item, path, assets)
+        source = c.text(item, "source", path)
+        if source is None:
+            continue
+        if source.startswith("input:"):
+            name = source[len("input:") :].strip()
+            if not name:
+                c.err(path + ("source",), "must reference a non-empty input key")
+            elif name not in input_keys and inputs_known:
+                c.err(path + ("source",), DECLARED_INPUT)
+        elif source.startswith("artifact:"):
+            name = source[len("artifact:") :].strip()
+            if not name:
+                c.err(path + ("source",), "must reference a non-empty artifact key")
+            elif name not in assets and not c.bad(("version", "assets")):
+                c.err(path + ("source",), DECLARED_ASSET)
+        else:
+            c.err(path + ("source",), "must start with input: or artifact:")
+    check_unique(c, keyed)
+
+
+def template_scope(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ``{{placeholder}}`` context of a case: payload merged with input values (inputs win)."""
+    payload = raw.get("payload")
+    scope = dict(payload) if isinstance(payload, dict) else {}
+    inputs = raw.get("inputs")
+    for item in inputs if isinstance(inputs, list) else []:
+        if isinstance(item, dict) and "value" in item and isinstance(item.get("key"), str):
+            scope[item["key"].strip()] = item["value"]
+    return scope
+
+
+def resolves(scope: dict[str, Any], name: str) -> bool:
+    """Whether ``{{name}}`` renders from ``scope`` (a dotted name walks objects and lists)."""
+    if name in scope:
+        return True
+    value: Any = scope
+    for segment in name.split("."):
+        if isinstance(value, dict) and segment in value:
+            value = value[segment]
+        elif (
+            isinstance(value, list) and segment.isdigit() and segment.isascii() and int(segment) < len(value)
+        ):
+            value = value[int(segment)]
+        else:
+            return False
+    return True
+
+
+_JUDGE_BELOW = re.compile(r"on_judge_below\s*(?::\s*\S.*|\(\s*[^()\s][^()]*\))\Z")
+
+
+def _trigger_ok(trigger: str) -> bool:
+    """A trigger name, or ``on_judge_below`` with its threshold (``:0.6`` or ``(0.6)``)."""
+    return trigger in TRIGGERS or bool(_JUDGE_BELOW.match(trigger))
+
+
+def _check_user_simulator(
+    c: DocChecker,
+    sim: dict[str, Any],
+    up: Path,
+    case: NormCase,
+    assets: set[str],
+    input_keys: set[str],
+) -> None:
+    if not c.bad(up + ("schema_version",)) and sim.get("schema_version") != 1:
+        c.err(up + ("schema_version",), "must be 1", anchor=c.anchor_for(sim, "schema_version"))
+    kind = sim.get("kind")
+    if not c.bad(up + ("kind",)) and (not isinstance(kind, str) or kind.strip() != "hybrid"):
+        c.err(up + ("kind",), 'must be "hybrid"', anchor=c.anchor_for(sim, "kind"))
+    calibration = c.get(sim, "calibration", up, dict)
+    if calibration is not MISSING and calibration.get("enabled") is True:
+        rate = c.number(calibration, "sample_rate", up + ("calibration",))
+        if rate is None or not 0 < rate <= 1:
+            c.err(
+                up + ("calibration", "sample_rate"),
+                "must be greater than 0 and at most 1 when calibration is enabled",
+                anchor=c.anchor_for(calibration, "sample_rate"),
+            )
+    phases = list(entries(c, sim, "phases", up))
+    if not phases and not c.bad(up + ("phases",)):
+        c.err(up + ("phases",), "must contain at least one phase", anchor=c.anchor_for(sim, "phases"))
+    keyed: list[tuple[Path, str | None]] = []
+    scope = template_scope(case.data)
+    for position, (_, phase, pp) in enumerate(phases):
+        keyed.append((pp + ("id",), c.text(phase, "id", pp)))
+        _check_phase(c, phase, pp, position, scope, assets, input_keys)
+    check_unique(c, keyed)
+
+
+def _check_phase(
+    c: DocChecker,
+    phase: dict[str, Any],
+    pp: Path,
+    position: int,
+    scope: dict[str, Any],
+    assets: set[str],
+    input_keys: set[str],
+) -> None:
+    if not c.bad(pp + ("trigger",)):
+        raw_trigger = phase.get("trigger")
+        trigger = raw_trigger.strip() if isinstance(raw_trigger, str) else ""
+        anchor = c.anchor_for(phase, "trigger")
+        if trigger and not _trigger_ok(trigger):
+            c.err(pp + ("trigger",), "must be a supported trigger expression")
+        elif position == 0 and trigger not in ("", "always"):
+            c.err(pp + ("trigger",), 'first phase trigger must be empty or "always"', anchor=anchor)
+        elif position > 0 and trigger in ("", "always"):
+            c.err(pp + ("trigger",), 'only the first phase may use "always"', anchor=anchor)
+    actor = c.text(phase, "actor", pp)
+    actor = actor if actor in ACTORS else None
+    if actor == "scripted":
+        turns = list(entries(c, phase, "turns", pp))
+        if not turns and not c.bad(pp + ("turns",)):
+            c.err(
+                pp + ("turns",),
+                "must contain at least one turn for scripted actor",
+                anchor=c.anchor_for(phase, "turns"),
+            )
+        for _, turn, tp in turns:
+            message = c.get(turn, "message", tp, str)
+            if message is MISSING or not message.strip():
+                c.err(
+                    tp + ("message",), "is required for scripted turns", anchor=c.anchor_for(turn, "message")
+                )
+            else:
+                for name in placeholders(message):
+                    if not resolves(scope, name):
+                        c.err(tp + ("message",), UNRESOLVED_PLACEHOLDER % name)
+            _check_expectations(c, turn, "expects", tp, assets, input_keys)
+    elif actor == "llm":
+        if c.text(phase, "persona", pp) is None and not c.bad(pp + ("persona",)):
+            c.err(pp + ("persona",), "is required for llm actor", anchor=c.anchor_for(phase, "persona"))
+        until = c.get(phase, "until", pp, list)
+        for index, condition in enumerate(until if until is not MISSING else []):
+            if not isinstance(condition, str) or not condition.strip():
+                c.err(pp + ("until", index), "must be a non-empty condition expression")
+    if actor is not None and actor != "llm" and c.text(phase, "model", pp) is not None:
+        c.err(pp + ("model",), "is only valid on phases with actor: llm")
+
+
+# ---------------------------------------------------------------------------
+# tools.custom (§4.6, §4.4)
+# ---------------------------------------------------------------------------
+
+_TOOL_PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+
+
+def _check_tools(c: DocChecker, data: dict[str, Any], norm: Normalized) -> None:
+    tools = c.get(data, "tools", (), dict)
+    if tools is MISSING:
+        return
+    custom = list(entries(c, tools, "custom", ("tools",)))
+    declared = c.get(tools, "custom", ("tools",), list)
+    if declared is not MISSING and declared:
+        if norm.execution_mode == "prompt_eval":
+            c.err(("tools",), "must be empty when version.execution_mode is prompt_eval")
+        elif norm.execution_mode == "responses":
+            c.err(
+                ("tools",),
+                "must be empty when version.execution_mode is responses "
+                "(use OpenAI Responses tools, not pack-defined tools)",
+            )
+    names: dict[str, tuple[dict[str, Any], Path]] = {}
+    keyed: list[tuple[Path, str | None]] = []
+    for _, tool, path in custom:
+        name = c.text(tool, "name", path)
+        keyed.append((path + ("name",), name))
+        if name is not None and name not in names:
+            names[name] = (tool, path)
+    check_unique(c, keyed)
+    delegates: dict[str, str] = {}
+    for name, (tool, path) in names.items():
+        target = _check_tool(c, name, tool, path, names)
+        if target is not None:
+            delegates[name] = target
+    _check_delegation(c, delegates, names)
+
+
+def _check_tool(
+    c: DocChecker, name: str, tool: dict[str, Any], path: Path, names: dict[str, Any]
+) -> str | None:
+    """One custom tool; returns the custom tool it delegates to, if any."""
+    impl = c.get(tool, "implementation", path, dict)
+    if impl is MISSING:
+        return None
+    ip = path + ("implementation",)
+    if c.text(impl, "type", ip) == "mock":
+        return None
+    primitive = c.text(impl, "primitive", ip)
+    target = None
+    if primitive is None:
+        if not c.bad(ip + ("primitive",)):
+            c.err(ip + ("primitive",), "is required", anchor=c.anchor_for(impl, "primitive"))
+    elif primitive == name:
+        c.err(ip + ("primitive",), "cannot reference the tool's own name")
+    elif primitive in names:
+        target = primitive
+    elif primitive not in BUILTIN_PRIMITIVES:
+        c.err(ip + ("primitive",), "must name a built-in primitive or a declared custom tool")
+    args = impl.get("args")
+    if args is None:
+        if not c.bad(ip + ("args",)):
+            c.err(ip + ("args",), "is required", anchor="parent")
+    elif isinstance(args, dict) and not c.bad(ip + ("args",)):
+        params = _parameter_names(tool.get("parameters"))
+        _check_args(c, args, ip + ("args",), params)
+    return target
+
+
+def _parameter_names(parameters: Any) -> set[str] | None:
+    """Declared parameter names (``properties`` of the JSON Schema); None: the schema is
+    not an object schema we can read, so every name is accepted."""
+    if parameters is None:
+        return set()
+    if not isinstance(parameters, dict):
+        return None
+    properties = parameters.get("properties")
+    if properties is None:
+        return set()
+    return set(properties) if isinstance(properties, dict) else None
+
+
+def _check_args(c: DocChecker, value: Any, path: Path, params: set[str] | None) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_args(c, item, path + (key,), params)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_args(c, item, path + (index,), params)
+    elif isinstance(value, str) and "${" in value:
+        for message in _placeholder_problems(value, params):
+            c.err(path, message)
+
+
+def _placeholder_problems(text: str, params: set[str] | None) -> list[str]:
+    problems: list[str] = []
+    start = 0
+    while True:
+        open_at = text.find("${", start)
+        if open_at < 0:
+            return problems
+        close_at = text.find("}", open_at + 2)
+        if close_at < 0:
+            problems.append("contains an unclosed placeholder")
+            return problems
+        body = text[open_at + 2 : close_at].strip()
+        start = close_at + 1
+        if not body:
+            problems.append("contains an empty placeholder")
+        elif not _known_placeholder(body, params):
+            problems.append(f'contains unknown placeholder "${{{body}}}"')
+
+
+def _known_placeholder(body: str, params: set[str] | None) -> bool:
+    if body == "parameters":
+        return True
+    if body.startswith("secrets."):
+        return bool(ENV_NAME.match(body[len("secrets.") :]))
+    for prefix in _TOOL_PLACEHOLDER_PREFIXES:
+        if body.startswith(prefix):
+            body = body[len(prefix) :].strip()
+            break
+    name = body.split(".", 1)[0]
+    if not name:
+        return False
+    return params is None or name in params
+
+
+def _check_delegation(c: DocChecker, delegates: dict[str, str], names: dict[str, Any]) -> None:
+    for start in delegates:
+        chain = [start]
+        current = start
+        while current in delegates:
+            current = delegates[current]
+            if current == start:
+                path = names[start][1] + ("implementation", "primitive")
+                c.err(path, f'tool "{start}" has a delegation cycle through "{delegates[start]}"')
+                break
+            if current in chain:  # reaches a cycle it is not part of: reported on the cycle
+                break
+            chain.append(current)
+        else:
+            if len(chain) - 1 > MAX_DELEGATION_DEPTH:
+                path = names[start][1] + ("implementation", "primitive")
+                c.err(path, f'tool "{start}" exceeds maximum delegation depth of {MAX_DELEGATION_DEPTH}')
+
+
+# ---------------------------------------------------------------------------
+# security and voice (§4.6)
+# ---------------------------------------------------------------------------
+
+
+def _check_security(c: DocChecker, data: dict[str, Any]) -> None:
+    from grading.engine.configs.checks import re2_error
+
+    security = c.get(data, "security", (), dict)
+    if security is MISSING:
+        return
+    sp: Path = ("security",)
+    names: list[tuple[Path, str | None]] = []
+    for _, secret, path in entries(c, security, "planted_secrets", sp):
+        name = c.text(secret, "name", path)
+        names.append((path + ("name",), name))
+        location = c.text(secret, "location", path)
+        location = location.lower() if location else None
+        if (
+            location == "file"
+            and c.text(secret, "file_path", path) is None
+            and not c.bad(path + ("file_path",))
+        ):
+            c.err(path + ("file_path",), "is required", anchor=c.anchor_for(secret, "file_path"))
+        if location == "env" and name is not None and not ENV_NAME.match(name):
+            c.err(path + ("name",), "must be a valid env-var identifier for location == env")
+    check_unique(c, names, "duplicate planted secret name")
+    for _, output, path in entries(c, security, "forbidden_outputs", sp):
+        pattern = c.get(output, "pattern", path, str)
+        substring = c.get(output, "substring", path, str)
+        exclusive = (pattern is MISSING) != (substring is MISSING)
+        if not exclusive and not c.bad(path + ("pattern",)) and not c.bad(path + ("substring",)):
+            c.err(path, "exactly one of pattern or substring must be set")
+        if pattern is not MISSING:
+            reason = re2_error(pattern)
+            if reason is not None:
+                c.err(path + ("pattern",), "must be a valid RE2 pattern", detail=reason)
+    prompts: list[tuple[Path, str | None]] = []
+    for _, prompt, path in entries(c, security, "adversarial_prompts", sp):
+        prompts.append((path + ("name",), c.text(prompt, "name", path)))
+        pattern = c.get(prompt, "expected_refusal_pattern", path, str)
+        if pattern is not MISSING:
+            reason = re2_error(pattern)
+            if reason is not None:
+                c.err(path + ("expected_refusal_pattern",), "must be a valid RE2 pattern", detail=reason)
+    check_unique(c, prompts)
+
+
+def _check_voice(c: DocChecker, data: dict[str, Any]) -> None:
+    modality = data.get("modality")
+    voice = False
+    if isinstance(modality, str) and not c.bad(("modality",)):
+        if modality.strip() != "voice":
+            c.err(("modality",), 'must be "voice" when specified')
+        else:
+            voice = True
+    for block in ("interface_spec", "scenario"):
+        present = data.get(block) is not None
+        if present and modality is None:
+            c.err(("modality",), f"is required when {block} is set", anchor="parent")
+        elif voice and not present and not c.bad((block,)):
+            c.err((block,), "is required when modality is voice", anchor="parent")
+    spec = c.get(data, "interface_spec", (), dict)
+    transports = c.get(spec, "transports", ("interface_spec",), list)
+    if spec is not MISSING and not c.bad(("interface_spec", "transports")):
+        if not transports:
+            c.err(
+                ("interface_spec", "transports"),
+                "must contain at least one transport",
+                anchor=c.anchor_for(spec, "transports"),
+            )
+        keyed = [
+            (("interface_spec", "transports", i), t.strip().lower() if isinstance(t, str) else None)
+            for i, t in enumerate(transports or [])
+        ]
+        check_unique(c, [(p, t) for p, t in keyed if t in TRANSPORTS])
