@@ -340,7 +340,7 @@ def _metrics(response: Mapping[str, Any], timing: Timing) -> Metrics:
     raw = response.get("metrics") or {}
     if not isinstance(raw, dict):
         raise ProtocolError("metrics must be an object")
-    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    usage: dict[str, Any] = response["usage"] if isinstance(response.get("usage"), dict) else {}
     m = Metrics(
         input_tokens=_num(raw.get("input_tokens", usage.get("prompt_tokens")), True),
         output_tokens=_num(raw.get("output_tokens", usage.get("completion_tokens")), True),

@@ -338,19 +338,19 @@ def run_scorecard(
     threshold: float | None = None
     if strategy == "binary":
         inputs = [_gate_input(d) for d in dims]
-        passed = all(i.status is Status.PASSED for i in inputs) if inputs else False
+        all_pass = all(i.status is Status.PASSED for i in inputs) if inputs else False
         graded_all = all(i.status in GRADED for i in inputs)
-        overall = (
-            (1.0 if passed else 0.0) if graded_all or any(i.status is Status.FAILED for i in inputs) else None
-        )
+        decided = graded_all or any(i.status is Status.FAILED for i in inputs)
+        binary_overall = (1.0 if all_pass else 0.0) if decided else None
         return ScorecardOutcome(
-            strategy, overall, passed if overall is not None else None, dims, inputs, used, None
+            strategy, binary_overall, all_pass if decided else None, dims, inputs, used, None
         )
     gate_inputs = [_gate_input(d) for d in gates]
     inputs.extend(gate_inputs)
+    overall: float | None
     if strategy == "hybrid":
         if any(i.status is Status.FAILED for i in gate_inputs):
-            overall: float | None = 0.0
+            overall = 0.0
         else:
             rest = [d for d in dims if not d.gate]
             overall = _weighted(rest) if rest else 1.0

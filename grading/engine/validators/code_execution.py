@@ -72,7 +72,7 @@ def _junit_counts(text: str) -> dict[str, int] | None:
     tests = sum(int(a.get("tests", 0)) for a in suites)
     fails = sum(int(a.get("failures", 0)) for a in suites)
     errs = sum(int(a.get("errors", 0)) for a in suites)
-    skipped = sum(int(a.get("skipped", a.get("disabled", 0))) for a in suites)
+    skipped = sum(int(a.get("skipped") or a.get("disabled") or 0) for a in suites)
     passed = max(0, tests - fails - errs - skipped)
     return {"passed": passed, "failed": fails, "errors": errs, "total": passed + fails + errs}
 

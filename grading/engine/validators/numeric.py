@@ -62,7 +62,7 @@ def tolerances(config: Any) -> tuple[float | None, float | None]:
 def numeric_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
     extract = bool(cfg(config, "extract_number", False))
     ev = expected.value if expected is not None else ""
-    e = float(ev) if type(ev) in (int, float) and not extract and math.isfinite(ev) else None
+    e = float(ev) if type(ev) in (int, float) and not extract and math.isfinite(float(ev)) else None
     if e is None:
         e_text = expected.text if expected is not None else ""
         e = parse_number(e_text, extract)

@@ -160,10 +160,10 @@ def bleu(
         precisions.append(p)
         logs += math.log(p)
     geo = math.exp(logs / top)
-    r = min((abs(len(x) - c), len(x)) for x in refs)[1]
-    bp = 1.0 if c >= r else math.exp(1 - r / c)
+    ref_len = min((abs(len(x) - c), len(x)) for x in refs)[1]
+    bp = 1.0 if c >= ref_len else math.exp(1 - ref_len / c)
     comps = ", ".join(f"p{n + 1} {p:.4f}" for n, p in enumerate(precisions))
-    return bp * geo, f"{comps}, brevity penalty {bp:.4f} (c {c}, r {r})"
+    return bp * geo, f"{comps}, brevity penalty {bp:.4f} (c {c}, r {ref_len})"
 
 
 def _tok(text: str, config: Any) -> list[str]:

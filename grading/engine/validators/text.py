@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -313,7 +314,7 @@ def strip_punctuation(text: str) -> str:
     return "".join(ch for ch in text if not unicodedata.category(ch).startswith(("P", "S")))
 
 
-NORMALIZATION_STEPS = {
+NORMALIZATION_STEPS: dict[str, Callable[[str], str]] = {
     "trim": str.strip,
     "lowercase": str.casefold,
     "collapse_whitespace": lambda s: _WS.sub(" ", s),

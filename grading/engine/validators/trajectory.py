@@ -75,6 +75,10 @@ def _expected_invocations(raw: Any) -> list[list[dict[str, Any]]] | None:
     return invs
 
 
+def _match_calls(exp_calls: list[dict[str, Any]], calls: list[ToolCall], matches: Any) -> list[int]:
+    return bipartite_match(len(exp_calls), len(calls), lambda x, y: bool(matches(exp_calls[x], calls[y])))
+
+
 def tool_trajectory(actual: Any, expected: Resolved | None, config: Any, env: Env) -> VResult:
     evidence = env.evidence
     n_inv = len(evidence.invocations)
@@ -125,7 +129,7 @@ def tool_trajectory(actual: Any, expected: Resolved | None, config: Any, env: En
 
     actual_invs = _invocation_calls(evidence, bool(cfg(config, "include_failed", False)))
     scores: list[float | None] = []
-    comparisons = []
+    comparisons: list[dict[str, Any]] = []
     for i, exp_calls in enumerate(invs):
         if i >= len(actual_invs):
             scores.append(0.0)
@@ -143,9 +147,7 @@ def tool_trajectory(actual: Any, expected: Resolved | None, config: Any, env: En
                     k += 1
             ok = k == len(exp_calls)
         else:
-            pairs = bipartite_match(
-                len(exp_calls), len(calls), lambda x, y, e=exp_calls, a=calls: call_matches(e[x], a[y])
-            )
+            pairs = _match_calls(exp_calls, calls, call_matches)
             ok = all(p >= 0 for p in pairs)
         scores.append(1.0 if ok else 0.0)
         comparisons.append(
