@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from agentclash_site.workspaces.models import Workspace
 from packs import bundle as pack_bundle
+from packs.bundle import archive
 from packs.models import Artifact, Asset, Case, Challenge, InputSet, Pack, PackVersion
 from packs.services.artifacts import artifact_store
 
@@ -140,8 +141,11 @@ def canonical_hash(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _member_name(path: str) -> str:
-    return path[2:] if path.startswith("./") else path
+def _member_name(path: str) -> str | None:
+    """The zip member an asset path binds to (pack-format §2.2); absolute paths never bind."""
+    if archive.is_absolute(path):
+        return None
+    return archive.normalize_asset_path(path)
 
 
 def _asset_plans(assets: Iterable[Any] | None, prefix: str, files: dict[str, bytes]) -> list[_AssetPlan]:
@@ -158,7 +162,7 @@ def _asset_plans(assets: Iterable[Any] | None, prefix: str, files: dict[str, byt
                 kind=str(_get(asset, "kind") or ""),
                 media_type=str(_get(asset, "media_type") or ""),
                 artifact_id=uuid.UUID(str(raw_id)) if raw_id else None,
-                bound_path=member if member in files else None,
+                bound_path=member if member is not None and member in files else None,
             )
         )
     return plans
@@ -208,7 +212,8 @@ def _plan(report: Any, files: dict[str, bytes]) -> tuple[dict[str, Any], list[_S
                 _CasePlan(
                     challenge_key=str(case.get("challenge_key") or "").strip(),
                     case_key=_get(doc, "case_key", None) or effective,
-                    item_key=item_key or effective,
+                    # pack-format §6: the effective key fills the item-key column.
+                    item_key=_get(doc, "item_key", None) or effective,
                     document=document,
                     content_hash=content_hash,
                     assets=_asset_plans(
@@ -251,7 +256,7 @@ def pack_version_publish(
     body = report.to_body()
     if not report.valid:
         raise PackInvalid(body)
-    is_zip = data[:4] == b"PK\x03\x04"
+    is_zip = bool(getattr(report, "is_zip", data[:4] == b"PK\x03\x04"))
     files: dict[str, bytes] = dict(getattr(report, "files", None) or {})
     manifest, sets, version_assets = _plan(report, files)
     # Outside the transaction: artifact storage may be remote (S3).
