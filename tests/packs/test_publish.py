@@ -228,3 +228,35 @@ def test_a_published_version_refuses_changes(personas):
     case = Case.objects.first()
     with pytest.raises(ImmutableError):
         case.save()
+
+
+def test_challenge_and_case_assets_bind_to_their_owners(personas):
+    text = INVOICE_PACK.replace(
+        "    artifact_refs: [{key: invoices}]\n",
+        "    artifact_refs: [{key: invoices}]\n    assets: [{key: notes, path: ./docs/notes.md}]\n",
+    ).replace(
+        "        payload: {customer_id: C-104}\n",
+        "        payload: {customer_id: C-104}\n        assets: [{key: extra, path: data/extra.txt}]\n",
+    )
+    data = make_zip(
+        {
+            "pack.yaml": text,
+            "data/invoices.json": INVOICES_JSON,
+            "docs/notes.md": b"# notes",
+            "data/extra.txt": b"x",
+        }
+    )
+    version = publish(personas, data).version
+    assets = {
+        a.key: a
+        for a in Asset.objects.filter(version=version).select_related("challenge", "case", "artifact")
+    }
+    assert {k: a.scope for k, a in assets.items()} == {
+        "invoices": "version",
+        "notes": "challenge",
+        "extra": "case",
+    }
+    assert assets["notes"].challenge.key == "sum-open-invoices" and assets["notes"].path == "./docs/notes.md"
+    assert assets["extra"].case.case_key == "c-104"
+    assert services.artifact_read(artifact=assets["notes"].artifact) == b"# notes"
+    assert Artifact.objects.filter(workspace=personas.workspace).count() == 3
