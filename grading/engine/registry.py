@@ -521,13 +521,13 @@ def _check_scorecard(c: Checker, raw: Mapping[str, Any]) -> None:
     seen: set[str] = set()
     gated = False
     for index, dim in enumerate(dims):
-        path = ("scorecard", "dimensions", index)
+        path: Path = ("scorecard", "dimensions", index)
         if c.bad(path):
             gated = True  # unknown: never claim "no gate"
             continue
         if isinstance(dim, str):
             key: str | None = dim
-            key_path = path
+            key_path: Path = path
             _check_legacy_dimension(c, ctx, dim, path)
         elif isinstance(dim, Mapping):
             key, key_path = c.text(dim, "key", path), path + ("key",)

@@ -15,6 +15,7 @@ legacy forms, defaults applied), ``judge_provider_for(model)``.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -43,12 +44,13 @@ from grading.engine.configs.fields import (
     Trimmed,
     Unit,
     fail,
+    nullable_optionals,
 )
 from grading.engine.modelcheck import ConfigFor
 
 
 class Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=nullable_optionals)
 
 
 def _not_blank(value: str) -> str:
@@ -194,6 +196,7 @@ def _inline_schema(model: type[BaseModel], *, lenient: bool) -> dict[str, Any]:
 def _validator_schema_extra(schema: dict[str, Any], _model: type) -> None:
     # The config depends on `type`: one if/then per type (never stricter than the checks,
     # since the lenient file configs stay open).
+    nullable_optionals(schema)
     schema["allOf"] = [
         {
             "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
@@ -226,6 +229,14 @@ class ValidatorSpec(Closed):
     ground_truth: Bool = False
 
     _parsed_config: ConfigModel | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _parse_config_once(self) -> ValidatorSpec:
+        # Parse the config while the spec is validated, so grading never does; a config
+        # the publish checks reject stays unparsed (parsed_config then raises).
+        with contextlib.suppress(ValueError):
+            self.parsed_config()
+        return self
 
     def parsed_config(self) -> ConfigModel:
         """The config as this type's config model (defaults applied), parsed once.

@@ -277,13 +277,33 @@ def test_the_json_schema_is_never_stricter_for_yaml_scalars(schema_validator):
     assert list(schema_validator.iter_errors(data)) == []
 
 
+def _non_null(prop):
+    """The property's schema without the null branch optional properties get."""
+    branches = [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]
+    return branches[0]
+
+
 def test_the_json_schema_states_enums_ranges_and_closed_objects(schema_validator):
     defs = schema_validator.schema["$defs"]
-    assert defs["JudgeSpec"]["properties"]["samples"]["maximum"] == 10
-    assert defs["JudgeSpec"]["properties"]["threshold"]["maximum"] == 1
-    assert defs["ScorecardSpec"]["properties"]["strategy"]["enum"] == ["weighted", "binary", "hybrid"]
+    assert _non_null(defs["JudgeSpec"]["properties"]["samples"])["maximum"] == 10
+    assert _non_null(defs["JudgeSpec"]["properties"]["threshold"])["maximum"] == 1
+    assert _non_null(defs["ScorecardSpec"]["properties"]["strategy"])["enum"] == [
+        "weighted",
+        "binary",
+        "hybrid",
+    ]
     assert defs["ValidatorSpec"]["additionalProperties"] is False
     assert "pattern" in defs["ValidatorSpec"]["properties"]["target"]
+
+
+def test_the_json_schema_accepts_null_for_optional_keys_as_the_validator_does(schema_validator):
+    data = load(EXAMPLE_C)
+    data["metrics"] = None
+    data["llm_judges"][0]["label"] = None
+    data["llm_judges"][0]["samples"] = None
+    data["validators"][0]["config"] = {"flags": None}
+    assert validate_evaluation_spec(data)[1] == []
+    assert list(schema_validator.iter_errors(data)) == []
 
 
 def test_the_json_schema_describes_the_config_of_each_type(schema_validator):

@@ -171,3 +171,34 @@ Bool = Annotated[
 ]
 
 FreeForm = dict[str, JsonValue]
+
+
+def _allows_null(prop: dict[str, Any]) -> bool:
+    kind = prop.get("type")
+    if not prop or kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if str(prop.get("$ref", "")).endswith("/JsonValue"):
+        return True
+    return any(_allows_null(branch) for branch in prop.get("anyOf", []) if isinstance(branch, dict))
+
+
+_META_KEYS = ("title", "default", "description")
+
+
+def nullable_optionals(schema: dict[str, Any], _model: type | None = None) -> None:
+    """``json_schema_extra``: let every optional property be ``null``.
+
+    A YAML ``null`` means absent (pack-format §2.1), so ``label:`` left empty is valid;
+    the schema must not be stricter than that.
+    """
+    required = set(schema.get("required", []))
+    properties = schema.get("properties", {})
+    for name, prop in list(properties.items()):
+        if name in required or not isinstance(prop, dict) or _allows_null(prop):
+            continue
+        if "anyOf" in prop:
+            properties[name] = {**prop, "anyOf": [*prop["anyOf"], {"type": "null"}]}
+            continue
+        meta = {key: prop[key] for key in _META_KEYS if key in prop}
+        inner = {key: value for key, value in prop.items() if key not in _META_KEYS}
+        properties[name] = {"anyOf": [inner, {"type": "null"}], **meta}

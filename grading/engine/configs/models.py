@@ -25,11 +25,12 @@ from grading.engine.configs.fields import (
     Trimmed,
     Unit,
     fail,
+    nullable_optionals,
 )
 
 
 class ConfigModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=nullable_optionals)
 
 
 # --- text and structure (grading.md §3.2) ---------------------------------
