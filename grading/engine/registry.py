@@ -31,9 +31,11 @@ from grading.engine.configs.checks import (
     Checker,
     ConfigCheck,
     check_json_path_expectation,
+    check_regex_fields,
     re2_error,
     re2_matches_empty,
 )
+from grading.engine.configs.fields import regex_fields
 from grading.engine.modelcheck import Issue, Path, check_model
 from grading.engine.refsyntax import EvidenceRef, RefKind, try_parse_reference
 from grading.engine.spec import (
@@ -106,8 +108,10 @@ class ValidatorType:
         config = validator.get("config")
         if self.config_required and config is None and not c.bad(path + ("config",)):
             c.error(path + ("config",), "is required", anchor="parent")
-        if self.config_check is not None and not c.bad(path + ("config",)):
-            self.config_check(c, validator, config if isinstance(config, Mapping) else None, path)
+        if not c.bad(path + ("config",)):
+            if self.config_check is not None:
+                self.config_check(c, validator, config if isinstance(config, Mapping) else None, path)
+            check_regex_fields(c, self.config_model, config, path)
 
     def _check_target(self, c: Checker, validator: Mapping[str, Any], path: Path) -> None:
         target = c.text(validator, "target", path)
@@ -841,6 +845,10 @@ def static_patterns(spec: Any) -> list[StaticPattern]:
                     )
                 else:
                     out.append(StaticPattern(path + ("expected_from",), ref.text))
+        model = CONFIG_MODELS.get(vtype) if isinstance(vtype, str) else None
+        for key in regex_fields(model) if model is not None else []:
+            if isinstance(config.get(key), str):
+                out.append(StaticPattern(path + ("config", key), "literal:" + config[key]))
         if (
             vtype == "postcondition"
             and config.get("condition") == "regex_match"

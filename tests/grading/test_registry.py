@@ -1131,3 +1131,20 @@ def test_a_type_check_runs_standalone():
 def test_a_type_exposes_its_grade_function_when_one_is_registered():
     grade = VALIDATOR_TYPES["exact_match"].grade
     assert grade is None or callable(grade)
+
+
+def test_it_compiles_config_fields_marked_as_regex():
+    from grading.engine.configs.fields import RegexText
+    from grading.engine.configs.models import ConfigModel
+    from grading.engine.registry import ValidatorType
+
+    class PatternConfig(ConfigModel):
+        pattern: RegexText | None = None
+
+    vtype = ValidatorType("pattern_probe", PatternConfig)
+    validator = {"key": "p", "type": "pattern_probe", "target": "final_output", "expected_from": "literal:x"}
+    issues = vtype.check({**validator, "config": {"pattern": "a(?=b)"}})
+    assert [(format_path(i.path), i.message) for i in issues] == [
+        ("config.pattern", "must be a valid RE2 pattern")
+    ]
+    assert vtype.check({**validator, "config": {"pattern": "a+b"}}) == []

@@ -16,6 +16,7 @@ from typing import Any
 
 import re2
 
+from grading.engine.configs.fields import regex_fields
 from grading.engine.configs.models import NORMALIZATION_STEPS, TRAJECTORY_MATCH_TYPES
 from grading.engine.modelcheck import Anchor, Issue, Path, path_is_under
 from grading.engine.refsyntax import JsonPathSyntaxError, RefKind, parse_json_path, try_parse_reference
@@ -365,6 +366,15 @@ def check_skills_trajectory(checker: Checker, validator: Mapping[str, Any], conf
             checker.error(
                 cp + ("skills", index), "must be a skill name, {skill: name} or {tool: name, args: {...}}"
             )
+
+
+def check_regex_fields(checker: Checker, model: type, config: Any, path: Path) -> None:
+    """Compile every config field marked ``RegexText`` (registry config fields marked as regex)."""
+    cp = path + ("config",)
+    for key in regex_fields(model):
+        pattern = checker.get(config, key, cp, str)
+        if pattern is not MISSING:
+            checker.regex(cp + (key,), pattern)
 
 
 CONFIG_CHECKS: dict[str, ConfigCheck] = {

@@ -10,6 +10,7 @@ and boolean fields also admit the YAML 1.1 spellings yes/no/on/off/y/n.
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -171,6 +172,32 @@ Bool = Annotated[
 ]
 
 FreeForm = dict[str, JsonValue]
+
+
+class RegexMarker:
+    """Annotated marker: the config field holds an RE2 pattern, compiled at publish (pack-format §9)."""
+
+
+# A config field holding an RE2 pattern; ``registry`` compiles it at publish.
+RegexText = Annotated[str, RegexMarker(), Schema(type="string")]
+
+
+def _marked(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is Annotated and any(
+        isinstance(m, RegexMarker) for m in annotation.__metadata__
+    ):
+        return True
+    return any(_marked(arg) for arg in typing.get_args(annotation))
+
+
+def regex_fields(model: type) -> list[str]:
+    """The keys of a model's fields marked ``RegexText`` (also inside ``| None``)."""
+    fields = getattr(model, "model_fields", {})
+    return [
+        info.alias or name
+        for name, info in fields.items()
+        if any(isinstance(m, RegexMarker) for m in info.metadata) or _marked(info.annotation)
+    ]
 
 
 def _allows_null(prop: dict[str, Any]) -> bool:
