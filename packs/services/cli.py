@@ -13,6 +13,7 @@ from typing import Any
 
 from agentclash_site.lib.cli import CliError, JsonCommand
 from agentclash_site.workspaces.models import Workspace
+from packs.bundle import archive
 from packs.services.drafts import build_zip
 from packs.services.publish import PackInvalid, PublishConflict, PublishResult, pack_version_publish
 
@@ -33,9 +34,12 @@ def add_publish_parser(subparsers: Any, command: JsonCommand) -> argparse.Argume
 
 
 def read_bundle_path(path: Path) -> bytes:
-    """The bytes of a bundle file, or of a directory: its pack.yaml alone, or a zip of
-    pack.yaml and every other file beside it (hidden files skipped) when there are any."""
-    if path.is_dir():
+    """The bytes of a bundle file, or of a pack directory as ``pack validate`` reads it:
+    pack.yaml alone, or a reproducible zip of pack.yaml and the files its assets name."""
+    reader = getattr(archive, "read_bundle", None)
+    if reader is not None:
+        return reader(path)
+    if path.is_dir():  # the parser predates directory bundles: take every file beside pack.yaml
         members = {
             f.relative_to(path).as_posix(): f.read_bytes()
             for f in sorted(path.rglob("*"))

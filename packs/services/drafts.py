@@ -195,25 +195,21 @@ def draft_publish(*, draft: Draft, user: Any, strict: bool = False) -> PublishRe
 
 
 def draft_from_template(*, workspace: Workspace, user: Any, template: str, name: str = "") -> Draft:
-    """A draft holding one of the example packs (files beside pack.yaml become draft files)."""
+    """A draft holding one of the example packs; the files its assets name become draft files."""
+    from packs.services.cli import read_bundle_path
+
     names = {t["name"] for t in draft_templates()}
     if template not in names:
         raise DraftError(f"no template named {template!r}")
     root = examples_dir() / template
-    text = (root / "pack.yaml").read_text(encoding="utf-8")
+    members = bundle_members(read_bundle_path(root))
+    text = members.pop("pack.yaml", b"").decode("utf-8", errors="replace")
     files: dict[str, str] = {}
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).as_posix()
-        if (
-            path.is_file()
-            and relative != "pack.yaml"
-            and not relative.startswith(".")
-            and relative != "README.md"
-        ):
-            artifact = artifact_store(
-                workspace=workspace, data=path.read_bytes(), filename=path.name, user=user
-            )
-            files[relative] = str(artifact.artifact.public_id)
+    for path, content in sorted(members.items()):
+        artifact = artifact_store(
+            workspace=workspace, data=content, filename=path.rsplit("/", 1)[-1], user=user
+        )
+        files[path] = str(artifact.artifact.public_id)
     return draft_create(
         workspace=workspace,
         user=user,
@@ -252,8 +248,12 @@ def draft_from_version(*, version: PackVersion, user: Any) -> Draft:
 
 def version_members(version: PackVersion) -> dict[str, bytes]:
     """``{member: bytes}`` of a version's source: ``{"pack.yaml": ...}`` for a YAML bundle."""
-    source = bytes(version.source)
-    if not version.is_zip:
+    return bundle_members(bytes(version.source))
+
+
+def bundle_members(source: bytes) -> dict[str, bytes]:
+    """``{member: bytes}`` of a validated bundle: a zip's regular members, or its YAML alone."""
+    if not source.startswith(b"PK\x03\x04"):
         return {"pack.yaml": source}
     members = {}
     with zipfile.ZipFile(io.BytesIO(source)) as archive:
