@@ -13,6 +13,7 @@ import stat
 import zipfile
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .issues import BundleIssue
 
@@ -153,3 +154,70 @@ def read_zip(data: bytes) -> tuple[ZipBundle | None, list[BundleIssue]]:
     if len(pack_yaml) > MAX_PACK_YAML_BYTES:
         return None, [_issue(PACK_YAML_TOO_BIG, PACK_YAML)]
     return ZipBundle(pack_yaml=pack_yaml, files=files), []
+
+
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def build_zip(members: dict[str, bytes]) -> bytes:
+    """A reproducible zip: fixed timestamps and modes, ``pack.yaml`` first, then sorted names."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as out:
+        for name in sorted(members, key=lambda n: (n != PACK_YAML, n)):
+            info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
+            info.create_system = 3
+            info.external_attr = 0o100644 << 16  # a regular file
+            info.compress_type = zipfile.ZIP_DEFLATED
+            out.writestr(info, members[name], compresslevel=9)
+    return buffer.getvalue()
+
+
+def _asset_paths(data: object) -> list[str]:
+    """Every asset ``path`` of a raw pack document (version, challenge, case and item assets)."""
+    found: list[str] = []
+
+    def assets(owner: object) -> None:
+        items = owner.get("assets") if isinstance(owner, dict) else None
+        for asset in items if isinstance(items, list) else []:
+            if isinstance(asset, dict) and isinstance(asset.get("path"), str):
+                found.append(asset["path"].strip())
+
+    def each(owner: object, key: str) -> list[object]:
+        items = owner.get(key) if isinstance(owner, dict) else None
+        return items if isinstance(items, list) else []
+
+    if isinstance(data, dict):
+        assets(data.get("version"))
+        for challenge in each(data, "challenges"):
+            assets(challenge)
+        for input_set in each(data, "input_sets"):
+            for case in each(input_set, "cases") + each(input_set, "items"):
+                assets(case)
+    return found
+
+
+def bundle_from_directory(directory: Path) -> bytes:
+    """The bundle of a pack directory: its ``pack.yaml`` alone, or a reproducible zip of
+    ``pack.yaml`` and the files its relative asset paths name (other files, such as a
+    README or recorded results, are not part of the bundle)."""
+    from .yamlload import load_yaml
+
+    root = directory.resolve()
+    pack_yaml = (directory / PACK_YAML).read_bytes()
+    doc, _issues = load_yaml(pack_yaml)
+    members: dict[str, bytes] = {}
+    for path in _asset_paths(doc.data if doc is not None else None):
+        if not path or is_absolute(path):
+            continue
+        name = normalize_asset_path(path)
+        candidate = (root / name).resolve()
+        if candidate.is_relative_to(root) and candidate.is_file():
+            members[name] = candidate.read_bytes()
+    if not members:
+        return pack_yaml
+    return build_zip({PACK_YAML: pack_yaml, **members})
+
+
+def read_bundle(path: Path) -> bytes:
+    """The bytes of a bundle path: a YAML file, a zip file, or a pack directory."""
+    return bundle_from_directory(path) if path.is_dir() else path.read_bytes()

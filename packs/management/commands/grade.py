@@ -1,0 +1,116 @@
+"""``manage.py grade PACK --results FILE ...``: offline grading (spec/interfaces.md §5).
+
+Validates the pack (invalid: exit 2, the validate body under ``--json``), selects the
+input set (pack-format §13; selection errors exit 2), reads the JSONL results (every bad
+line listed, exit 2), grades each case with the engine and prints the document (``--json``)
+or the readable table. Exit 0 when no case is FAILED and at least one PASSED, else 1.
+Touches no database.
+
+Judge providers: ``--judge-provider`` (or ``AGENTCLASH_JUDGE_PROVIDER``) would select the
+client for every judge of the pack. The provider clients are not part of this version, so
+a configured provider is refused with a clear error instead of being silently ignored;
+without one, judge expectations are NOT_EVALUATED, reason ``no_judge_provider``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentclash_site.lib.cli import CliError, JsonCommand, dumps
+from grading.engine.offline import grade_offline, offline_exit_code, render_text
+from grading.engine.reader import InvalidResults
+from packs.bundle import SelectionError, select_input_set, validate_bundle
+from packs.management.commands.pack import read_bundle_or_fail, report_text
+
+EXIT_INVALID_INPUT = 2
+JUDGE_PROVIDERS = ("openai", "anthropic")
+
+
+class Command(JsonCommand):
+    help = "Grade recorded agent results (JSONL) against a challenge pack, offline."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("pack", help="a pack YAML, zip bundle or pack directory")
+        parser.add_argument("--results", required=True, help="JSONL: one agent response per case execution")
+        parser.add_argument("--input-set", dest="input_set", help="input set key or exact name")
+        parser.add_argument("--output", help="write the JSON document to this file, print the table")
+        parser.add_argument("--judge-provider", dest="judge_provider", choices=JUDGE_PROVIDERS)
+        parser.add_argument("--judge-base-url", dest="judge_base_url")
+        parser.add_argument("--judge-api-key", dest="judge_api_key")
+        self.add_json_argument(parser)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        _refuse_judge_provider(options)
+        pack_path = Path(options["pack"])
+        report = validate_bundle(read_bundle_or_fail(pack_path), filename=pack_path.name)
+        if not report.valid:
+            if not self._as_json:
+                self.stderr.write(report_text(report))
+            raise CliError("invalid_challenge_pack", "the pack is invalid", document=report.to_body())
+        assert report.manifest is not None and report.bundle is not None
+        try:
+            selection = select_input_set(report.manifest, options.get("input_set"))
+        except SelectionError as exc:
+            raise CliError(exc.code, exc.message, field="input_set", choices=exc.choices) from exc
+        results = _read_results(Path(options["results"]))
+        try:
+            document = grade_offline(
+                spec=report.evaluation_spec,
+                pack_slug=report.bundle.pack.slug,
+                pack_number=report.bundle.version.number,
+                input_set_name=selection.key,
+                cases=report.grading_cases(selection.key),
+                results=results,
+                judge=None,
+            )
+        except InvalidResults as exc:
+            body = exc.to_dict()
+            if not self._as_json:
+                lines = [f"  line {bad['line']}: {bad['message']}" for bad in body["error"].get("lines", [])]
+                self.stderr.write("\n".join([body["error"]["message"] + ":", *lines]))
+            raise CliError("invalid_results", body["error"]["message"], document=body) from exc
+        if options.get("output"):
+            _write(Path(options["output"]), dumps(document) + "\n")
+        self.emit(document, render_text(document))
+        code = offline_exit_code(document)
+        if code:
+            self.stdout.flush()
+            sys.exit(code)
+
+
+def _refuse_judge_provider(options: dict[str, Any]) -> None:
+    provider = options.get("judge_provider") or os.environ.get("AGENTCLASH_JUDGE_PROVIDER", "").strip()
+    if not provider:
+        return
+    if provider not in JUDGE_PROVIDERS:
+        raise CliError(
+            "invalid_judge_provider",
+            f"judge provider must be one of {', '.join(JUDGE_PROVIDERS)} (got {provider!r})",
+            field="judge_provider",
+        )
+    raise CliError(
+        "judge_provider_unavailable",
+        "judge providers are not available in this version; unset --judge-provider "
+        "(and AGENTCLASH_JUDGE_PROVIDER) to grade without judges (judge expectations are "
+        "NOT_EVALUATED, reason no_judge_provider)",
+        field="judge_provider",
+    )
+
+
+def _read_results(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CliError("io_error", f"cannot read {path}: {exc.strerror or exc}", field="results") from exc
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError("io_error", f"cannot write {path}: {exc.strerror or exc}", field="output") from exc
