@@ -248,9 +248,13 @@ def _judge_text(j: Any, key: str, mode: str, context_from: list[str]) -> str:
     return f"{mode} judge on {', '.join(context_from)}"
 
 
-def _final_output(evidence: Evidence, case: CaseDef, context: GradeContext) -> Resolved:
-    v = evidence.final_output_value
-    return Resolved(value="" if v is None else v, _text=evidence.final_output)
+def _final_output(env: Env) -> Resolved:
+    """One shared resolution per case: every validator on final_output reads the same text."""
+    r = env.final
+    if r is None:
+        v = env.evidence.final_output_value
+        r = env.final = Resolved(value="" if v is None else v, _text=env.evidence.final_output)
+    return r
 
 
 def _resolver(ref: Ref | None, checks: dict[str, Any]) -> Any:
@@ -260,8 +264,8 @@ def _resolver(ref: Ref | None, checks: dict[str, Any]) -> Any:
     if ref.kind == "final_output":
         return _final_output
 
-    def resolve(evidence: Evidence, case: CaseDef, context: GradeContext) -> Resolved:
-        return resolve_reference(ref, evidence, case, context, checks=checks)
+    def resolve(env: Env) -> Resolved:
+        return resolve_reference(ref, env.evidence, env.case, env.context, checks=checks)
 
     return resolve
 
@@ -532,6 +536,28 @@ class CaseGrade:
         )
 
 
+def evidence_records(grade: CaseGrade) -> dict[str, str]:
+    """The ``code:<key>`` records of a grade (grading.md §1.2), rebuilt from the expectation
+    details so a stored grading.json resolves them too; pass to ``resolve_evidence_id``."""
+    from .validators.code_execution import code_record
+
+    out = {}
+    for r in grade.expectations:
+        d = r.details
+        if "command" in d and "exit_code" in d:
+            extra = f"\n{d['limit']} hit" if d.get("limit") else ""
+            out[f"code:{r.key}"] = code_record(
+                r.key,
+                d["command"],
+                d["exit_code"],
+                d.get("counts"),
+                d.get("stdout_tail", ""),
+                d.get("stderr_tail", ""),
+                extra,
+            )
+    return out
+
+
 def case_block(case: CaseDef, context: GradeContext) -> dict[str, Any]:
     return {
         "run_id": context.run_id,
@@ -567,20 +593,20 @@ def _result(vp: _VPlan, r: VResult, refs: list[str]) -> ExpectationResult:
     ev = r.evidence or f"{r.status.value}: (no detail)"
     if len(ev) > 1000:
         ev = ev[:999] + "…"
-    return ExpectationResult(
-        key=vp.key,
-        kind=vp.kind,
-        text=vp.text,
-        status=r.status,
-        outcome_class=r.klass(),
-        evidence=ev,
-        score=r.score,
-        threshold=vp.threshold,
-        reason_code=r.reason_code,
-        gating=vp.ground_truth,
-        evidence_refs=refs,
-        per_invocation_scores=r.per_invocation_scores,
-        details=r.details,
+    return ExpectationResult(  # positional: this runs once per check on the hot path
+        vp.key,
+        vp.kind,
+        vp.text,
+        r.status,
+        r.outcome_class or r.klass(),
+        ev,
+        r.score,
+        vp.threshold,
+        r.reason_code,
+        vp.ground_truth,
+        refs,
+        r.per_invocation_scores,
+        r.details,
     )
 
 
@@ -648,11 +674,10 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
         return _result(vp, problem, list(vp.refs))
     start = time.perf_counter()
     try:
-        evidence, case, context = env.evidence, env.case, env.context
-        actual = vp.resolve_target(evidence, case, context) if vp.resolve_target is not None else None
+        actual = vp.resolve_target(env) if vp.resolve_target is not None else None
         expected = vp.literal
         if expected is None and vp.resolve_expected is not None:
-            expected = vp.resolve_expected(evidence, case, context)
+            expected = vp.resolve_expected(env)
         if (actual is not None and actual.state != OK) or (expected is not None and expected.state != OK):
             early = _early(vp, actual, expected)
             if early is not None:

@@ -387,3 +387,55 @@ def test_works_with_the_pydantic_evaluation_spec():
 )
 def test_user_notes_summary(notes, want):
     assert user_notes_summary(notes) == want
+
+
+def test_a_validator_over_its_time_limit_is_an_evaluator_error(monkeypatch):
+    import time
+
+    from grading.engine import grade as grade_mod
+
+    def slow(actual, expected, config, env):
+        time.sleep(0.05)
+        env.check_time()
+        raise AssertionError("unreachable")
+
+    def slow_but_done(actual, expected, config, env):
+        time.sleep(0.05)
+        from grading.engine.validators.common import binary
+
+        return binary(True, "done late")
+
+    monkeypatch.setattr(grade_mod, "VALIDATOR_TIME_LIMIT", 0.01)
+    for fn in (slow, slow_but_done):
+        monkeypatch.setitem(GRADERS, "exact_match", fn)
+        grade_mod._PLANS.clear()
+        r = grade().expectations[1]
+        assert r.key == "exact" and r.status is Status.ERROR
+        assert r.reason_code == "timeout" and r.outcome_class is OutcomeClass.EVALUATOR_ERROR
+    grade_mod._PLANS.clear()
+
+
+def test_code_records_resolve_as_evidence_ids(monkeypatch):
+    from grading.engine.grade import evidence_records
+    from grading.engine.refs import resolve_evidence_id
+
+    monkeypatch.setenv("AGENTCLASH_BWRAP", "/nonexistent/bwrap")
+    spec = {
+        "validators": [
+            {"key": "run", "type": "code_execution", "target": "file:f", "config": {"test_command": "true"}}
+        ],
+        "post_execution_checks": [{"key": "f", "type": "file_capture", "path": "a.py"}],
+    }
+    ev = evidence_from_response({"final_output": "", "files": {"a.py": "x"}})
+    g = grade_case(ev, CASE, spec, context=CTX)
+    assert g.expectations[0].reason_code == "sandbox_unavailable"
+    assert evidence_records(g) == {}
+    g.expectations[0].details = {
+        "command": "pytest",
+        "exit_code": 1,
+        "counts": {"passed": 1},
+        "stdout_tail": "1 passed",
+        "stderr_tail": "",
+    }
+    records = evidence_records(g)
+    assert resolve_evidence_id("code:run", ev, CASE, CTX, records).startswith("command: pytest\nexit code: 1")

@@ -209,7 +209,6 @@ def code_execution(actual: Resolved, expected: Any, config: Any, env: Env) -> VR
         "command": command,
         "exit_code": result.exit_code,
         "counts": counts,
-        "duration_seconds": round(result.duration_seconds, 3),
         "stdout_tail": result.stdout[-1000:],
         "stderr_tail": result.stderr[-1000:],
     }

@@ -91,6 +91,7 @@ class Env:
     records: dict[str, str] = field(default_factory=dict)
     deadline: float = math.inf
     checks: Mapping[str, Any] = field(default_factory=dict)
+    final: Any = None  # the case's shared final_output resolution
 
     def check_time(self) -> None:
         if time.perf_counter() > self.deadline:
