@@ -7,7 +7,6 @@ writes). Validation failures answer the validate body of spec/interfaces.md §4.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -26,11 +25,11 @@ from agentclash_site.workspaces.access import get_workspace_for_user
 from packs import bundle as pack_bundle
 from packs import selectors, services
 from packs.access import get_draft_for_user, get_pack_for_user, get_version_for_user
+from packs.bundle.schema import SCHEMA_PATH  # the checked-in schema (pack-format §11)
 from packs.models import Draft, Pack, PackVersion
 
 MIB = 1024 * 1024
 ZIP_TYPES = ("application/zip", "application/x-zip-compressed", "application/x-zip")
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "challenge-pack.v1.json"
 
 
 def bundle_max_bytes() -> int:
