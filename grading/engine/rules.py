@@ -109,11 +109,11 @@ def _task_field(task: Task, where: str, evidence: Evidence) -> str:
 
 def _channel_check(where: str, evidence: Evidence) -> None:
     ch = evidence.channels
-    needs = {
-        "executed_commands": ch.tasks if evidence.tasks is not None else ch.tool_calls,
-        "task_plan": ch.tasks if evidence.tasks is not None else ch.tool_calls,
-    }
-    if not needs.get(where, True) or (
+    if where == "executed_commands" or where == "task_plan":
+        ok = ch.tasks if evidence.tasks is not None else ch.tool_calls
+    else:
+        ok = True
+    if not ok or (
         where in TASK_FIELDS and where != "operational_rules" and not ch.tasks and not ch.tool_calls
     ):
         raise FieldUnavailable(
