@@ -117,6 +117,29 @@ def normalise(value: float, target: float, mx: float, direction: str) -> float:
     return (value - mx) / (target - mx)
 
 
+KNOWN_COLLECTORS = frozenset(
+    {
+        "run_total_latency_ms",
+        "run_ttft_ms",
+        "run_input_tokens",
+        "run_output_tokens",
+        "run_total_tokens",
+        "run_agent_tokens",
+        "run_race_context_tokens",
+        "run_model_cost_usd",
+        "run_completed_successfully",
+        "run_failure_count",
+        "run_tool_call_count",
+        "run_failed_tool_call_count",
+        "validator_pass_rate",
+        "behavioral_recovery_score",
+        "behavioral_exploration_efficiency_score",
+        "behavioral_error_cascade_score",
+        "behavioral_scope_adherence_score",
+    }
+)
+
+
 # Upstream run_* collectors read this case's metrics (grading.md §10.1).
 def collect(
     collector: str, evidence: Evidence, validator_results: Sequence[ExpectationResult]
@@ -240,7 +263,7 @@ def evaluate_dimension(
             value = evidence.metrics.cost_usd
         else:
             collector = metric_collectors.get(d.metric or "")
-            if collector is None:
+            if collector is None or collector not in KNOWN_COLLECTORS:  # publish lint L7 warned
                 return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR), []
             value = collect(collector, evidence, list(validators.values()))
         if d.target is None or d.max is None:

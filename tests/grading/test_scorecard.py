@@ -229,3 +229,39 @@ def test_compliance_dimension():
         {"a": PASS}, {"dimensions": ["correctness", {"key": "comp", "source": "compliance"}]}, rules=rules
     )
     assert dims(g)["comp"]["score"] == 1.0
+
+
+def test_unknown_collector_is_a_pack_error_and_missing_value_unavailable():
+    sc = {
+        "dimensions": [
+            "correctness",
+            {
+                "key": "odd",
+                "source": "metric",
+                "metric": "odd",
+                "better_direction": "higher",
+                "normalization": {"target": 1, "max": 0},
+            },
+            {
+                "key": "ttft",
+                "source": "metric",
+                "metric": "ttft",
+                "better_direction": "lower",
+                "normalization": {"target": 1, "max": 2},
+            },
+        ]
+    }
+    metrics = [
+        {"key": "odd", "type": "numeric", "collector": "mystery"},
+        {"key": "ttft", "type": "numeric", "collector": "run_ttft_ms"},
+    ]
+    spec = {"validators": [{"key": "a", **PASS}], "scorecard": sc, "metrics": metrics}
+    g = grade_case(
+        evidence_from_response({"final_output": "ok"}),
+        CaseDef("c", "k"),
+        spec,
+        context=GradeContext(case_findings=[]),
+    )
+    assert dims(g)["odd"]["status"] == "NOT_EVALUATED"
+    assert dims(g)["ttft"]["status"] == "UNAVAILABLE"
+    assert g.status.value == "PASSED"
