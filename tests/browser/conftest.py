@@ -17,28 +17,40 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
-# between browser steps are still synchronous and safe.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 DEFAULT_TIMEOUT_MS = 10_000
+ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def chromium() -> Iterator[Any]:
-    """One headless Debian chromium for the whole session."""
+    """One headless Debian chromium for all the browser tests (they run together, as this
+    package), stopped before any other test runs."""
     executable = shutil.which("chromium")
     if executable is None:
         pytest.skip("Debian's chromium is not installed (make test installs it)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    # Playwright's sync API keeps an event loop on this thread while it runs, and Django
+    # refuses ORM calls next to a running loop; the tests' own ORM calls are plain
+    # synchronous ones. Allowed only while the browser runs, so no other test (or child
+    # process it starts) inherits the switch.
+    previous = os.environ.get(ASYNC_UNSAFE)
+    os.environ[ASYNC_UNSAFE] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=executable, args=CHROMIUM_ARGS, headless=True
+            )
+            try:
+                yield browser
+            finally:
+                browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop(ASYNC_UNSAFE, None)
+        else:
+            os.environ[ASYNC_UNSAFE] = previous
 
 
 @pytest.fixture
