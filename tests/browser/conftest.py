@@ -1,4 +1,4 @@
-"""Shared browser fixtures: Django's live server, one Debian chromium per session, and a
+"""Shared browser fixtures: Django's live server, one Debian chromium for the browser tests, and a
 logged-in page. Tests using them are marked ``@pytest.mark.browser``.
 
 Never downloads a browser: Playwright launches the system ``chromium``. Every request the
