@@ -12,9 +12,8 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +22,7 @@ from django.utils import timezone
 
 from agentclash_site.workspaces.models import Workspace
 from packs import bundle as pack_bundle
-from packs.bundle import archive
+from packs.bundle import BundleReport, archive
 from packs.models import Artifact, Asset, Case, Challenge, InputSet, Pack, PackVersion
 from packs.services.artifacts import artifact_store
 
@@ -136,11 +135,6 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def canonical_hash(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _member_name(path: str) -> str | None:
     """The zip member an asset path binds to (pack-format §2.2); absolute paths never bind."""
     if archive.is_absolute(path):
@@ -168,59 +162,30 @@ def _asset_plans(assets: Iterable[Any] | None, prefix: str, files: dict[str, byt
     return plans
 
 
-def _case_document(case: dict[str, Any], effective_key: str) -> Any:
-    """pack-format §6: legacy payload-only cases are stored as their payload."""
-    payload = case.get("payload") or {}
-    members = ("inputs", "expectations", "user_simulator", "artifacts", "assets")
-    if not any(case.get(name) for name in members) and not case.get("case_timeout_seconds"):
-        return payload
-    document: dict[str, Any] = {"schema_version": 1, "case_key": effective_key}
-    for name in ("payload", *members, "case_timeout_seconds"):
-        value = case.get(name)
-        if value:
-            document[name] = value
-    return document
-
-
-def _documents_by_set(report: Any) -> dict[str, list[Any]] | None:
-    getter = getattr(report, "case_documents", None)
-    if getter is None:
-        return None
-    documents = getter() if callable(getter) else getter
-    return documents if isinstance(documents, dict) else None
-
-
-def _plan(report: Any, files: dict[str, bytes]) -> tuple[dict[str, Any], list[_SetPlan], list[_AssetPlan]]:
-    manifest = report.manifest
-    documents = _documents_by_set(report) or {}
-    version_assets = _asset_plans(_get(manifest["version"], "assets"), "version.assets", files)
+def _plan(
+    report: BundleReport, files: dict[str, bytes]
+) -> tuple[dict[str, Any], list[_SetPlan], list[_AssetPlan]]:
+    """What to insert, from the report: the manifest, each set's cases in the stored form
+    of pack-format §6 (``case_documents()``), and every asset with what it binds to."""
+    manifest: dict[str, Any] = report.manifest or {}
+    documents = report.case_documents()
+    version_assets = _asset_plans(manifest["version"].get("assets"), "version.assets", files)
     sets: list[_SetPlan] = []
     for s_index, input_set in enumerate(manifest.get("input_sets") or []):
-        docs = documents.get(input_set["key"]) or []
-        cases = []
-        for c_index, case in enumerate(input_set.get("cases") or []):
-            item_key = str(case.get("item_key") or "").strip()
-            effective = str(case.get("case_key") or "").strip() or item_key
-            doc = docs[c_index] if c_index < len(docs) else None
-            document = _get(doc, "document") if doc is not None else None
-            if document is None:
-                document = _case_document(case, effective)
-            content_hash = (_get(doc, "content_hash") if doc is not None else None) or canonical_hash(
-                document
+        docs = documents[input_set["key"]]
+        cases = [
+            _CasePlan(
+                challenge_key=doc.challenge_key,
+                case_key=doc.case_key,
+                item_key=doc.item_key,  # the effective key fills the item-key column (§6)
+                document=doc.document,
+                content_hash=doc.content_hash,
+                assets=_asset_plans(
+                    case.get("assets"), f"input_sets[{s_index}].cases[{c_index}].assets", files
+                ),
             )
-            cases.append(
-                _CasePlan(
-                    challenge_key=str(case.get("challenge_key") or "").strip(),
-                    case_key=_get(doc, "case_key", None) or effective,
-                    # pack-format §6: the effective key fills the item-key column.
-                    item_key=_get(doc, "item_key", None) or effective,
-                    document=document,
-                    content_hash=content_hash,
-                    assets=_asset_plans(
-                        case.get("assets"), f"input_sets[{s_index}].cases[{c_index}].assets", files
-                    ),
-                )
-            )
+            for c_index, (case, doc) in enumerate(zip(input_set.get("cases") or [], docs, strict=True))
+        ]
         sets.append(
             _SetPlan(
                 key=input_set["key"],
@@ -232,7 +197,9 @@ def _plan(report: Any, files: dict[str, bytes]) -> tuple[dict[str, Any], list[_S
     return manifest, sets, version_assets
 
 
-def _all_assets(manifest: dict[str, Any], sets: list[_SetPlan], version_assets: list[_AssetPlan], files):  # type: ignore[no-untyped-def]
+def _all_assets(
+    manifest: dict[str, Any], sets: list[_SetPlan], version_assets: list[_AssetPlan], files: dict[str, bytes]
+) -> Iterator[_AssetPlan]:
     yield from version_assets
     for c_index, challenge in enumerate(manifest.get("challenges") or []):
         yield from _asset_plans(challenge.get("assets"), f"challenges[{c_index}].assets", files)
@@ -256,8 +223,8 @@ def pack_version_publish(
     body = report.to_body()
     if not report.valid:
         raise PackInvalid(body)
-    is_zip = bool(getattr(report, "is_zip", data[:4] == b"PK\x03\x04"))
-    files: dict[str, bytes] = dict(getattr(report, "files", None) or {})
+    is_zip = report.is_zip
+    files: dict[str, bytes] = dict(report.files)
     manifest, sets, version_assets = _plan(report, files)
     # Outside the transaction: artifact storage may be remote (S3).
     bound = {
