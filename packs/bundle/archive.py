@@ -84,7 +84,8 @@ def _structure_issues(infos: list[zipfile.ZipInfo]) -> list[BundleIssue]:
     seen: set[str] = set()
     files = 0
     for info in infos:
-        name = info.filename
+        # zipfile cuts names at the first NUL; the original name keeps it.
+        name = info.orig_filename
         if info.flag_bits & 0x1 or info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             issues.append(_issue(INVALID, name))
         if is_absolute(name):

@@ -1,0 +1,319 @@
+"""The YAML loader (pack-format §2.1): one UTF-8 document, YAML 1.2 scalars, duplicate keys,
+merge keys, alias limits, tags, positions; malformed input never raises."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from packs.bundle.yamlload import MAX_YAML_BYTES, load_yaml, resolve_plain
+from tests.packs.bundle_helpers import base_pack, check, dump, errors, pos_of, warnings
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("yes", "yes"),
+        ("no", "no"),
+        ("on", "on"),
+        ("off", "off"),
+        ("Y", "Y"),
+        ("2024-01-05", "2024-01-05"),
+        ("2024-01-05T10:00:00Z", "2024-01-05T10:00:00Z"),
+        ("007", 7),
+        ("0o17", 15),
+        ("0x1F", 31),
+        ("1_000", "1_000"),
+        ("1e3", 1000.0),
+        ("-.5", -0.5),
+        ("true", True),
+        ("False", False),
+        ("~", None),
+        ("null", None),
+        ("", None),
+        ("+12", 12),
+        ("1:30", "1:30"),
+    ],
+)
+def test_plain_scalars_follow_the_yaml_1_2_core_schema(text, value):
+    assert resolve_plain(text) == value
+
+
+def test_a_string_field_takes_the_scalar_text_and_booleans_accept_yaml_1_1():
+    doc = base_pack()
+    doc["input_sets"][0]["cases"][0]["case_key"] = "CASEKEY"
+    text = dump(doc).replace("CASEKEY", "007")
+    text = text.replace(
+        "execution_mode: native",
+        "execution_mode: native\n  tool_policy: {allow_shell: yes, allow_network: Off}",
+    )
+    report = check(text)
+    assert report.valid, report.to_body()
+    assert report.manifest["input_sets"][0]["cases"][0]["case_key"] == "007"
+    assert report.manifest["tool_policy"]["allow_shell"] is True
+    assert report.manifest["tool_policy"]["allow_network"] is False
+
+
+@pytest.mark.parametrize(
+    ("replacement", "message"),
+    [
+        ("number: '1'", "must be an integer"),
+        ("number: 1.5", "must be an integer"),
+        ("number: yes", "must be an integer"),
+    ],
+)
+def test_number_fields_are_strict(replacement, message):
+    text = dump(base_pack()).replace("number: 1", replacement, 1)
+    assert errors(check(text)) == [("version.number", message)]
+
+
+@pytest.mark.parametrize("value", [".inf", "-.Inf", ".nan"])
+def test_non_finite_numbers_are_refused(value):
+    doc = base_pack()
+    doc["version"]["evaluation_spec"]["scorecard"]["pass_threshold"] = 0.5
+    text = dump(doc).replace("pass_threshold: 0.5", f"pass_threshold: {value}")
+    assert errors(check(text)) == [
+        ("version.evaluation_spec.scorecard.pass_threshold", "must be a finite number")
+    ]
+
+
+def test_a_non_finite_number_in_a_payload_is_refused_too():
+    text = dump(base_pack()).replace("a: 1\n", "a: .inf\n")
+    assert errors(check(text)) == [("input_sets[0].cases[0].payload.a", "must be a finite number")]
+
+
+def test_duplicate_keys_keep_the_first_value_and_report_the_second_key():
+    text = dump(base_pack()).replace("  slug: demo\n", "  slug: demo\n  slug: other\n")
+    report = check(text)
+    assert errors(report) == [("pack.slug", "is defined more than once")]
+    assert (report.errors[0].line, report.errors[0].column) == pos_of(text, "slug: other")
+    doc, _ = load_yaml(text.encode())
+    assert doc.data["pack"]["slug"] == "demo"
+
+
+def test_duplicate_keys_in_a_payload_are_reported_with_their_path():
+    text = dump(base_pack()).replace("      a: 1\n", "      a: 1\n      a: 9\n")
+    assert errors(check(text)) == [("input_sets[0].cases[0].payload.a", "is defined more than once")]
+
+
+def test_merge_keys_work_and_explicit_keys_win():
+    text = """\
+x-validator: &contains {type: contains, target: final_output}
+pack: {slug: demo, name: Demo, family: reasoning}
+version:
+  number: 1
+  evaluation_spec:
+    name: demo
+    version_number: 1
+    judge_mode: deterministic
+    validators:
+      - <<: *contains
+        key: done
+        expected_from: literal:done
+      - <<: [*contains]
+        key: ok
+        type: regex_match
+        expected_from: 'literal:o+k'
+    scorecard: {pass_threshold: 1, dimensions: [correctness]}
+challenges: [{key: c, title: T, category: x, difficulty: easy}]
+"""
+    report = check(text)
+    assert errors(report) == []
+    assert warnings(report) == [("x-validator", "is not an allowed key")]
+    validators = report.manifest["evaluation_spec"]["validators"]
+    assert [(v["key"], v["type"], v["target"]) for v in validators] == [
+        ("done", "contains", "final_output"),
+        ("ok", "regex_match", "final_output"),
+    ]
+
+
+def test_an_error_inside_merged_content_points_at_the_anchor():
+    text = dump(base_pack()).replace(
+        "challenges:\n", "x-c: &c {title: T, category: x, difficulty: trivial}\nchallenges:\n"
+    )
+    text = text.replace(
+        "- key: sum\n  title: Sum\n  category: math\n  difficulty: easy\n", "- key: sum\n  <<: *c\n"
+    )
+    report = check(text)
+    assert errors(report) == [("challenges[0].difficulty", "must be one of easy, medium, hard, expert")]
+    assert (report.errors[0].line, report.errors[0].column) == pos_of(text, "trivial")
+
+
+BILLION_LAUGHS = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+def test_a_billion_laughs_is_refused_quickly():
+    started = time.monotonic()
+    report = check(BILLION_LAUGHS)
+    assert time.monotonic() - started < 3
+    assert errors(report) == [("bundle", "uses too many aliases")]
+    assert report.errors[0].line is not None
+
+
+def test_a_small_bomb_past_ten_times_the_parsed_size_is_refused():
+    text = "\n".join(BILLION_LAUGHS.splitlines()[:4]) + "\n"  # 9**4 = 6561 nodes from ~60
+    assert errors(check(text)) == [("bundle", "uses too many aliases")]
+
+
+def test_ordinary_alias_reuse_is_fine():
+    text = dump(base_pack()).replace(
+        "    payload:\n      a: 1\n      b: 2\n", "    payload: &p {a: 1, b: 2}\n"
+    )
+    text += "  - {challenge_key: sum, case_key: b, payload: *p, inputs: [{key: k, kind: text, value: x}]}\n"
+    report = check(text)
+    assert report.to_body() == {"valid": True, "errors": [], "warnings": []}
+    cases = report.manifest["input_sets"][0]["cases"]
+    assert cases[0]["payload"] == cases[1]["payload"] == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize("tag", ["!custom", "!!python/object:os.system", "!!binary", "!include"])
+def test_custom_tags_are_refused_at_the_node(tag):
+    text = dump(base_pack()).replace("name: Demo", f"name: {tag} Demo")
+    report = check(text)
+    assert errors(report) == [("bundle", "uses an unsupported tag")]
+    assert report.errors[0].line == pos_of(text, tag)[0]
+
+
+def test_standard_tags_are_fine():
+    text = dump(base_pack()).replace("name: Demo", "name: !!str Demo")
+    assert check(text).valid
+
+
+def test_more_than_one_document_is_refused():
+    text = dump(base_pack()) + "---\nother: 1\n"
+    report = check(text)
+    assert errors(report) == [("bundle", "must contain exactly one YAML document")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pack: {slug: demo\nversion: [\n",
+        "pack:\n  slug: demo\n name: x\n",
+        "a: 'unterminated\n",
+        "- a\nb: c\n",
+        "a: b: c\n",
+        "\t- tab\n",
+        "a: *undefined\n",
+        "a: \x01\n",
+    ],
+)
+def test_syntax_errors_are_field_errors_with_parser_text(text):
+    report = check(text)
+    assert not report.valid
+    (error,) = report.errors
+    assert error.field == "bundle"
+    assert error.message == "must be valid YAML"
+    assert error.detail
+    assert error.line is not None and error.column is not None
+
+
+def test_the_parser_position_is_reported():
+    report = check("pack:\n  slug: demo\n  name: [unclosed\nversion: 1\n")
+    (error,) = report.errors
+    assert error.message == "must be valid YAML"
+    assert error.line == 4
+
+
+def test_invalid_utf8_is_refused():
+    report = check(b"pack: {slug: d\xffmo}\n")
+    assert errors(report) == [("bundle", "must be valid YAML")]
+    assert "UTF-8" in report.errors[0].detail
+
+
+def test_a_bom_is_ignored():
+    assert check(b"\xef\xbb\xbf" + dump(base_pack()).encode()).valid
+
+
+def test_a_document_over_5_mib_is_refused():
+    text = dump(base_pack()) + "# " + "x" * (6 * 1024 * 1024) + "\n"
+    started = time.monotonic()
+    report = check(text)
+    assert time.monotonic() - started < 2
+    assert errors(report) == [("bundle", "must be at most 5 MiB")]
+    assert (report.errors[0].line, report.errors[0].column) == (None, None)
+
+
+def test_exactly_5_mib_is_allowed():
+    text = dump(base_pack())
+    text += "#" * (MAX_YAML_BYTES - len(text.encode()) - 1) + "\n"
+    assert len(text.encode()) == MAX_YAML_BYTES
+    assert check(text).valid
+
+
+@pytest.mark.parametrize("text", ["- 1\n- 2\n", "just text\n", "42\n"])
+def test_a_root_that_is_not_a_mapping_is_refused(text):
+    assert errors(check(text)) == [("bundle", "must be an object")]
+
+
+def test_an_empty_document_reports_the_required_keys():
+    assert errors(check("")) == [
+        ("challenges", "must contain at least one challenge"),
+        ("pack", "is required"),
+        ("version", "is required"),
+    ]
+
+
+@pytest.mark.parametrize("depth", [300, 20000])
+def test_deep_nesting_is_refused_quickly(depth):
+    started = time.monotonic()
+    flow = check("a: " + "[" * depth + "]" * depth + "\n")
+    block = check("a:\n  " + "- " * depth + "x\n")
+    assert time.monotonic() - started < 2
+    assert errors(flow) == [("bundle", "is nested too deeply")]
+    assert errors(block) == [("bundle", "is nested too deeply")]
+
+
+def test_null_means_absent_except_in_free_form_values():
+    text = dump(base_pack()).replace("  slug: demo\n", "  slug: demo\n  description: null\n")
+    text = text.replace(
+        "    payload:\n      a: 1\n      b: 2\n",
+        "    payload: {a: null}\n    inputs:\n    - {key: q, kind: json, value: null}\n    - {key: r, kind: text}\n",
+    )
+    report = check(text)
+    assert report.valid, report.to_body()
+    case = report.manifest["input_sets"][0]["cases"][0]
+    assert case["payload"] == {"a": None}
+    assert case["inputs"] == [{"key": "q", "kind": "json", "value": None}, {"key": "r", "kind": "text"}]
+    assert "description" not in report.manifest["pack"]
+    defs = report.case_defs("default")[0]
+    assert defs.inputs[0].value is None
+    from grading.engine.types import MISSING
+
+    assert defs.inputs[1].value is MISSING
+
+
+def test_a_null_payload_and_definition_become_empty_objects():
+    text = dump(base_pack()).replace("    payload:\n      a: 1\n      b: 2\n", "    payload: ~\n")
+    text = text.replace("  instructions: Add them.\n", "  definition: null\n")
+    report = check(text)
+    assert report.valid
+    assert report.manifest["input_sets"][0]["cases"][0]["payload"] == {}
+    assert report.manifest["challenges"][0]["definition"] == {}
+
+
+def test_a_required_string_that_is_blank_is_absent():
+    text = dump(base_pack()).replace("  name: Demo\n", "  name: '   '\n")
+    assert errors(check(text)) == [("pack.name", "is required")]
+
+
+def test_payload_keys_that_are_numbers_keep_their_text():
+    text = dump(base_pack()).replace("      a: 1\n", "      1: one\n      true: yes\n")
+    report = check(text)
+    assert report.valid
+    assert report.manifest["input_sets"][0]["cases"][0]["payload"] == {"1": "one", "true": "yes", "b": 2}
+
+
+def test_complex_keys_are_refused():
+    assert errors(check("? [a, b]\n: c\n")) == [("bundle", "must use text mapping keys")]
