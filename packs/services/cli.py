@@ -14,7 +14,6 @@ from typing import Any
 from agentclash_site.lib.cli import CliError, JsonCommand
 from agentclash_site.workspaces.models import Workspace
 from packs.bundle import archive
-from packs.services.drafts import build_zip
 from packs.services.publish import PackInvalid, PublishConflict, PublishResult, pack_version_publish
 
 EXIT_INVALID = 1
@@ -36,22 +35,7 @@ def add_publish_parser(subparsers: Any, command: JsonCommand) -> argparse.Argume
 def read_bundle_path(path: Path) -> bytes:
     """The bytes of a bundle file, or of a pack directory as ``pack validate`` reads it:
     pack.yaml alone, or a reproducible zip of pack.yaml and the files its assets name."""
-    reader = getattr(archive, "read_bundle", None)
-    if reader is not None:
-        return reader(path)
-    if path.is_dir():  # the parser predates directory bundles: take every file beside pack.yaml
-        members = {
-            f.relative_to(path).as_posix(): f.read_bytes()
-            for f in sorted(path.rglob("*"))
-            if f.is_file() and not any(part.startswith(".") for part in f.relative_to(path).parts)
-        }
-        if "pack.yaml" not in members:
-            raise FileNotFoundError(f"{path}/pack.yaml")
-        others = {name for name in members if name not in ("pack.yaml", "README.md")}
-        if not others:
-            return members["pack.yaml"]
-        return build_zip({name: members[name] for name in ("pack.yaml", *sorted(others))})
-    return path.read_bytes()
+    return archive.read_bundle(path)
 
 
 def run_publish(command: JsonCommand, options: dict[str, Any]) -> PublishResult:

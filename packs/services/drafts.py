@@ -18,13 +18,13 @@ from django.utils import timezone
 
 from agentclash_site.workspaces.models import Workspace
 from packs import bundle as pack_bundle
+from packs.bundle.archive import build_zip  # reproducible: equal members, equal bytes
 from packs.models import Artifact, Draft, PackVersion
 from packs.services import yaml_edit
 from packs.services.artifacts import artifact_read, artifact_store
 from packs.services.publish import PublishResult, pack_version_publish
 
 MAX_BUNDLE_TEXT = 5 * 1024 * 1024  # pack-format §2.1
-_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 class DraftError(Exception):
@@ -166,18 +166,6 @@ def draft_bundle(*, draft: Draft) -> bytes:
         if artifact is not None:
             members[path] = artifact_read(artifact=artifact)
     return build_zip(members)
-
-
-def build_zip(members: dict[str, bytes]) -> bytes:
-    """A zip with a fixed timestamp and member order, so equal members give equal bytes."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(members, key=lambda p: (p != "pack.yaml", p)):
-            info = zipfile.ZipInfo(path, date_time=_ZIP_EPOCH)
-            info.external_attr = 0o100644 << 16  # a regular file
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, members[path])
-    return buffer.getvalue()
 
 
 def draft_validate(*, draft: Draft, strict: bool = False) -> Any:

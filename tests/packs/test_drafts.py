@@ -170,3 +170,19 @@ def test_every_example_pack_is_a_template(personas):
 def test_an_unknown_template_is_refused(personas):
     with pytest.raises(services.DraftError):
         services.draft_from_template(workspace=personas.workspace, user=personas.owner, template="../../etc")
+
+
+def test_a_template_draft_publishes_the_same_bytes_as_its_directory(personas):
+    from packs.services.cli import read_bundle_path
+    from packs.services.drafts import examples_dir
+
+    draft = services.draft_from_template(
+        workspace=personas.workspace, user=personas.owner, template="invoice-totals"
+    )
+    assert services.draft_publish(draft=draft, user=personas.owner).created
+    again = services.pack_version_publish(
+        workspace=personas.workspace,
+        data=read_bundle_path(examples_dir() / "invoice-totals"),
+        user=personas.owner,
+    )
+    assert again.already_published
