@@ -79,7 +79,9 @@ class NormCase:
 class Normalized:
     execution_mode: str | None  # None when version.execution_mode was rejected
     challenge_keys: set[str] = field(default_factory=set)
+    challenges_complete: bool = True  # every challenge has an accepted key (no cascades)
     version_asset_keys: set[str] = field(default_factory=set)
+    assets_complete: bool = True
     sets: dict[int, list[NormCase]] = field(default_factory=dict)  # input set index -> cases
     set_challenges: dict[int, str | None] = field(default_factory=dict)
     bound_members: set[str] = field(default_factory=set)
@@ -103,6 +105,17 @@ def non_empty(value: Any) -> bool:
     if isinstance(value, (list, str)):
         return bool(value)
     return value is not None and value is not False and value != 0
+
+
+def complete(c: Checker, owner: Any, key: str, path: Path, keyed: list[tuple[Path, str | None]]) -> bool:
+    """Whether every item of ``owner[key]`` was accepted with a key, so a reference to a
+    key outside ``keyed`` is really broken (and not a cascade of an earlier error)."""
+    if c.bad(path + (key,)):
+        return False
+    items = owner.get(key) if isinstance(owner, dict) else None
+    if items is None:
+        return True
+    return isinstance(items, list) and len(keyed) == len(items) and all(k is not None for _, k in keyed)
 
 
 def check_unique(c: DocChecker, keyed: list[tuple[Path, str | None]], message: str = UNIQUE) -> None:
@@ -130,7 +143,7 @@ def check_document(c: DocChecker, data: dict[str, Any], *, files: dict[str, byte
     version = version if version is not MISSING else {}
     norm = Normalized(execution_mode=_execution_mode(c, version))
     _check_pack(c, data)
-    norm.version_asset_keys = _check_assets(c, version, ("version",), files, norm)
+    norm.version_asset_keys, norm.assets_complete = _check_assets(c, version, ("version",), files, norm)
     _check_version(c, version, norm)
     norm.challenge_keys = _check_challenges(c, data, files, norm)
     _check_input_sets(c, data, files, norm)
@@ -160,8 +173,9 @@ def _check_pack(c: DocChecker, data: dict[str, Any]) -> None:
 
 def _check_assets(
     c: DocChecker, owner: Any, path: Path, files: dict[str, bytes] | None, norm: Normalized
-) -> set[str]:
-    """One asset namespace: unique keys, and zip binding (§2.2, §4.3). Returns its keys."""
+) -> tuple[set[str], bool]:
+    """One asset namespace: unique keys, and zip binding (§2.2, §4.3). Returns its keys and
+    whether every asset has an accepted key."""
     keyed: list[tuple[Path, str | None]] = []
     for _, asset, asset_path in entries(c, owner, "assets", path):
         keyed.append((asset_path + ("key",), c.text(asset, "key", asset_path)))
@@ -177,7 +191,7 @@ def _check_assets(
         elif not has_id:
             c.err(asset_path + ("path",), "must name a file in the bundle")
     check_unique(c, keyed)
-    return {key for _, key in keyed if key is not None}
+    return {key for _, key in keyed if key is not None}, complete(c, owner, "assets", path, keyed)
 
 
 def _check_version(c: DocChecker, version: dict[str, Any], norm: Normalized) -> None:
@@ -248,15 +262,13 @@ def _check_deployment_defaults(c: DocChecker, defaults: dict[str, Any], path: Pa
                 c.err(path + ("lineups", name, index), "selector is required")
 
 
-def _check_artifact_keys(
-    c: DocChecker, owner: Any, key: str, path: Path, version_assets: set[str]
-) -> list[str]:
+def _check_artifact_keys(c: DocChecker, owner: Any, key: str, path: Path, norm: Normalized) -> list[str]:
     """``artifact_refs`` / case ``artifacts``: [{key}], unique, naming version assets."""
     keyed: list[tuple[Path, str | None]] = []
     for _, ref, ref_path in entries(c, owner, key, path):
         name = c.text(ref, "key", ref_path)
         keyed.append((ref_path + ("key",), name))
-        if name is not None and name not in version_assets and not c.bad(("version", "assets")):
+        if name is not None and name not in norm.version_asset_keys and norm.assets_complete:
             c.err(ref_path + ("key",), DECLARED_ASSET)
     check_unique(c, keyed)
     return [name for _, name in keyed if name is not None]
@@ -269,8 +281,9 @@ def _check_challenges(
     for _, challenge, path in entries(c, data, "challenges", ()):
         keyed.append((path + ("key",), c.text(challenge, "key", path)))
         _check_assets(c, challenge, path, files, norm)
-        _check_artifact_keys(c, challenge, "artifact_refs", path, norm.version_asset_keys)
+        _check_artifact_keys(c, challenge, "artifact_refs", path, norm)
     check_unique(c, keyed)
+    norm.challenges_complete = complete(c, data, "challenges", (), keyed)
     return {key for _, key in keyed if key is not None}
 
 
@@ -325,7 +338,7 @@ def _check_input_sets(
     c: DocChecker, data: dict[str, Any], files: dict[str, bytes] | None, norm: Normalized
 ) -> None:
     keyed: list[tuple[Path, str | None]] = []
-    challenges_known = not c.bad(("challenges",))
+    challenges_known = norm.challenges_complete
     for set_index, input_set, path in entries(c, data, "input_sets", ()):
         keyed.append((path + ("key",), c.text(input_set, "key", path)))
         cases = _normalize_set(c, input_set, path, set_index)
@@ -356,10 +369,10 @@ def _check_input_sets(
 
 def _check_case(c: DocChecker, case: NormCase, files: dict[str, bytes] | None, norm: Normalized) -> None:
     raw, cp = case.data, case.path
-    assets = norm.version_asset_keys
+    assets = norm.version_asset_keys if norm.assets_complete else None
     input_keys = _check_inputs(c, raw, cp, assets)
     _check_expectations(c, raw, "expectations", cp, assets, input_keys)
-    _check_artifact_keys(c, raw, "artifacts", cp, assets)
+    _check_artifact_keys(c, raw, "artifacts", cp, norm)
     _check_assets(c, raw, cp, files, norm)
     mode = norm.execution_mode
     simulator = raw.get("user_simulator")
@@ -373,26 +386,33 @@ def _check_case(c: DocChecker, case: NormCase, files: dict[str, bytes] | None, n
         _check_user_simulator(c, simulator, cp + ("user_simulator",), case, assets, input_keys)
 
 
-def _check_inputs(c: DocChecker, raw: dict[str, Any], cp: Path, assets: set[str]) -> set[str]:
+def _check_inputs(c: DocChecker, raw: dict[str, Any], cp: Path, assets: set[str] | None) -> set[str] | None:
     keyed: list[tuple[Path, str | None]] = []
     for _, item, path in entries(c, raw, "inputs", cp):
         keyed.append((path + ("key",), c.text(item, "key", path)))
         _check_artifact_key(c, item, path, assets)
     check_unique(c, keyed)
+    if not complete(c, raw, "inputs", cp, keyed):
+        return None
     return {key for _, key in keyed if key is not None}
 
 
-def _check_artifact_key(c: DocChecker, item: dict[str, Any], path: Path, assets: set[str]) -> None:
+def _check_artifact_key(c: DocChecker, item: dict[str, Any], path: Path, assets: set[str] | None) -> None:
+    """``assets`` is None when the version assets are not all known (no cascades)."""
     name = c.text(item, "artifact_key", path)
-    if name is not None and name not in assets and not c.bad(("version", "assets")):
+    if name is not None and assets is not None and name not in assets:
         c.err(path + ("artifact_key",), DECLARED_ASSET)
 
 
 def _check_expectations(
-    c: DocChecker, raw: dict[str, Any], key: str, cp: Path, assets: set[str], input_keys: set[str]
+    c: DocChecker,
+    raw: dict[str, Any],
+    key: str,
+    cp: Path,
+    assets: set[str] | None,
+    input_keys: set[str] | None,
 ) -> None:
     keyed: list[tuple[Path, str | None]] = []
-    inputs_known = not c.bad(cp + ("inputs",))
     for _, item, path in entries(c, raw, key, cp):
         keyed.append((path + ("key",), c.text(item, "key", path)))
         _check_artifact_key(c, item, path, assets)
@@ -403,13 +423,13 @@ def _check_expectations(
             name = source[len("input:") :].strip()
             if not name:
                 c.err(path + ("source",), "must reference a non-empty input key")
-            elif name not in input_keys and inputs_known:
+            elif input_keys is not None and name not in input_keys:
                 c.err(path + ("source",), DECLARED_INPUT)
         elif source.startswith("artifact:"):
             name = source[len("artifact:") :].strip()
             if not name:
                 c.err(path + ("source",), "must reference a non-empty artifact key")
-            elif name not in assets and not c.bad(("version", "assets")):
+            elif assets is not None and name not in assets:
                 c.err(path + ("source",), DECLARED_ASSET)
         else:
             c.err(path + ("source",), "must start with input: or artifact:")
@@ -457,8 +477,8 @@ def _check_user_simulator(
     sim: dict[str, Any],
     up: Path,
     case: NormCase,
-    assets: set[str],
-    input_keys: set[str],
+    assets: set[str] | None,
+    input_keys: set[str] | None,
 ) -> None:
     if not c.bad(up + ("schema_version",)) and sim.get("schema_version") != 1:
         c.err(up + ("schema_version",), "must be 1", anchor=c.anchor_for(sim, "schema_version"))
@@ -491,8 +511,8 @@ def _check_phase(
     pp: Path,
     position: int,
     scope: dict[str, Any],
-    assets: set[str],
-    input_keys: set[str],
+    assets: set[str] | None,
+    input_keys: set[str] | None,
 ) -> None:
     if not c.bad(pp + ("trigger",)):
         raw_trigger = phase.get("trigger")

@@ -37,7 +37,7 @@ from grading.engine.configs.fields import (
     FreeForm,
     Key,
     NonNegativeInt,
-    Ranged,
+    PositiveInt,
     Schema,
     Text,
     Trimmed,
@@ -201,7 +201,6 @@ AptPackage = _scalar_text(_apt_package)
 Severity = _scalar_text(_lower_choice(SEVERITIES))
 Difficulty = Choice(*DIFFICULTIES)
 Actor = Choice(*ACTORS)
-PositiveInt32 = Ranged(int, 0, INT32_MAX, low_exclusive=True)
 
 DEFAULT_TOOL_PARAMETERS: dict[str, JsonValue] = {"type": "object", "additionalProperties": False}
 
@@ -465,8 +464,8 @@ class InterfaceSpec(Closed):
 class Scenario(Closed):
     persona: Text | None = None
     language: Key
-    max_turns: PositiveInt32 | None = None  # type: ignore[valid-type]
-    max_duration_ms: PositiveInt32 | None = None  # type: ignore[valid-type]
+    max_turns: PositiveInt | None = None  # type: ignore[valid-type]
+    max_duration_ms: PositiveInt | None = None  # type: ignore[valid-type]
 
 
 # ---------------------------------------------------------------------------
