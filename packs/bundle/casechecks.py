@@ -107,7 +107,7 @@ class CaseView:
         raw = case.data
         named: set[str] = set()
         for name, target in (("inputs", view.inputs), ("expectations", view.expectations)):
-            for index, item in enumerate(raw.get(name) or []):
+            for index, item in enumerate(_list(raw, name)):
                 if isinstance(item, dict) and isinstance(item.get("key"), str):
                     target.setdefault(item["key"], (index, item))
                     if isinstance(item.get("artifact_key"), str):
@@ -115,11 +115,11 @@ class CaseView:
                     source = item.get("source")
                     if isinstance(source, str) and source.startswith("artifact:"):
                         named.add(source[len("artifact:") :].strip())
-        for ref in raw.get("artifacts") or []:
+        for ref in _list(raw, "artifacts"):
             if isinstance(ref, dict) and isinstance(ref.get("key"), str):
                 named.add(ref["key"])
         view.assets = {k: v for k, v in version_assets.items() if k in named}
-        for asset in raw.get("assets") or []:
+        for asset in _list(raw, "assets"):
             if isinstance(asset, dict) and isinstance(asset.get("key"), str):
                 has_file = asset_has_file(asset, files)
                 view.assets[asset["key"]] = has_file
@@ -179,6 +179,11 @@ class CaseView:
         if isinstance(item.get("artifact_key"), str):
             return self._content(self.assets.get(item["artifact_key"]))
         return Found(MISSING_REF)
+
+
+def _list(raw: dict[str, Any], name: str) -> list[Any]:
+    value = raw.get(name)
+    return value if isinstance(value, list) else []
 
 
 def asset_has_file(asset: dict[str, Any], files: dict[str, bytes] | None) -> bool:
