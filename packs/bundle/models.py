@@ -199,8 +199,32 @@ ToolKind = _scalar_text(_tool_kind)
 Cidr = _scalar_text(_cidr)
 AptPackage = _scalar_text(_apt_package)
 Severity = _scalar_text(_lower_choice(SEVERITIES))
-Difficulty = Choice(*DIFFICULTIES)
-Actor = Choice(*ACTORS)
+
+
+def _choice(values: tuple[str, ...]) -> Any:
+    message = "must be one of " + ", ".join(values)
+
+    def check(value: str) -> str:
+        if value not in values:
+            raise fail(message)
+        return value
+
+    return check
+
+
+def _trigger_default(value: str) -> str:
+    return value or "always"
+
+
+def _trimmed_enum(values: tuple[str, ...]) -> Schema:
+    """The enum as a pattern that admits the surrounding whitespace the validator trims."""
+    return Schema(replace={"type": "string", "pattern": r"^\s*(?:" + "|".join(values) + r")\s*$"})
+
+
+# Trimmed, then exact (pack-format §5.1: difficulty is trimmed, "exact lower case").
+Difficulty = Annotated[str, Trim(), AfterValidator(_choice(DIFFICULTIES)), _trimmed_enum(DIFFICULTIES)]
+Actor = Annotated[str, Trim(), AfterValidator(_choice(ACTORS)), _trimmed_enum(ACTORS)]
+Trigger = _scalar_text(_trigger_default)
 
 DEFAULT_TOOL_PARAMETERS: dict[str, JsonValue] = {"type": "object", "additionalProperties": False}
 
@@ -240,8 +264,8 @@ class Sandbox(Closed):
 
 
 class DeploymentDefaults(Closed):
-    aliases: dict[str, Text] | None = None  # name -> selector
-    lineups: dict[str, list[Text]] | None = None  # name -> [selector]
+    aliases: dict[str, Trimmed] | None = None  # name -> selector (names trimmed at normalization)
+    lineups: dict[str, list[Trimmed]] | None = None  # name -> [selector]
 
 
 class Asset(Closed):
@@ -327,7 +351,7 @@ class Turn(Closed):
 class Phase(Closed):
     id: Key
     actor: Actor  # type: ignore[valid-type]
-    trigger: Trimmed = "always"
+    trigger: Trigger = "always"  # type: ignore[valid-type]
     turns: list[Turn] = []
     persona: Text | None = None
     max_turns: NonNegativeInt | None = None

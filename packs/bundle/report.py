@@ -267,6 +267,11 @@ def normalize_bundle(bundle: Bundle) -> Bundle:
     defaults = bundle.version.deployment_defaults
     if defaults is not None and not defaults.aliases and not defaults.lineups:
         bundle.version.deployment_defaults = None
+    elif defaults is not None:
+        if defaults.aliases:
+            defaults.aliases = {name.strip(): selector for name, selector in defaults.aliases.items()}
+        if defaults.lineups:
+            defaults.lineups = {name.strip(): selectors for name, selectors in defaults.lineups.items()}
     return bundle
 
 

@@ -186,3 +186,35 @@ def test_an_invalid_report_has_no_manifest():
     assert not report.valid
     assert report.manifest is None and report.bundle is None and report.pack is None
     assert report.to_body()["valid"] is False
+
+
+def test_trimmed_fields_and_defaults_of_section_5():
+    doc = base_pack()
+    doc["challenges"][0]["difficulty"] = " easy "
+    doc["version"]["execution_mode"] = " multi_turn "
+    doc["version"]["deployment_defaults"] = {
+        "aliases": {" fast ": " gpt-4.1-mini "},
+        "lineups": {"default ": [" fast "]},
+    }
+    doc["input_sets"][0]["cases"][0]["user_simulator"] = {
+        "schema_version": 1,
+        "kind": "hybrid",
+        "phases": [{"id": "p", "actor": " human ", "trigger": ""}],
+    }
+    report = check(doc)
+    assert report.to_body() == {"valid": True, "errors": [], "warnings": []}
+    manifest = report.manifest
+    assert manifest["challenges"][0]["difficulty"] == "easy"
+    assert manifest["version"]["execution_mode"] == "multi_turn"
+    assert manifest["version"]["deployment_defaults"] == {
+        "aliases": {"fast": "gpt-4.1-mini"},
+        "lineups": {"default": ["fast"]},
+    }
+    phase = manifest["input_sets"][0]["cases"][0]["user_simulator"]["phases"][0]
+    assert (phase["actor"], phase["trigger"]) == ("human", "always")
+
+    import jsonschema
+
+    from packs.bundle.schema import pack_json_schema
+
+    jsonschema.Draft202012Validator(pack_json_schema()).validate(doc)
