@@ -194,7 +194,12 @@ RequiredText = Annotated[Text, AfterValidator(_not_blank)]
 UUIDText = _scalar_text(_uuid, format="uuid")
 VersionNumber = Annotated[int, AfterValidator(_positive_int32), Schema(exclusiveMinimum=0, maximum=INT32_MAX)]
 Int32 = Annotated[int, AfterValidator(_int32), Schema(minimum=INT32_MIN, maximum=INT32_MAX)]
-ExecutionMode = Annotated[str, Trim(), AfterValidator(_execution_mode), Schema(enum=["", *EXECUTION_MODES])]
+ExecutionMode = Annotated[
+    str,
+    Trim(),
+    AfterValidator(_execution_mode),
+    Schema(replace={"type": "string", "pattern": r"^\s*(?:" + "|".join(EXECUTION_MODES) + r")?\s*$"}),
+]
 ToolKind = _scalar_text(_tool_kind)
 Cidr = _scalar_text(_cidr)
 AptPackage = _scalar_text(_apt_package)
