@@ -4,7 +4,7 @@ Generated from the pydantic models (``Bundle.model_json_schema()``) and checked 
 ``packs/schemas/challenge-pack.v1.json``; ``tests/packs/test_schema.py`` fails when
 regenerating changes it. Regenerate with::
 
-    python -m packs.bundle.schema > packs/schemas/challenge-pack.v1.json
+    python manage.py pack schema > packs/schemas/challenge-pack.v1.json
 
 It is never stricter than the validator: every optional key also admits ``null`` (null
 means absent), and objects outside ``version.evaluation_spec`` stay open (an unknown key

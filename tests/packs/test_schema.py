@@ -23,7 +23,7 @@ def schema_ok(document: dict | str) -> bool:
 
 
 def test_the_checked_in_schema_is_the_generated_one():
-    # Regenerate with: python -m packs.bundle.schema > packs/schemas/challenge-pack.v1.json
+    # Regenerate with: python manage.py pack schema > packs/schemas/challenge-pack.v1.json
     assert SCHEMA_PATH.read_text() == render_schema()
 
 
