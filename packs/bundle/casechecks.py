@@ -254,7 +254,7 @@ def _plan(c: DocChecker, spec: dict[str, Any]) -> SpecPlan:
     for rel, ref in evidence_references(spec):
         if rel[:1] != ("llm_judges",) or c.bad(SPEC + rel):
             continue
-        if ref.kind in _L5_KINDS:
+        if ref.kind in _L5_KINDS or (ref.kind is RefKind.FILE and not checks_declared):
             plan.references.append((SPEC + rel, ref))
         if rel[-1] == "reference_from" and ref.kind is RefKind.CASE_EXPECTATION and ref.name:
             plan.answer_keys.add(ref.name)

@@ -1070,3 +1070,32 @@ def test_no_cascade_from_a_rejected_value():
     report = check(doc)
     # The case still names "sum", which no longer exists; the challenge list is not trusted.
     assert errors(report) == [("challenges[0].key", "must be a string")]
+
+
+def test_l5_a_file_reference_without_any_declared_check():
+    doc = base_pack()
+    spec = spec_of(doc)
+    spec["validators"] = [
+        {"key": "f", "type": "contains", "target": "file:report", "expected_from": "literal:ok"}
+    ]
+    spec["judge_mode"] = "hybrid"
+    spec["llm_judges"] = [
+        {
+            "key": "j",
+            "mode": "rubric",
+            "model": "gpt-4.1",
+            "rubric": "r",
+            "context_from": ["final_output", "file:report"],
+        }
+    ]
+    spec["scorecard"] = {
+        "pass_threshold": 1,
+        "dimensions": ["correctness", {"key": "q", "source": "llm_judge", "judge_key": "j"}],
+    }
+    assert warnings(check(doc)) == [
+        ("version.evaluation_spec.validators[0].target", "does not resolve for input_sets[0].cases[0]"),
+        (
+            "version.evaluation_spec.llm_judges[0].context_from[1]",
+            "does not resolve for input_sets[0].cases[0]",
+        ),
+    ]
