@@ -427,6 +427,17 @@ class _Builder:
             raise LoadError(_mark_issue("uses an unsupported tag", mark, tag))
         self.parsed += 1
         self.expanded += 1
+        if "\x00" in text:
+            # PostgreSQL cannot store U+0000 in text or jsonb: refuse it here, not at publish.
+            where = (*self.path(), text) if self.expecting_key() else self.path()
+            self.issues.append(
+                BundleIssue(
+                    field=format_path(where) or "bundle",
+                    message="must not contain NUL characters",
+                    line=mark.line + 1,
+                    column=mark.column + 1,
+                )
+            )
         if self.expecting_key():
             # Keys are always their text; a plain "<<" is the merge key (a quoted one is not).
             self.put_key(text, mark.line, mark.column, merge=bool(plain) and text == "<<")

@@ -317,3 +317,10 @@ def test_payload_keys_that_are_numbers_keep_their_text():
 
 def test_complex_keys_are_refused():
     assert errors(check("? [a, b]\n: c\n")) == [("bundle", "must use text mapping keys")]
+
+
+def test_nul_characters_are_refused_before_they_reach_the_database():
+    text = dump(base_pack()).replace("name: Demo", 'name: "De\\0mo"', 1)
+    report = check(text)
+    assert errors(report) == [("pack.name", "must not contain NUL characters")]
+    assert report.errors[0].line == 3
