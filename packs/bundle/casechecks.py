@@ -218,7 +218,8 @@ def _plan(c: DocChecker, spec: dict[str, Any]) -> SpecPlan:
     for index, validator, path in entries(c, spec, "validators", SPEC):
         vtype = validator.get("type")
         policy = VALIDATOR_TYPES.get(vtype) if isinstance(vtype, str) else None
-        config = validator.get("config") if isinstance(validator.get("config"), dict) else {}
+        raw_config = validator.get("config")
+        config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
         ep = path + ("expected_from",)
         expected = try_parse_reference(validator.get("expected_from")) if not c.bad(ep) else None
         if policy is not None and policy.expected_from == "ignored":
@@ -289,7 +290,8 @@ def _leaves(value: Any, out: list[str]) -> None:
 def check_cases(
     c: DocChecker, data: dict[str, Any], norm: Normalized, *, files: dict[str, bytes] | None
 ) -> None:
-    version = data.get("version") if isinstance(data.get("version"), dict) else {}
+    raw_version = data.get("version")
+    version: dict[str, Any] = raw_version if isinstance(raw_version, dict) else {}
     spec = version.get("evaluation_spec")
     spec = spec if isinstance(spec, dict) and not c.bad(SPEC) else {}
     plan = _plan(c, spec)

@@ -242,7 +242,7 @@ DEFAULT_TOOL_PARAMETERS: dict[str, JsonValue] = {"type": "object", "additionalPr
 class PackMeta(Closed):
     slug: Key
     name: Key
-    family: RequiredLower
+    family: RequiredLower  # type: ignore[valid-type]
     description: Text | None = None
 
 
@@ -463,7 +463,7 @@ class ForbiddenOutput(Closed):
 
 class ForbiddenEgress(Closed):
     description: Text | None = None
-    host: RequiredLower
+    host: RequiredLower  # type: ignore[valid-type]
     allow: list[Lower] = []  # type: ignore[valid-type]
     severity: Severity | None = None  # type: ignore[valid-type]
 

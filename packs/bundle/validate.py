@@ -141,7 +141,8 @@ def _validate(data: bytes, strict: bool, filename: str | None) -> BundleReport:
     checker = DocChecker(bad)
     norm = check_document(checker, cleaned, files=files)
 
-    version = cleaned.get("version") if isinstance(cleaned.get("version"), dict) else {}
+    raw_version = cleaned.get("version")
+    version: dict[str, Any] = raw_version if isinstance(raw_version, dict) else {}
     spec = version.get("evaluation_spec")
     if isinstance(spec, dict) and not any(path in bad for path in (("version",), SPEC)):
         spec_bad = frozenset(p[2:] for p in bad if p[:2] == SPEC)
