@@ -33,6 +33,7 @@ SPEC: Path = ("version", "evaluation_spec")
 _ROOT_KEYS = frozenset(info.alias or name for name, info in Bundle.model_fields.items())
 _VERSION_KEYS = frozenset(info.alias or name for name, info in Version.model_fields.items())
 _SPEC_KEYS = frozenset(info.alias or name for name, info in EvaluationSpec.model_fields.items())
+_SUGGESTING: frozenset[Path] = frozenset({(), ("version",), SPEC})
 _MESSAGE_OVERRIDES: dict[tuple[Path, str], str] = {
     (("version", "tool_policy", "allowed_tool_kinds"), "must be a list"): (
         "must be an array of supported tool kind strings"
@@ -49,6 +50,8 @@ def _suggest(mapping_path: Path, key: str, allowed: list[str]) -> str | None:
     """Rule (d) of §3: the key belongs at the root, in ``version`` or in the evaluation spec."""
     if len(mapping_path) == 2 and mapping_path[0] == "challenges" and key == "input_set_keys":
         return '"input_sets[].cases[].challenge_key"'  # a known upstream stray key (§1)
+    if mapping_path not in _SUGGESTING:
+        return None  # a generic word (name, key) deep inside a case is not a misplaced root key
     if key in _ROOT_KEYS and mapping_path != ():
         return f'top-level "{key}"'
     if key in _VERSION_KEYS and mapping_path != ("version",):

@@ -1099,3 +1099,9 @@ def test_l5_a_file_reference_without_any_declared_check():
             "does not resolve for input_sets[0].cases[0]",
         ),
     ]
+
+
+def test_rule_d_only_moves_keys_between_the_root_version_and_the_spec():
+    doc = base_pack()
+    doc["input_sets"][0]["cases"][0]["name"] = "a case"
+    assert warnings(check(doc)) == [("input_sets[0].cases[0].name", "is not an allowed key")]
