@@ -41,11 +41,18 @@ def wilson_interval(successes: float, n: int, *, z: float = Z_95) -> Interval | 
     if n <= 0:
         return None
     p = min(max(successes / n, 0.0), 1.0)
+    q = 1.0 - p
     z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    shift = z2 / (2 * n)
+    spread = z * math.sqrt(p * q / n + z2 / (4 * n * n))
+    # The textbook form (centre - half, centre + half) cancels catastrophically at p = 0 or
+    # p = 1 and can put the lower bound a few ulps above p (e.g. 2.8e-17 for 0 of 11).
+    # Since (p + shift)**2 - spread**2 == p**2 * (1 + z2/n), the lower bound is exactly
+    # p**2 / (p + shift + spread), and symmetrically for 1 - upper: no subtraction of
+    # nearly equal terms, and both bounds are 0 / 1 exactly at the extremes.
+    low = p * p / (p + shift + spread)
+    high = 1.0 - q * q / (q + shift + spread)
+    return (min(low, p), max(high, p))
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
