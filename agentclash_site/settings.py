@@ -9,7 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agentclash_site.lib.env import ConfigError, env_bool, env_int, env_list, parse_database_url
+from agentclash_site.lib.env import (
+    ConfigError,
+    env_bool,
+    env_int,
+    env_json_object,
+    env_list,
+    parse_database_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -122,7 +129,10 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "media/"
 STORAGES = {
     "default": {
-        "BACKEND": os.environ.get("DEFAULT_FILE_STORAGE", "django.core.files.storage.FileSystemStorage")
+        "BACKEND": os.environ.get("DEFAULT_FILE_STORAGE", "django.core.files.storage.FileSystemStorage"),
+        # Backend options as a JSON object, e.g. {"bucket_name": "agentclash", "endpoint_url": "..."}
+        # for django-storages' S3Storage; credentials come from the backend's own variables.
+        "OPTIONS": env_json_object("DEFAULT_FILE_STORAGE_OPTIONS", {}),
     },
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }

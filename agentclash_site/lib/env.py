@@ -6,6 +6,7 @@ silently coerced (``DEBUG=ture`` is not False).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,6 +56,23 @@ def env_list(name: str, default: list[str], environ: Mapping[str, str] | None = 
     if raw is None or raw.strip() == "":
         return list(default)
     return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def env_json_object(
+    name: str, default: dict[str, Any], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A JSON object from the environment; anything else is a start-up error naming the variable."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return dict(default)
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f'{name} must be a JSON object, e.g. {{"bucket_name": "x"}}: {exc}') from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:

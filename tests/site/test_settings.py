@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from agentclash_site.lib.env import ConfigError, parse_bool, parse_database_url
+from agentclash_site.lib.env import ConfigError, env_json_object, parse_bool, parse_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,15 @@ def test_it_parses_strict_booleans(raw, expected):
 def test_it_refuses_anything_else_as_a_boolean(raw):
     with pytest.raises(ConfigError, match="DEBUG must be true or false"):
         parse_bool("DEBUG", raw)
+
+
+def test_storage_options_are_a_json_object():
+    assert env_json_object("X", {}, {"X": '{"bucket_name": "b"}'}) == {"bucket_name": "b"}
+    assert env_json_object("X", {"a": 1}, {}) == {"a": 1}
+    with pytest.raises(ConfigError, match="X must be a JSON object, got list"):
+        env_json_object("X", {}, {"X": "[1]"})
+    with pytest.raises(ConfigError, match="X must be a JSON object"):
+        env_json_object("X", {}, {"X": "{bucket"})
 
 
 def test_it_parses_sqlite_urls_relative_to_the_project(tmp_path):
