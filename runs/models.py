@@ -10,6 +10,7 @@ import re
 import uuid
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -235,3 +236,370 @@ class Deployment(models.Model):
     @property
     def typed_config(self) -> DeploymentConfig:
         return DeploymentConfig.model_validate(self.config or {})
+
+
+# --- Runs -------------------------------------------------------------------------------------
+#
+# Run -> RunLane (one per deployment) -> RunItem (one per lane x case x repetition) -> Attempt.
+# State machines are in runs/states.py; who writes what is in runs/MODELS.md.
+
+
+class RunStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SCORING = "scoring", "Scoring"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class LaneStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SCORING = "scoring", "Scoring"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class ItemState(models.TextChoices):
+    PENDING = "pending", "Pending"  # waits for a claim (trace_import: for its uploaded result)
+    CLAIMED = "claimed", "Claimed"  # a dispatcher owns it until claim_deadline
+    DONE = "done", "Done"  # graded, or ended with an attempt category (infra/config error)
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class AttemptCategoryChoice(models.TextChoices):
+    OK = "ok", "ok"
+    INFRA_ERROR = "infra_error", "infra_error"
+    CONFIG_ERROR = "config_error", "config_error"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class GradeStatus(models.TextChoices):
+    PASSED = "PASSED", "PASSED"
+    FAILED = "FAILED", "FAILED"
+    NOT_EVALUATED = "NOT_EVALUATED", "NOT_EVALUATED"
+    UNAVAILABLE = "UNAVAILABLE", "UNAVAILABLE"
+    ERROR = "ERROR", "ERROR"
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def for_workspace(self, workspace: Any) -> RunQuerySet:
+        return self.filter(workspace=workspace).order_by("-created_at", "-id")
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="runs")
+    pack_version = models.ForeignKey("packs.PackVersion", on_delete=models.PROTECT, related_name="runs")
+    # Null: the zero-set run (one empty case per challenge, pack-format §13).
+    input_set = models.ForeignKey(
+        "packs.InputSet", on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
+    )
+    name = models.CharField(max_length=200, blank=True, default="")
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.DRAFT)
+    status_reason = models.CharField(max_length=500, blank=True, default="")
+    repetitions = models.PositiveSmallIntegerField(default=1)
+    # Overrides every lane's deployment.max_in_flight downwards when set.
+    max_in_flight = models.PositiveIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Counters (F() updates): items in the run, items still pending or claimed.
+    items_total = models.PositiveIntegerField(default=0)
+    items_open = models.IntegerField(default=0)
+    # Bumped by rescore; RunItem.scoring_revision says which revision an item's grade is.
+    scoring_revision = models.PositiveIntegerField(default=1)
+    # Computed once when the run completes (runs.scoring): lanes' intervals, ranking,
+    # run health (eval_feedback). Null until then.
+    stats = models.JSONField(null=True, blank=True)
+    # Baseline-probe findings per case ("challenge\x1fcase" -> [suggestion dicts]), computed
+    # once per run and passed to grade_case so it is not recomputed per item.
+    case_findings = models.JSONField(null=True, blank=True)
+    # Judge budget counters (updated with F() by runs.judging).
+    judge_calls = models.PositiveIntegerField(default=0)
+    judge_samples = models.PositiveIntegerField(default=0)
+    judge_input_tokens = models.BigIntegerField(default=0)
+    judge_output_tokens = models.BigIntegerField(default=0)
+    judge_cost_usd = models.FloatField(default=0.0)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["workspace", "-created_at"], name="runs_run_ws_created"),
+            models.Index(fields=["status"], name="runs_run_status"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=RunStatus.values), name="runs_run_status_valid"),
+            models.CheckConstraint(
+                condition=Q(repetitions__gte=1, repetitions__lte=10), name="runs_run_repetitions_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or str(self.id)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class RunLane(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="lanes")
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="lanes")
+    deployment_name = models.CharField(max_length=100)  # as it was when the run was created
+    deployment_kind = models.CharField(max_length=20, choices=DeploymentKind.choices)
+    position = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=20, choices=LaneStatus.choices, default=LaneStatus.QUEUED)
+    # Grade-status and attempt-category counts, updated as grades land (never by scanning).
+    passed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    not_evaluated = models.PositiveIntegerField(default=0)
+    unavailable = models.PositiveIntegerField(default=0)
+    errored = models.PositiveIntegerField(default=0)  # grade status ERROR
+    infra_error = models.PositiveIntegerField(default=0)
+    config_error = models.PositiveIntegerField(default=0)
+    cancelled = models.PositiveIntegerField(default=0)
+    pending = models.IntegerField(default=0)  # pending + claimed items
+    score_sum = models.FloatField(default=0.0)
+    scored = models.PositiveIntegerField(default=0)
+    agent_input_tokens = models.BigIntegerField(default=0)
+    agent_output_tokens = models.BigIntegerField(default=0)
+    agent_cost_usd = models.FloatField(default=0.0)
+    # Judge spend, kept apart from the agent's. judge_samples: judge samples drawn (budget).
+    judge_calls = models.PositiveIntegerField(default=0)
+    judge_samples = models.PositiveIntegerField(default=0)
+    judge_input_tokens = models.BigIntegerField(default=0)
+    judge_output_tokens = models.BigIntegerField(default=0)
+    judge_cost_usd = models.FloatField(default=0.0)
+    # grading.engine.aggregate.LaneCounters.to_dict(): per-challenge tallies, the per-case
+    # repetition sums of §10.3, dimension means, the latency histogram. Read-modify-write
+    # under the lane's row lock, in the same transaction as the grades it counts.
+    counters = models.JSONField(default=dict, blank=True)
+    # Computed once at completion (aggregate_lane: intervals, challenges, percentiles).
+    stats = models.JSONField(null=True, blank=True)
+    # A live dispatcher refreshes this; the sweeper re-enqueues lanes whose lease lapsed.
+    dispatch_until = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "deployment"], name="runs_runlane_deployment_unique"),
+            models.UniqueConstraint(fields=["run", "position"], name="runs_runlane_position_unique"),
+            models.CheckConstraint(
+                condition=Q(status__in=LaneStatus.values), name="runs_runlane_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} / {self.deployment_name}"
+
+
+class RunItem(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="items")
+    lane = models.ForeignKey(RunLane, on_delete=models.CASCADE, related_name="items")
+    # Denormalised from the lane: in-flight limits count claimed items per deployment.
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="+")
+    challenge = models.ForeignKey("packs.Challenge", on_delete=models.PROTECT, related_name="+")
+    # Null in a zero-set run (the empty case).
+    case = models.ForeignKey("packs.Case", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    challenge_key = models.CharField(max_length=200)
+    case_key = models.CharField(max_length=200)
+    position = models.PositiveIntegerField(default=0)  # input-set order
+    repetition = models.PositiveSmallIntegerField(default=1)
+    state = models.CharField(max_length=20, choices=ItemState.choices, default=ItemState.PENDING)
+    claim_owner = models.CharField(max_length=64, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claim_deadline = models.DateTimeField(null=True, blank=True)
+    claims = models.PositiveSmallIntegerField(default=0)  # times claimed (bounds sweeper returns)
+    attempt_count = models.PositiveSmallIntegerField(default=0)
+    last_category = models.CharField(max_length=20, choices=AttemptCategoryChoice.choices, blank=True)
+    # The current grade (revision scoring_revision); "" while ungraded or when no grade
+    # exists (then last_category says why).
+    status = models.CharField(max_length=20, choices=GradeStatus.choices, blank=True, default="")
+    outcome_class = models.CharField(max_length=20, blank=True, default="")
+    reason_code = models.CharField(max_length=100, blank=True, default="")
+    score = models.FloatField(null=True, blank=True)
+    # {"response": the agent-protocol response as received, "timing": {...}}: re-scoring
+    # rebuilds the Evidence from it without calling the agent.
+    evidence = models.JSONField(null=True, blank=True)
+    grade = models.JSONField(null=True, blank=True)  # grading.json (grading.md §7)
+    scoring_revision = models.PositiveIntegerField(default=0)
+    latency_ms = models.FloatField(null=True, blank=True)
+    input_tokens = models.BigIntegerField(null=True, blank=True)
+    output_tokens = models.BigIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["lane", "challenge_key", "case_key", "repetition"], name="runs_runitem_case_unique"
+            ),
+            models.CheckConstraint(condition=Q(state__in=ItemState.values), name="runs_runitem_state_valid"),
+        ]
+        indexes = [
+            # Claim candidates: a lane's pending items in order; never rescans finished rows.
+            models.Index(fields=["lane", "id"], condition=Q(state="pending"), name="runs_runitem_pending"),
+            # In-flight count per deployment, and the sweeper's expired claims.
+            models.Index(
+                fields=["deployment"], condition=Q(state="claimed"), name="runs_runitem_claimed_dep"
+            ),
+            models.Index(
+                fields=["claim_deadline"], condition=Q(state="claimed"), name="runs_runitem_claimed_deadline"
+            ),
+            # Keyset case lists and filters.
+            models.Index(fields=["run", "id"], name="runs_runitem_run_id"),
+            models.Index(fields=["run", "status", "id"], name="runs_runitem_run_status"),
+            models.Index(fields=["run", "lane", "id"], name="runs_runitem_run_lane"),
+            models.Index(fields=["run", "challenge_key", "case_key"], name="runs_runitem_run_case"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.challenge_key}/{self.case_key} #{self.repetition}"
+
+    @property
+    def display_status(self) -> str:
+        """The grade status, else the last attempt's category, else ``pending``
+        (interfaces.md §6 ``cases[].status``)."""
+        if self.status:
+            return self.status
+        if self.state in (ItemState.PENDING, ItemState.CLAIMED):
+            return "pending"
+        return self.last_category or "pending"
+
+
+class Attempt(models.Model):
+    item = models.ForeignKey(RunItem, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    category = models.CharField(max_length=20, choices=AttemptCategoryChoice.choices)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=100, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    latency_ms = models.FloatField(null=True, blank=True)
+    body_excerpt = models.TextField(blank=True, default="")
+    retry_after = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["item", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "number"], name="runs_attempt_number_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of item {self.item_id}: {self.category}"
+
+
+class GradeRevision(models.Model):
+    """Every grade an item received; a re-score adds a revision, old ones stay viewable."""
+
+    item = models.ForeignKey(RunItem, on_delete=models.CASCADE, related_name="revisions")
+    revision = models.PositiveIntegerField()
+    status = models.CharField(max_length=20, choices=GradeStatus.choices)
+    outcome_class = models.CharField(max_length=20, blank=True, default="")
+    score = models.FloatField(null=True, blank=True)
+    grade = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["item", "revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "revision"], name="runs_graderevision_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"item {self.item_id} revision {self.revision}: {self.status}"
+
+
+class Transition(models.Model):
+    """A recorded state change of a run, a lane or (in bulk) items."""
+
+    class Entity(models.TextChoices):
+        RUN = "run", "run"
+        LANE = "lane", "lane"
+        ITEM = "item", "item"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transitions")
+    lane = models.ForeignKey(RunLane, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    item = models.ForeignKey(RunItem, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    entity = models.CharField(max_length=10, choices=Entity.choices)
+    from_state = models.CharField(max_length=20, blank=True, default="")
+    to_state = models.CharField(max_length=20)
+    reason = models.CharField(max_length=500, blank=True, default="")
+    count = models.PositiveIntegerField(default=1)  # items moved together (bulk item transitions)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "at", "id"]
+        indexes = [models.Index(fields=["run", "at"], name="runs_transition_run_at")]
+
+    def __str__(self) -> str:
+        return f"{self.entity} {self.from_state or '-'} -> {self.to_state}"
+
+
+class ComparisonStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class RunComparison(models.Model):
+    """A stored run (or lane) comparison; the compare task fills ``result``."""
+
+    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="+")
+    baseline = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    candidate = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    baseline_lane = models.ForeignKey(
+        RunLane, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    candidate_lane = models.ForeignKey(
+        RunLane, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    # "<baseline_lane id or ''>:<candidate_lane id or ''>": unique with the two runs (NULLs
+    # would be distinct in a unique constraint).
+    lanes_key = models.CharField(max_length=50, default=":")
+    status = models.CharField(
+        max_length=20, choices=ComparisonStatus.choices, default=ComparisonStatus.PENDING
+    )
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["baseline", "candidate", "lanes_key"], name="runs_runcomparison_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.baseline_id} vs {self.candidate_id} [{self.lanes_key}]"
+
+    @staticmethod
+    def key_for(baseline_lane: RunLane | None, candidate_lane: RunLane | None) -> str:
+        return f"{baseline_lane.pk if baseline_lane else ''}:{candidate_lane.pk if candidate_lane else ''}"
+
+
+class SweeperStatus(models.Model):
+    """One row (name "runs"): when the recovery sweeper last ran and what it did."""
+
+    name = models.CharField(max_length=50, primary_key=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_result = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.last_run_at}"
