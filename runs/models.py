@@ -603,3 +603,61 @@ class SweeperStatus(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.last_run_at}"
+
+
+# --- Result-page aggregates and stored comparison cases (helper PG) ------------------------
+#
+# The overview and compare pages never scan a run's items per request (ARCHITECTURE.md
+# "Result pages never load a whole run"): what cannot come from RunLane counters is computed
+# once by a task (runs.result_tasks, runs.compare_tasks) and read from these rows.
+
+
+class RunResultSummary(models.Model):
+    """Per-lane score histograms and per-expectation tallies (assertion health) of one run,
+    computed once per scoring revision when the run is finished."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="result_summary")
+    scoring_revision = models.PositiveIntegerField(default=0)
+    status = models.CharField(
+        max_length=20, choices=ComparisonStatus.choices, default=ComparisonStatus.PENDING
+    )
+    # {lane_id: [10 counts]}: scores in [0, 0.1), ..., [0.9, 1.0] (runs.charts.score_bin).
+    score_bins = models.JSONField(default=dict, blank=True)
+    # [{"key", "kind", "lanes": {lane_id: {"PASSED", "FAILED", "other"}}, "discriminates"}]
+    assertion_health = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True, default="")
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"summary of {self.run_id} r{self.scoring_revision}: {self.status}"
+
+
+class ComparisonCase(models.Model):
+    """One matched (or unmatched) case of a stored comparison, for keyset-paged lists."""
+
+    comparison = models.ForeignKey(RunComparison, on_delete=models.CASCADE, related_name="cases")
+    deployment = models.CharField(max_length=100)  # the lane pair, by deployment name
+    change = models.CharField(max_length=20)  # grading.engine.compare.CLASSES
+    challenge_key = models.CharField(max_length=200)
+    case_key = models.CharField(max_length=200)
+    baseline_status = models.CharField(max_length=20, blank=True, default="")
+    candidate_status = models.CharField(max_length=20, blank=True, default="")
+    baseline_score = models.FloatField(null=True, blank=True)
+    candidate_score = models.FloatField(null=True, blank=True)
+    score_delta = models.FloatField(null=True, blank=True)
+    noisy = models.BooleanField(default=False)
+    case_changed = models.BooleanField(default=False)
+    # RunItem ids (first repetition) for links to the case pages; plain ids, no FK.
+    baseline_item_id = models.BigIntegerField(null=True, blank=True)
+    candidate_item_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["comparison", "id"]
+        indexes = [
+            # The compare page's keyset lists: all cases, or one class (regressions only).
+            models.Index(fields=["comparison", "id"], name="runs_cmpcase_cmp_id"),
+            models.Index(fields=["comparison", "change", "id"], name="runs_cmpcase_cmp_change"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.challenge_key}/{self.case_key}: {self.change}"
