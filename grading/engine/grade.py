@@ -756,6 +756,10 @@ def _run_judge(
         )
 
     if jp.mode == "n_wise":
+        ranked = getattr(judge, "ranked_result", None)  # the rank_case second pass, when re-grading
+        done = ranked(jp.key) if ranked is not None else None
+        if done is not None:
+            return done
         return ungraded(
             Status.NOT_EVALUATED,
             OutcomeClass.UNAVAILABLE,
