@@ -212,6 +212,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = "UTC"
+# The runs recovery sweeper (runs.sweeper): expired claims, lost dispatchers, closable runs.
+RUNS_SWEEP_SECONDS = float(os.environ.get("RUNS_SWEEP_SECONDS", "").strip() or 30)
+# Grace after an item's own deadline before the sweeper takes its claim back.
+RUNS_CLAIM_MARGIN_SECONDS = float(os.environ.get("RUNS_CLAIM_MARGIN_SECONDS", "").strip() or 60)
+CELERY_BEAT_SCHEDULE = {
+    "runs-sweep": {"task": "runs.sweep", "schedule": RUNS_SWEEP_SECONDS},
+}
 
 # --- Judges (defaults for the offline `grade` command's --judge-* flags) ------------
 AGENTCLASH_JUDGE_PROVIDER = os.environ.get("AGENTCLASH_JUDGE_PROVIDER", "").strip() or None

@@ -1,0 +1,332 @@
+"""The lane dispatcher (ARCHITECTURE.md "Core decisions", the lane-dispatch shape).
+
+``dispatch_lane(lane_id)`` is the body of the ``runs.tasks.dispatch_lane`` task. It claims
+up to ``limit - in_flight`` pending items of its lane with a guarded conditional UPDATE
+(candidates picked with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, under a lock of the
+deployment row so the per-deployment limit holds across every worker and run), runs them
+concurrently on an asyncio loop in a helper thread (``run_attempts`` with the shared
+outbound client: retries per agent-protocol.md happen in place), grades finished items in
+this thread with ``grade_case`` and writes them in batches (``runs.recording``), claiming
+more as calls complete (a rolling window, never above the limit) until the lane is
+drained, the run is cancelled, or the time slice ends; then it re-enqueues itself if work
+remains. All ORM work happens in the calling (sync) thread; the loop thread only talks
+HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agentclash_site.lib.outbound import client_for_loop, close_loop_client
+from runs.executors import DeploymentTarget, ExecutionRequest, executor_for
+from runs.executors.attempts import run_attempts
+from runs.executors.base import AttemptOutcome
+from runs.executors.openai_chat import protocol_response
+from runs.models import (
+    Deployment,
+    DeploymentKind,
+    ItemState,
+    LaneStatus,
+    Run,
+    RunItem,
+    RunLane,
+    RunStatus,
+)
+from runs.packdata import version_data
+from runs.recording import ItemKey, ItemResult, LaneContext, grade_outcomes, record_results
+from runs.states import transition_lane, transition_run
+
+TIME_SLICE_SECONDS = 20.0
+LEASE_MARGIN_SECONDS = 30.0
+BATCH_WAIT_SECONDS = 0.005  # after the first completion, gather a few more before writing
+CANCEL_CHECK_SECONDS = 0.5
+
+
+@dataclass
+class DispatchResult:
+    lane_id: int
+    owner: str
+    claimed: int = 0
+    recorded: int = 0
+    requeue: bool = False
+    reason: str = ""
+    peak_in_flight: int = 0
+    stale: list[int] = field(default_factory=list)  # results no longer ours (not written)
+
+
+def _judge_for(lane: RunLane) -> Any:
+    """The judge of this lane's workspace. Judge providers come with ``runs/judging.py``;
+    until then judge expectations are NOT_EVALUATED, reason ``no_judge_provider``."""
+    return None
+
+
+def item_budget_seconds(deployment: Deployment) -> float:
+    """How long one item may take: every attempt's timeout plus the capped backoffs."""
+    attempts = max(1, int(deployment.max_attempts))
+    return float(deployment.timeout_seconds) * attempts + 30.0 * (attempts - 1)
+
+
+def lane_limit(lane: RunLane, run: Run, deployment: Deployment) -> int:
+    limit = int(deployment.max_in_flight)
+    if run.max_in_flight:
+        limit = min(limit, int(run.max_in_flight))
+    return max(1, limit)
+
+
+def claim_items(
+    *, lane: RunLane, run: Run, deployment: Deployment, owner: str, wanted: int | None = None
+) -> list[dict[str, Any]]:
+    """Claim up to the free slots of the deployment (and the run's override) from the lane.
+
+    The deployment row is locked (PostgreSQL) so concurrent claimers of any lane of the
+    same deployment count each other's claims; on SQLite the IMMEDIATE transaction
+    serialises writers. Returns the claimed items as dicts.
+    """
+    now = timezone.now()
+    budget = item_budget_seconds(deployment)
+    deadline = now + timedelta(seconds=budget + settings.RUNS_CLAIM_MARGIN_SECONDS)
+    with transaction.atomic():
+        if connection.features.has_select_for_update:
+            Deployment.objects.select_for_update().filter(pk=deployment.pk).values_list("pk").get()
+        dep_limit = int(
+            Deployment.objects.filter(pk=deployment.pk).values_list("max_in_flight", flat=True).get()
+        )
+        in_flight = RunItem.objects.filter(deployment_id=deployment.pk, state=ItemState.CLAIMED).count()
+        free = dep_limit - in_flight
+        if run.max_in_flight:
+            lane_in_flight = RunItem.objects.filter(lane_id=lane.pk, state=ItemState.CLAIMED).count()
+            free = min(free, int(run.max_in_flight) - lane_in_flight)
+        if wanted is not None:
+            free = min(free, wanted)
+        if free <= 0:
+            return []
+        candidates = RunItem.objects.filter(lane_id=lane.pk, state=ItemState.PENDING).order_by("id")
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True)
+        ids = list(candidates.values_list("id", flat=True)[:free])
+        if not ids:
+            return []
+        RunItem.objects.filter(id__in=ids, state=ItemState.PENDING).update(
+            state=ItemState.CLAIMED,
+            claim_owner=owner,
+            claimed_at=now,
+            claim_deadline=deadline,
+            claims=F("claims") + 1,
+        )
+        RunLane.objects.filter(pk=lane.pk).update(
+            dispatch_until=now + timedelta(seconds=TIME_SLICE_SECONDS + LEASE_MARGIN_SECONDS)
+        )
+        rows = list(
+            RunItem.objects.filter(id__in=ids, state=ItemState.CLAIMED, claim_owner=owner).values(
+                "id", "challenge_key", "case_key", "repetition", "attempt_count", "claimed_at"
+            )
+        )
+    item_deadline = now + timedelta(seconds=budget)
+    for row in rows:
+        row["deadline"] = item_deadline
+    return rows
+
+
+class _LoopThread:
+    """An asyncio loop in a daemon thread with one shared outbound client."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="lane-dispatch-loop", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def close(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(close_loop_client(), self.loop).result(timeout=10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
+            self.loop.close()
+
+
+def _lane_context(lane: RunLane, run: Run, deployment: Deployment) -> LaneContext:
+    input_set_key = run.input_set.key if run.input_set_id else None
+    config = deployment.typed_config
+    return LaneContext(
+        run_id=str(run.pk),
+        lane_id=lane.pk,
+        deployment_name=lane.deployment_name,
+        deployment_kind=lane.deployment_kind,
+        evidence_level=deployment.evidence_level,
+        system_prompt=config.system_prompt if deployment.kind == DeploymentKind.OPENAI_CHAT else None,
+        pack_version_id=run.pack_version_id,
+        input_set_key=input_set_key,
+        data=version_data(run.pack_version, input_set_key),
+        scoring_revision=run.scoring_revision,
+        repetitions=run.repetitions,
+        judge=_judge_for(lane),
+    )
+
+
+def _request(ctx: LaneContext, target: DeploymentTarget, row: dict[str, Any]) -> ExecutionRequest:
+    case, base = ctx.data.case(row["challenge_key"], row["case_key"])
+    return ExecutionRequest(
+        run_id=ctx.run_id,
+        item_id=str(row["id"]),
+        attempt=1,
+        deadline=row["deadline"],
+        challenge=ctx.data.challenge_info(case, base),
+        case=ctx.data.case_info(case),
+        deployment=target,
+        tool_policy=dict(base.tool_policy),
+        execution_mode=ctx.data.execution_mode,
+        working_directory=base.working_directory,
+    )
+
+
+async def _execute(executor: Any, request: ExecutionRequest, seed: int) -> list[AttemptOutcome]:
+    client = client_for_loop()
+    try:
+        return await run_attempts(executor, request, client=client, rng=random.Random(seed))
+    except asyncio.CancelledError:
+        return [AttemptOutcome.cancelled()]
+
+
+def _mark_running(lane: RunLane, run: Run) -> None:
+    if run.status == RunStatus.QUEUED:
+        transition_run(run, RunStatus.RUNNING, reason="first claim")
+    if lane.status == LaneStatus.QUEUED:
+        transition_lane(lane, LaneStatus.RUNNING, reason="first claim")
+
+
+def _run_status(run_id: Any) -> str:
+    return Run.objects.filter(pk=run_id).values_list("status", flat=True).get()
+
+
+def dispatch_lane(
+    lane_id: int,
+    *,
+    owner: str | None = None,
+    time_slice: float = TIME_SLICE_SECONDS,
+    requeue: Any = None,
+) -> DispatchResult:
+    """Run one time slice of a lane. ``requeue(lane_id)`` is called when work remains
+    (the task passes its own ``delay``); ``None`` leaves re-dispatch to the caller."""
+    owner = owner or uuid.uuid4().hex
+    result = DispatchResult(lane_id=lane_id, owner=owner)
+    lane = RunLane.objects.select_related("deployment", "deployment__workspace").get(pk=lane_id)
+    run = Run.objects.select_related("pack_version", "pack_version__pack", "input_set").get(pk=lane.run_id)
+    deployment = lane.deployment
+    if lane.deployment_kind == DeploymentKind.TRACE_IMPORT:
+        result.reason = "trace_import lanes wait for uploaded results"
+        return result
+    if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING) or lane.status not in (
+        LaneStatus.QUEUED,
+        LaneStatus.RUNNING,
+    ):
+        result.reason = f"run is {run.status}, lane is {lane.status}"
+        return result
+    ctx = _lane_context(lane, run, deployment)
+    target = DeploymentTarget.from_deployment(deployment)
+    executor = executor_for(deployment.kind)
+    limit = lane_limit(lane, run, deployment)
+
+    started = time.monotonic()
+    slice_end = started + time_slice
+    futures: dict[concurrent.futures.Future[Any], dict[str, Any]] = {}
+    loop = _LoopThread()
+    cancelled = False
+    drained = False
+    next_cancel_check = started + CANCEL_CHECK_SECONDS
+    try:
+        while True:
+            now = time.monotonic()
+            if now >= next_cancel_check:
+                next_cancel_check = now + CANCEL_CHECK_SECONDS
+                cancelled = _run_status(run.pk) not in (RunStatus.QUEUED, RunStatus.RUNNING)
+            claiming = not cancelled and not drained and now < slice_end
+            if claiming and len(futures) < limit:
+                rows = claim_items(lane=lane, run=run, deployment=deployment, owner=owner)
+                if rows:
+                    if result.claimed == 0:
+                        _mark_running(lane, run)
+                    result.claimed += len(rows)
+                    for row in rows:
+                        request = _request(ctx, target, row)
+                        future = loop.submit(_execute(executor, request, row["id"]))
+                        futures[future] = row
+                    result.peak_in_flight = max(result.peak_in_flight, len(futures))
+                elif not futures:
+                    pending = RunItem.objects.filter(lane_id=lane.pk, state=ItemState.PENDING).exists()
+                    if not pending:
+                        drained = True
+                        break
+            if not futures:
+                if not claiming:
+                    break
+                # Every slot is taken by other dispatchers: wait a little and try again.
+                time.sleep(0.05)
+                continue
+            done, _ = concurrent.futures.wait(
+                list(futures), timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            if not done:
+                continue
+            if len(done) < len(futures):
+                more, _ = concurrent.futures.wait(
+                    [f for f in futures if f not in done], timeout=BATCH_WAIT_SECONDS
+                )
+                done = set(done) | set(more)
+            batch: list[ItemResult] = []
+            for future in done:
+                row = futures.pop(future)
+                outcomes = future.result()
+                item = ItemKey(
+                    id=row["id"],
+                    challenge_key=row["challenge_key"],
+                    case_key=row["case_key"],
+                    repetition=row["repetition"],
+                    attempt_count=row["attempt_count"],
+                )
+                response = outcomes[-1].response
+                if response is not None and lane.deployment_kind == DeploymentKind.OPENAI_CHAT:
+                    request = _request(ctx, target, row)
+                    converted = protocol_response(request, response)
+                    response = converted if isinstance(converted, dict) else response
+                batch.append(grade_outcomes(ctx, item, outcomes, response))
+            written = record_results(lane.pk, batch, owner=owner, revision=ctx.scoring_revision)
+            result.recorded += len(written)
+            result.stale += [r.item_id for r in batch if r.item_id not in set(written)]
+    finally:
+        for future in list(futures):
+            future.cancel()
+        loop.close()
+    RunLane.objects.filter(pk=lane.pk).update(dispatch_until=None)
+    if cancelled:
+        result.reason = "run cancelled"
+    elif drained:
+        result.reason = "lane drained"
+    else:
+        result.reason = "time slice ended"
+        result.requeue = RunItem.objects.filter(lane_id=lane.pk, state=ItemState.PENDING).exists()
+    from runs.scoring import check_lane_and_run
+
+    check_lane_and_run(lane.pk)
+    if result.requeue and requeue is not None:
+        requeue(lane.pk)
+    return result

@@ -1,0 +1,349 @@
+"""Grading one finished item and writing batches of results (the ``item_record_grade`` step).
+
+:func:`grade_item` turns an executed item (attempt outcomes) or an uploaded result into an
+:class:`ItemResult` (grading with ``grading.engine.grade_case``); :func:`record_results`
+writes a batch of them for one lane in one transaction: a guarded re-read of the items
+(only items still claimed by this owner, or still pending for a trace import, are written:
+a redelivered task never grades twice), ``bulk_update`` of the items, ``bulk_create`` of
+attempts and grade revisions, one UPDATE of the lane's counters and one of the run's open
+count. It returns the ids it wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from grading.engine import grade_case
+from grading.engine.aggregate import CaseRecord, LaneCounters, record_from_grade
+from grading.engine.critique import probe_case
+from grading.engine.evidence import evidence_from_response
+from grading.engine.stats import seed_for
+from grading.engine.types import Evidence, Timing
+from runs.executors.base import AttemptCategory, AttemptOutcome
+from runs.models import (
+    Attempt,
+    GradeRevision,
+    ItemState,
+    Run,
+    RunItem,
+    RunLane,
+)
+from runs.packdata import VersionData
+
+# grade status -> RunLane count column
+STATUS_COLUMNS = {
+    "PASSED": "passed",
+    "FAILED": "failed",
+    "NOT_EVALUATED": "not_evaluated",
+    "UNAVAILABLE": "unavailable",
+    "ERROR": "errored",
+}
+CATEGORY_COLUMNS = {
+    AttemptCategory.INFRA_ERROR: "infra_error",
+    AttemptCategory.CONFIG_ERROR: "config_error",
+    AttemptCategory.CANCELLED: "cancelled",
+}
+
+_findings_cache: dict[tuple[int, str | None, str, str], list[Any]] = {}
+_findings_lock = threading.Lock()
+
+
+@dataclass(slots=True)
+class ItemKey:
+    """What grading needs to know about one item (plain values, no ORM instance)."""
+
+    id: int
+    challenge_key: str
+    case_key: str
+    repetition: int
+    attempt_count: int = 0
+
+
+@dataclass(slots=True)
+class ItemResult:
+    item_id: int
+    attempts: list[AttemptOutcome] = field(default_factory=list)
+    category: str = AttemptCategory.OK
+    grade: dict[str, Any] | None = None
+    evidence: dict[str, Any] | None = None
+    record: CaseRecord | None = None
+    latency_ms: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    first_attempt_number: int = 1
+
+
+@dataclass(slots=True)
+class LaneContext:
+    """Per-lane grading inputs, built once per dispatch."""
+
+    run_id: str
+    lane_id: int
+    deployment_name: str
+    deployment_kind: str
+    evidence_level: str
+    system_prompt: str | None
+    pack_version_id: int
+    input_set_key: str | None
+    data: VersionData
+    scoring_revision: int
+    repetitions: int
+    judge: Any = None
+
+
+def case_findings(ctx: LaneContext, case: Any, base: Any) -> list[Any]:
+    """Baseline-probe findings of a case, computed once per pack version and case in this
+    process (they depend on the spec and the case only) and passed to ``grade_case``."""
+    key = (ctx.pack_version_id, ctx.input_set_key, case.challenge_key, case.case_key)
+    with _findings_lock:
+        hit = _findings_cache.get(key)
+    if hit is not None:
+        return hit
+    probe_ctx = dataclasses.replace(base, case_findings=[])
+    found = list(probe_case(ctx.data.spec, case, probe_ctx, grade=grade_case))
+    with _findings_lock:
+        if len(_findings_cache) > 50_000:
+            _findings_cache.clear()
+        _findings_cache[key] = found
+    return found
+
+
+def grade_context(ctx: LaneContext, item: ItemKey, base: Any, *, attempt: int, findings: list[Any]) -> Any:
+    return dataclasses.replace(
+        base,
+        run_id=ctx.run_id,
+        lane_id=str(ctx.lane_id),
+        deployment=ctx.deployment_name,
+        repetition=item.repetition,
+        attempt=attempt,
+        pack_slug=ctx.data.pack_slug,
+        pack_version=ctx.data.pack_number,
+        deployment_kind=ctx.deployment_kind,
+        evidence_level=ctx.evidence_level,
+        seed=seed_for(
+            ctx.run_id, ctx.deployment_name, f"{item.challenge_key}/{item.case_key}#{item.repetition}"
+        ),
+        case_findings=list(findings),
+    )
+
+
+def evidence_document(response: dict[str, Any], evidence: Evidence) -> dict[str, Any]:
+    timing = evidence.timing
+    return {
+        "response": response,
+        "timing": {
+            "started_at": timing.started_at,
+            "ended_at": timing.ended_at,
+            "executor_duration_seconds": timing.executor_duration_seconds,
+        }
+        if timing is not None
+        else None,
+    }
+
+
+def rebuild_evidence(ctx: LaneContext, base: Any, document: dict[str, Any]) -> Evidence:
+    """The Evidence of a recorded response (re-scoring: no agent is called)."""
+    timing = document.get("timing")
+    return evidence_from_response(
+        document.get("response") or {},
+        deployment_kind=ctx.deployment_kind,
+        evidence_level=ctx.evidence_level,
+        rendered_instructions=base.rendered_instructions,
+        system_prompt=ctx.system_prompt,
+        tool_policy=dict(base.tool_policy),
+        working_directory=base.working_directory,
+        timing=Timing(**timing) if isinstance(timing, dict) else None,
+    )
+
+
+def grade_evidence(
+    ctx: LaneContext, item: ItemKey, evidence: Evidence, response: dict[str, Any], *, attempt: int
+) -> ItemResult:
+    case, base = ctx.data.case(item.challenge_key, item.case_key)
+    findings = case_findings(ctx, case, base)
+    context = grade_context(ctx, item, base, attempt=attempt, findings=findings)
+    doc = grade_case(evidence, case, ctx.data.spec, context=context, judge=ctx.judge).to_dict()
+    metrics = evidence.metrics
+    record = record_from_grade(doc, metrics=metrics, content_hash=case.content_hash)
+    return ItemResult(
+        item_id=item.id,
+        category=AttemptCategory.OK,
+        grade=doc,
+        evidence=evidence_document(response, evidence),
+        record=record,
+        input_tokens=getattr(metrics, "input_tokens", None),
+        output_tokens=getattr(metrics, "output_tokens", None),
+        cost_usd=getattr(metrics, "cost_usd", None),
+    )
+
+
+def grade_outcomes(
+    ctx: LaneContext, item: ItemKey, outcomes: list[AttemptOutcome], response: dict[str, Any] | None
+) -> ItemResult:
+    """The result of an executed item: graded when its last attempt is ok."""
+    last = outcomes[-1]
+    number = item.attempt_count + len(outcomes)
+    if last.ok and last.evidence is not None:
+        result = grade_evidence(ctx, item, last.evidence, response or {}, attempt=number)
+    else:
+        result = ItemResult(item_id=item.id, category=str(last.category))
+    result.attempts = outcomes
+    result.first_attempt_number = item.attempt_count + 1
+    result.latency_ms = last.latency_ms
+    if result.record is not None:
+        result.record.latency_ms = last.latency_ms
+    return result
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def _attempt_rows(item_id: int, result: ItemResult) -> list[Attempt]:
+    rows = []
+    for offset, outcome in enumerate(result.attempts):
+        rows.append(
+            Attempt(
+                item_id=item_id,
+                number=result.first_attempt_number + offset,
+                category=str(outcome.category),
+                status_code=outcome.status_code,
+                error_code=outcome.error_code[:100],
+                error=outcome.error,
+                latency_ms=outcome.latency_ms,
+                body_excerpt=outcome.body_excerpt.replace("\x00", ""),
+                retry_after=outcome.retry_after,
+                started_at=outcome.started_at,
+                finished_at=outcome.ended_at,
+            )
+        )
+    return rows
+
+
+def _locked(qs: Any) -> Any:
+    return qs.select_for_update() if connection.features.has_select_for_update else qs
+
+
+def record_results(
+    lane_id: int,
+    results: Sequence[ItemResult],
+    *,
+    owner: str | None,
+    revision: int,
+    now: datetime | None = None,
+) -> list[int]:
+    """Write a batch of one lane's results; returns the item ids actually written.
+
+    ``owner``: the dispatcher's claim owner (items must still be claimed by it); None for
+    a trace import (items must still be pending).
+    """
+    if not results:
+        return []
+    now = now or timezone.now()
+    by_id = {r.item_id: r for r in results}
+    with transaction.atomic():
+        lane = _locked(RunLane.objects.filter(pk=lane_id)).get()
+        guard = RunItem.objects.filter(id__in=list(by_id))
+        if owner is not None:
+            guard = guard.filter(state=ItemState.CLAIMED, claim_owner=owner)
+        else:
+            guard = guard.filter(state=ItemState.PENDING)
+        items = list(_locked(guard).only("id", "attempt_count", "run_id"))
+        if not items:
+            return []
+        counters = LaneCounters.from_dict(lane.counters) if lane.counters else LaneCounters(1)
+        run = Run.objects.only("repetitions").get(pk=lane.run_id)
+        counters.repetitions = max(counters.repetitions, run.repetitions)
+        deltas: dict[str, Any] = {}
+        attempts: list[Attempt] = []
+        revisions: list[GradeRevision] = []
+        for item in items:
+            r = by_id[item.pk]
+            attempts += _attempt_rows(item.pk, r)
+            item.attempt_count = (
+                (r.first_attempt_number - 1) + len(r.attempts) if r.attempts else item.attempt_count
+            )
+            item.state = ItemState.DONE
+            item.claim_owner = ""
+            item.claim_deadline = None
+            item.last_category = r.category if r.attempts or r.grade is None else AttemptCategory.OK
+            item.latency_ms = r.latency_ms
+            item.input_tokens = r.input_tokens
+            item.output_tokens = r.output_tokens
+            item.cost_usd = r.cost_usd
+            item.finished_at = now
+            if r.grade is not None and r.record is not None:
+                item.status = r.grade.get("status") or ""
+                item.outcome_class = r.grade.get("outcome_class") or ""
+                item.reason_code = (r.grade.get("reason_code") or "")[:100]
+                item.score = r.record.score
+                item.grade = r.grade
+                item.evidence = r.evidence
+                item.scoring_revision = revision
+                revisions.append(
+                    GradeRevision(
+                        item_id=item.pk,
+                        revision=revision,
+                        status=item.status,
+                        outcome_class=item.outcome_class,
+                        score=item.score,
+                        grade=r.grade,
+                        created_at=now,
+                    )
+                )
+                counters.add(r.record)
+                column = STATUS_COLUMNS.get(item.status)
+                if column:
+                    deltas[column] = deltas.get(column, 0) + 1
+                if r.record.score is not None:
+                    deltas["score_sum"] = deltas.get("score_sum", 0.0) + r.record.score
+                    deltas["scored"] = deltas.get("scored", 0) + 1
+                for name, value in (
+                    ("agent_input_tokens", r.input_tokens),
+                    ("agent_output_tokens", r.output_tokens),
+                    ("agent_cost_usd", r.cost_usd),
+                    ("judge_calls", r.record.judge_calls),
+                    ("judge_input_tokens", r.record.judge_input_tokens),
+                    ("judge_output_tokens", r.record.judge_output_tokens),
+                    ("judge_cost_usd", r.record.judge_cost_usd),
+                ):
+                    if value:
+                        deltas[name] = deltas.get(name, 0) + value
+            else:
+                item.status = ""
+                item.outcome_class = ""
+                item.reason_code = ""
+                item.score = None
+                item.grade = None
+                column = CATEGORY_COLUMNS.get(AttemptCategory(r.category))
+                if column:
+                    deltas[column] = deltas.get(column, 0) + 1
+        RunItem.objects.bulk_update(
+            items,
+            [
+                "state", "claim_owner", "claim_deadline", "attempt_count", "last_category", "status",
+                "outcome_class", "reason_code", "score", "grade", "evidence", "scoring_revision",
+                "latency_ms", "input_tokens", "output_tokens", "cost_usd", "finished_at",
+            ],
+        )  # fmt: skip
+        if attempts:
+            Attempt.objects.bulk_create(attempts)
+        if revisions:
+            GradeRevision.objects.bulk_create(revisions)
+        n = len(items)
+        RunLane.objects.filter(pk=lane_id).update(
+            counters=counters.to_dict(),
+            pending=F("pending") - n,
+            **{name: F(name) + value for name, value in deltas.items()},
+        )
+        Run.objects.filter(pk=lane.run_id).update(items_open=F("items_open") - n)
+    return [item.pk for item in items]

@@ -1,0 +1,284 @@
+"""``run_create``: validate a run request, create the run, its lanes and items, queue it.
+
+Errors raise :class:`RunError` with the stable codes of the specs (400 in the API, exit 2
+in the CLI): ``pack_version_not_published``, ``missing_challenge_input_set_id``,
+``ambiguous_challenge_input_set``, ``invalid_challenge_input_set_id``,
+``missing_deployment``, ``invalid_deployment``, ``duplicate_deployment``,
+``unsupported_execution_mode``, ``invalid_repetitions``, ``invalid_max_in_flight``,
+``invalid_name``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+
+from packs.bundle import SelectionError, select_input_set
+from packs.models import Case, Challenge, InputSet, PackVersion
+from runs.models import (
+    MAX_IN_FLIGHT_LIMIT,
+    Deployment,
+    DeploymentKind,
+    ItemState,
+    LaneStatus,
+    Run,
+    RunItem,
+    RunLane,
+    RunStatus,
+)
+from runs.states import transition_lane, transition_run
+
+MAX_REPETITIONS = 10
+
+# Which pack execution modes each deployment kind runs (spec/agent-protocol.md).
+SUPPORTED_MODES: dict[str, frozenset[str]] = {
+    DeploymentKind.HOSTED_HTTP: frozenset({"native", "prompt_eval"}),
+    DeploymentKind.TRACE_IMPORT: frozenset({"native", "prompt_eval"}),
+    DeploymentKind.OPENAI_CHAT: frozenset({"native", "prompt_eval"}),
+}
+
+
+class RunError(Exception):
+    """A run request or operation that cannot be done; ``code`` is stable snake_case."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        choices: list[str] | None = None,
+        status_code: int = 400,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        self.choices = choices
+        self.status_code = status_code
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            error["field"] = self.field
+        if self.choices is not None:
+            error["choices"] = self.choices
+        return {"error": error}
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def select_run_input_set(pack_version: PackVersion, selector: Any) -> InputSet | None:
+    """The input set of ``pack_version`` a selector names (pack-format §13), or None for
+    the zero-set run. ``selector``: an InputSet, its public id, key or exact name, or None."""
+    if isinstance(selector, InputSet):
+        selector = str(selector.public_id)
+    sets = list(InputSet.objects.filter(version=pack_version).order_by("position", "id"))
+    ids = {s.key: str(s.public_id) for s in sets}
+    text = None if selector is None else str(selector).strip()
+    other: set[str] = set()
+    if (
+        text
+        and _is_uuid(text)
+        and text not in ids.values()
+        and InputSet.objects.filter(public_id=text).exclude(version=pack_version).exists()
+    ):
+        other.add(text)
+    manifest = {"input_sets": [{"key": s.key, "name": s.name} for s in sets]}
+    try:
+        selection = select_input_set(manifest, text, input_set_ids=ids, other_version_ids=other)
+    except SelectionError as exc:
+        raise RunError(exc.code, exc.message, field="input_set", choices=exc.choices) from exc
+    if selection.input_set is None:
+        return None
+    return next(s for s in sets if s.key == selection.key)
+
+
+def resolve_deployments(workspace: Any, deployments: Iterable[Any]) -> list[Deployment]:
+    """Deployments of ``workspace`` named by instance, public id or name; in the given order."""
+    wanted = list(deployments or [])
+    if not wanted:
+        raise RunError("missing_deployment", "name at least one deployment", field="deployments")
+    out: list[Deployment] = []
+    seen: set[int] = set()
+    for ref in wanted:
+        if isinstance(ref, Deployment):
+            found = ref if ref.workspace_id == workspace.pk else None
+        else:
+            text = str(ref).strip()
+            query = Q(name=text)
+            if _is_uuid(text):
+                query |= Q(public_id=text)
+            found = Deployment.objects.filter(query, workspace=workspace).first()
+        if found is None:
+            raise RunError(
+                "invalid_deployment",
+                f"no deployment {str(ref)!r} in this workspace; create it first or check the name",
+                field="deployments",
+                choices=list(Deployment.objects.for_workspace(workspace).values_list("name", flat=True)),
+            )
+        if found.pk in seen:
+            raise RunError(
+                "duplicate_deployment",
+                f"deployment {found.name!r} is named twice; name each deployment once",
+                field="deployments",
+            )
+        seen.add(found.pk)
+        out.append(found)
+    return out
+
+
+def _check_int(value: Any, field: str, low: int, high: int, code: str) -> int:
+    if isinstance(value, bool):
+        raise RunError(code, f"{field} must be a whole number from {low} to {high}", field=field)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise RunError(code, f"{field} must be a whole number from {low} to {high}", field=field) from None
+    if number != value and not (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
+        raise RunError(code, f"{field} must be a whole number from {low} to {high}", field=field)
+    if not low <= number <= high:
+        raise RunError(code, f"{field} must be from {low} to {high} (got {number})", field=field)
+    return number
+
+
+def run_create(
+    *,
+    workspace: Any,
+    user: Any,
+    pack_version: Any,
+    input_set: Any = None,
+    deployments: Sequence[Any],
+    repetitions: Any = 1,
+    name: str = "",
+    max_in_flight: Any = None,
+    enqueue: bool = True,
+) -> Run:
+    """Create a queued run: one lane per deployment, one item per lane x case x repetition.
+
+    Dispatch is enqueued on commit (``enqueue=False`` leaves that to the caller, e.g. tests
+    that drive the dispatcher directly).
+    """
+    if not isinstance(pack_version, PackVersion) or pack_version.pk is None:
+        raise RunError(
+            "pack_version_not_published",
+            "runs use a published pack version; publish the draft first",
+            field="pack_version",
+        )
+    if pack_version.pack.workspace_id != workspace.pk:
+        raise RunError(
+            "invalid_pack_version", "the pack version is not in this workspace", field="pack_version"
+        )
+    reps = _check_int(repetitions, "repetitions", 1, MAX_REPETITIONS, "invalid_repetitions")
+    limit = None
+    if max_in_flight is not None and max_in_flight != "":
+        limit = _check_int(max_in_flight, "max_in_flight", 1, MAX_IN_FLIGHT_LIMIT, "invalid_max_in_flight")
+    name = (name or "").strip()
+    if len(name) > 200:
+        raise RunError("invalid_name", "name must be at most 200 characters", field="name")
+    chosen_set = select_run_input_set(pack_version, input_set)
+    lanes_for = resolve_deployments(workspace, deployments)
+    mode = pack_version.execution_mode
+    for deployment in lanes_for:
+        if mode not in SUPPORTED_MODES.get(deployment.kind, frozenset()):
+            raise RunError(
+                "unsupported_execution_mode",
+                f"deployment {deployment.name!r} ({deployment.kind}) cannot run {mode!r} packs",
+                field="deployments",
+            )
+
+    # The cases to run, in input-set order: (challenge_id, case_id | None, challenge_key, case_key).
+    if chosen_set is None:
+        cases = [
+            (ch_id, None, key, key)
+            for ch_id, key in Challenge.objects.filter(version=pack_version)
+            .order_by("position", "id")
+            .values_list("id", "key")
+        ]
+    else:
+        cases = [
+            (ch_id, case_id, ch_key, case_key)
+            for case_id, ch_id, ch_key, case_key in Case.objects.filter(input_set=chosen_set)
+            .order_by("position", "id")
+            .values_list("id", "challenge_id", "challenge__key", "case_key")
+        ]
+
+    with transaction.atomic():
+        run = Run.objects.create(
+            workspace=workspace,
+            pack_version=pack_version,
+            input_set=chosen_set,
+            name=name,
+            status=RunStatus.DRAFT,
+            repetitions=reps,
+            max_in_flight=limit,
+            created_by=user if getattr(user, "pk", None) else None,
+        )
+        lanes = RunLane.objects.bulk_create(
+            [
+                RunLane(
+                    run=run,
+                    deployment=d,
+                    deployment_name=d.name,
+                    deployment_kind=d.kind,
+                    position=i,
+                    pending=len(cases) * reps,
+                    counters={},
+                )
+                for i, d in enumerate(lanes_for)
+            ]
+        )
+        items = [
+            RunItem(
+                run=run,
+                lane=lane,
+                deployment_id=lane.deployment_id,
+                challenge_id=ch_id,
+                case_id=case_id,
+                challenge_key=ch_key,
+                case_key=case_key,
+                position=pos,
+                repetition=rep,
+                state=ItemState.PENDING,
+            )
+            for lane in lanes
+            for pos, (ch_id, case_id, ch_key, case_key) in enumerate(cases)
+            for rep in range(1, reps + 1)
+        ]
+        RunItem.objects.bulk_create(items, batch_size=2000)
+        Run.objects.filter(pk=run.pk).update(items_total=len(items), items_open=len(items))
+        run.items_total = run.items_open = len(items)
+        transition_run(run, RunStatus.QUEUED, reason="created")
+        if not items:
+            # A pack version with nothing to run: complete at once (nothing can fail).
+            for lane in lanes:
+                transition_lane(lane, LaneStatus.SCORING, reason="no cases")
+        if enqueue:
+            run_id = run.pk
+            transaction.on_commit(lambda: enqueue_run(run_id))
+    return run
+
+
+def enqueue_run(run_id: Any) -> None:
+    """Start work for a run: one dispatch task per calling lane, or finish an empty run."""
+    from runs import tasks
+
+    lanes = list(
+        RunLane.objects.filter(run_id=run_id, status__in=[LaneStatus.QUEUED, LaneStatus.RUNNING]).values_list(
+            "id", "deployment_kind"
+        )
+    )
+    for lane_id, kind in lanes:
+        if kind != DeploymentKind.TRACE_IMPORT:
+            tasks.dispatch_lane.delay(lane_id)
+    tasks.check_run.delay(str(run_id))

@@ -1,0 +1,33 @@
+"""Celery tasks of the runs app. They take ids, are idempotent and acknowledge late
+(settings); the database is the source of truth and the sweeper re-enqueues lost work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+
+@shared_task(name="runs.dispatch_lane")
+def dispatch_lane(lane_id: int) -> dict[str, Any]:
+    """One time slice of a lane (runs.dispatch); re-enqueues itself while work remains."""
+    from runs.dispatch import dispatch_lane as run_slice
+
+    result = run_slice(lane_id, requeue=lambda lid: dispatch_lane.delay(lid))
+    return {"claimed": result.claimed, "recorded": result.recorded, "reason": result.reason}
+
+
+@shared_task(name="runs.check_run")
+def check_run(run_id: str) -> bool:
+    """Finalise a run whose counters say every item finished."""
+    from runs.scoring import check_run as check
+
+    return check(run_id)
+
+
+@shared_task(name="runs.sweep")
+def sweep() -> dict[str, Any]:
+    """The periodic recovery sweep (runs.sweeper)."""
+    from runs.sweeper import sweep as run_sweep
+
+    return run_sweep()
