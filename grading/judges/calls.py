@@ -1,0 +1,164 @@
+"""One judged sample: reserve budget, call the provider, settle, parse, retry an invalid
+answer once (grading.md §6.2, §6.4, §6.5). Every HTTP call is logged as a :class:`CallRecord`
+(model, tokens, cost, latency, retries, outcome) for ``judge_usage`` and the run's ledger.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentclash_site.lib.outbound import OutboundClient
+
+from .budget import JudgeBudget, estimate_tokens
+from .protocol import TOOL_SCHEMA, Parsed, parse_response
+from .providers import DEFAULT_MAX_OUTPUT_TOKENS, ProviderConfig, ProviderError, Sleep, complete
+
+SKIPPED = "skipped"  # not sent: budget
+OK = "ok"
+INVALID = "invalid"
+UNABLE = "unable"
+FAILED = "error"  # provider error
+
+
+@dataclass(slots=True)
+class CallRecord:
+    purpose: str  # judge | claims | critique
+    key: str
+    model: str
+    outcome: str  # ok | invalid | error | skipped
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    latency_ms: float = 0.0
+    retries: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["latency_ms"] = round(self.latency_ms, 1)
+        return d
+
+
+@dataclass(slots=True)
+class Sample:
+    model: str
+    index: int
+    status: str  # ok | invalid | unable | error | skipped
+    parsed: Parsed | None = None
+    error: str | None = None
+    outcome_class: str | None = None  # for provider errors
+    reason_code: str | None = None
+    calls: list[CallRecord] = field(default_factory=list)
+    order: list[str] | None = None  # n_wise: the label order shown
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return (self.parsed.data if self.parsed else None) or {}
+
+
+@dataclass(slots=True)
+class CallSpec:
+    purpose: str
+    key: str
+    mode: str  # the answer schema
+    system: str
+    user: str
+    timeout: float = 60.0
+    max_retries: int = 3
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    output_schema: Any = None
+
+
+async def run_sample(
+    client: OutboundClient,
+    provider: ProviderConfig,
+    budget: JudgeBudget,
+    spec: CallSpec,
+    model: str,
+    index: int,
+    *,
+    rng: random.Random,
+    sleep: Sleep,
+) -> Sample:
+    sample = Sample(model=model, index=index, status=SKIPPED)
+    prompt_tokens = estimate_tokens(spec.system, spec.user)
+    for try_number in (1, 2):  # an invalid answer is retried once, within the budget
+        reservation = budget.reserve(model, prompt_tokens, spec.max_output_tokens)
+        if isinstance(reservation, str):
+            sample.calls.append(
+                CallRecord(spec.purpose, spec.key, model, SKIPPED, cost_usd=None, error=reservation)
+            )
+            if try_number == 1:
+                sample.status, sample.error = SKIPPED, reservation
+            # else: keep the invalid status of the first answer
+            return sample
+        try:
+            result = await complete(
+                client,
+                provider,
+                model=model,
+                system=spec.system,
+                user=spec.user,
+                max_tokens=spec.max_output_tokens,
+                schema=TOOL_SCHEMA,
+                timeout=spec.timeout,
+                max_retries=spec.max_retries,
+                rng=rng,
+                sleep=sleep,
+            )
+        except ProviderError as exc:
+            budget.release(reservation)
+            sample.calls.append(
+                CallRecord(
+                    spec.purpose,
+                    spec.key,
+                    model,
+                    FAILED,
+                    cost_usd=0.0,
+                    latency_ms=exc.latency_ms,
+                    retries=exc.retries,
+                    error=exc.message[:300],
+                )
+            )
+            sample.status, sample.error = FAILED, exc.message
+            sample.outcome_class, sample.reason_code = exc.outcome_class, exc.reason_code
+            return sample
+        cost = budget.settle(reservation, model, result.input_tokens, result.output_tokens)
+        record = CallRecord(
+            spec.purpose,
+            spec.key,
+            model,
+            OK,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            cost_usd=cost,
+            latency_ms=result.latency_ms,
+            retries=result.retries,
+        )
+        sample.calls.append(record)
+        parsed = parse_response(result.text, spec.mode, spec.output_schema)
+        sample.parsed = parsed
+        if parsed.error is None:
+            sample.status, sample.error = (UNABLE if parsed.unable else OK), None
+            return sample
+        record.outcome = INVALID
+        record.error = parsed.error[:300]
+        sample.status, sample.error = INVALID, parsed.error
+    return sample
+
+
+def add_usage(usage: Any, calls: list[CallRecord]) -> None:
+    """Sum calls into a ``JudgeUsage`` (cost None as soon as one sent call has no price)."""
+    for c in calls:
+        if c.outcome == SKIPPED:
+            continue
+        if c.outcome == FAILED:
+            usage.calls += 1
+            continue
+        usage.calls += 1
+        usage.input_tokens += c.input_tokens
+        usage.output_tokens += c.output_tokens
+        if usage.cost_usd is not None:
+            usage.cost_usd = None if c.cost_usd is None else usage.cost_usd + c.cost_usd

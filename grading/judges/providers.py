@@ -1,0 +1,290 @@
+"""Judge provider clients (grading.md §6.5): OpenAI-compatible Chat Completions and
+Anthropic Messages, over the shared outbound client (address guard, body cap).
+
+No Django import: the offline ``grade`` command uses these clients without a database.
+Every call goes through :func:`complete`, which retries timeouts, connection errors, 429
+and 5xx up to ``max_retries`` times (exponential backoff, 1 s base, factor 2, full
+jitter, 60 s cap, at least ``Retry-After``; ``runs.retry.parse_retry_after`` reads it) and
+raises :class:`ProviderError` with the outcome class the judge result must carry:
+401/403 and exhausted retries are ``infra_error``, any other 4xx is ``evaluator_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agentclash_site.lib.outbound import OutboundClient, OutboundError
+from runs.retry import parse_retry_after
+
+PROVIDER_KINDS = ("openai", "anthropic")
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_CAP_SECONDS = 60.0
+MAX_RESPONSE_BYTES = 2 * 1024 * 1024
+DEFAULT_MAX_OUTPUT_TOKENS = 1024
+# The Anthropic tool whose input is the verdict: its input schema forces a JSON object.
+VERDICT_TOOL = "record_verdict"
+
+
+@dataclass(slots=True)
+class ProviderConfig:
+    """Where and how to call one provider. ``api_key`` is plain text in memory only."""
+
+    kind: str  # openai | anthropic
+    base_url: str = ""
+    api_key: str = ""
+    model: str = ""  # default model when a judge declares none
+    allow_private: bool = False  # the workspace's allow_private_endpoints; the CLI passes True
+    backoff_base_seconds: float = BACKOFF_BASE_SECONDS
+    backoff_cap_seconds: float = BACKOFF_CAP_SECONDS
+    json_mode: bool = True  # OpenAI response_format json_object
+
+    def __post_init__(self) -> None:
+        if self.kind not in PROVIDER_KINDS:
+            raise ValueError(
+                f"judge provider kind must be one of {', '.join(PROVIDER_KINDS)} (got {self.kind!r})"
+            )
+        self.base_url = (self.base_url or DEFAULT_BASE_URLS[self.kind]).rstrip("/")
+
+    def __repr__(self) -> str:  # never print the key
+        return f"ProviderConfig(kind={self.kind!r}, base_url={self.base_url!r}, model={self.model!r})"
+
+
+@dataclass(slots=True)
+class ChatResult:
+    text: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    retries: int = 0
+
+
+@dataclass
+class ProviderError(Exception):
+    """A call that produced no usable completion. ``outcome_class`` is ``infra_error`` or
+    ``evaluator_error`` (grading.md §6.5); ``reason_code`` refines it."""
+
+    message: str
+    outcome_class: str = "infra_error"
+    reason_code: str = "judge_provider_error"
+    status: int | None = None
+    retries: int = 0
+    latency_ms: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def endpoint(config: ProviderConfig) -> str:
+    if config.kind == "anthropic":
+        base = config.base_url
+        return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+    return config.base_url + "/chat/completions"
+
+
+def build_request(
+    config: ProviderConfig,
+    *,
+    model: str,
+    system: str,
+    user: str,
+    max_tokens: int,
+    schema: dict[str, Any] | None,
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Headers and JSON body of one call."""
+    if config.kind == "anthropic":
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if config.api_key:
+            headers["x-api-key"] = config.api_key
+        body: dict[str, Any] = {
+            "model": model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+            "temperature": 1.0,
+        }
+        if schema is not None:
+            body["tools"] = [
+                {"name": VERDICT_TOOL, "description": "Record the verdict as JSON.", "input_schema": schema}
+            ]
+            body["tool_choice"] = {"type": "tool", "name": VERDICT_TOOL}
+        return headers, body
+    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+    body = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+    }
+    if config.json_mode:
+        body["response_format"] = {"type": "json_object"}
+    return headers, body
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResult:
+    """The text of a 200 response (for Anthropic tool use: the tool input as JSON text).
+    Raises ProviderError (evaluator_error) when the shape is not the provider's."""
+    if not isinstance(data, dict):
+        raise ProviderError(
+            "provider answered a non-object JSON body", "evaluator_error", "judge_bad_response"
+        )
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    if config.kind == "anthropic":
+        blocks = data.get("content")
+        if not isinstance(blocks, list):
+            raise ProviderError(
+                "Anthropic response has no content list", "evaluator_error", "judge_bad_response"
+            )
+        text = None
+        for block in blocks:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_use"
+                and block.get("name") == VERDICT_TOOL
+            ):
+                text = json.dumps(block.get("input"))
+                break
+        if text is None:
+            text = "".join(
+                str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+            )
+        return ChatResult(
+            text=text,
+            model=str(data.get("model") or model),
+            input_tokens=_int(usage.get("input_tokens")),
+            output_tokens=_int(usage.get("output_tokens")),
+        )
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ProviderError("chat completion has no choices", "evaluator_error", "judge_bad_response")
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        raise ProviderError("chat completion has no message content", "evaluator_error", "judge_bad_response")
+    return ChatResult(
+        text=content,
+        model=str(data.get("model") or model),
+        input_tokens=_int(usage.get("prompt_tokens")),
+        output_tokens=_int(usage.get("completion_tokens")),
+    )
+
+
+def backoff_delay(
+    attempt: int, *, retry_after: float | None, rng: random.Random, config: ProviderConfig
+) -> float:
+    """Full jitter over base × 2^(attempt−1), capped; at least Retry-After."""
+    ceiling = min(config.backoff_cap_seconds, config.backoff_base_seconds * 2 ** min(attempt - 1, 16))
+    delay = rng.uniform(0.0, ceiling)
+    if retry_after is not None and retry_after > delay:
+        delay = min(float(retry_after), config.backoff_cap_seconds)
+    return delay
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def complete(
+    client: OutboundClient,
+    config: ProviderConfig,
+    *,
+    model: str,
+    system: str,
+    user: str,
+    max_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
+    schema: dict[str, Any] | None = None,
+    timeout: float = 60.0,
+    max_retries: int = 3,
+    rng: random.Random | None = None,
+    sleep: Sleep = asyncio.sleep,
+) -> ChatResult:
+    """One completion with retries. Raises :class:`ProviderError`."""
+    rng = rng or random.Random()
+    headers, body = build_request(
+        config, model=model, system=system, user=user, max_tokens=max_tokens, schema=schema
+    )
+    url = endpoint(config)
+    started = time.perf_counter()
+    attempt = 0
+    while True:
+        attempt += 1
+        retry_after: float | None = None
+        try:
+            response = await client.request(
+                "POST",
+                url,
+                json_body=body,
+                headers=headers,
+                timeout=timeout,
+                allow_private=config.allow_private,
+                max_body_bytes=MAX_RESPONSE_BYTES,
+                sensitive_headers=("x-api-key",),
+            )
+        except OutboundError as exc:
+            if exc.code in ("blocked_address", "invalid_url"):
+                raise ProviderError(
+                    f"judge provider URL refused: {exc.message}",
+                    "infra_error",
+                    "judge_provider_error",
+                    retries=attempt - 1,
+                ) from exc
+            failure = f"{exc.code}: {exc.message}"
+            status = None
+        else:
+            status = response.status
+            if response.ok:
+                try:
+                    data = response.json()
+                except ValueError as exc:
+                    raise ProviderError(
+                        "provider answered 200 with a body that is not JSON",
+                        "evaluator_error",
+                        "judge_bad_response",
+                        status=status,
+                        retries=attempt - 1,
+                    ) from exc
+                result = parse_completion(config, data, model)
+                result.retries = attempt - 1
+                result.latency_ms = (time.perf_counter() - started) * 1000.0
+                return result
+            snippet = response.text()[:300]
+            failure = f"HTTP {status}: {snippet}"
+            if status in (401, 403):
+                raise ProviderError(
+                    f"judge provider refused the credentials ({failure})",
+                    "infra_error",
+                    "judge_provider_auth",
+                    status=status,
+                    retries=attempt - 1,
+                )
+            if status != 429 and status < 500:
+                raise ProviderError(
+                    f"judge provider rejected the request ({failure})",
+                    "evaluator_error",
+                    "judge_request_rejected",
+                    status=status,
+                    retries=attempt - 1,
+                )
+            retry_after = parse_retry_after(response.headers.get("Retry-After"), now=datetime.now(UTC))
+        if attempt > max_retries:
+            raise ProviderError(
+                f"judge provider failed after {attempt} attempt{'s' if attempt != 1 else ''}: {failure}",
+                "infra_error",
+                "judge_provider_error",
+                status=status,
+                retries=attempt - 1,
+                latency_ms=(time.perf_counter() - started) * 1000.0,
+            )
+        await sleep(backoff_delay(attempt, retry_after=retry_after, rng=rng, config=config))
