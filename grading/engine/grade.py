@@ -11,6 +11,7 @@ does no pydantic validation and no deep copies.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -217,10 +218,25 @@ def _compile_validator(v: Any) -> _VPlan:
         problem=problem,
         literal=literal,
         refs=refs,
-        grader=GRADERS.get(vtype),
+        grader=_bind(GRADERS.get(vtype), config),
         time_limited=vtype not in _NO_TIME_LIMIT,
     )
     return plan
+
+
+def _bind(grader: Any, config: dict[str, Any]) -> Any:
+    """The grade function bound to its config: prepared once when the type supports it."""
+    if grader is None:
+        return None
+    prepare = getattr(grader, "prepare", None)
+    if prepare is not None:
+        with contextlib.suppress(Exception):  # raised again per case below: that check's ERROR
+            return prepare(config)  # type: ignore[no-any-return]
+
+    def bound(actual: Any, expected: Any, env: Env) -> VResult:
+        return grader(actual, expected, config, env)  # type: ignore[no-any-return]
+
+    return bound
 
 
 def _compile_rule(key: str, scope: str, rule: Any) -> _RulePlan:
@@ -590,16 +606,13 @@ def execution_metrics(evidence: Evidence) -> dict[str, Any]:
 
 
 def _result(vp: _VPlan, r: VResult, refs: list[str]) -> ExpectationResult:
-    ev = r.evidence or f"{r.status.value}: (no detail)"
-    if len(ev) > 1000:
-        ev = ev[:999] + "…"
     return ExpectationResult(  # positional: this runs once per check on the hot path
         vp.key,
         vp.kind,
         vp.text,
         r.status,
         r.outcome_class or r.klass(),
-        ev,
+        r.raw_evidence,  # rendered, defaulted and clipped on first read
         r.score,
         vp.threshold,
         r.reason_code,
@@ -684,7 +697,7 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
                 return _result(vp, early, list(vp.refs))
         if vp.time_limited:
             env.deadline = start + VALIDATOR_TIME_LIMIT
-        r = vp.grader(actual, expected, vp.config, env)
+        r = vp.grader(actual, expected, env)
         if r.status is Status.FAILED and actual is not None and actual.truncated:
             r = VResult(
                 Status.UNAVAILABLE,

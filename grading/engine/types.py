@@ -309,21 +309,84 @@ class GradeContext:
 # ---------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+MAX_EVIDENCE = 1000
+
+# An evidence text, or a function that renders it: graders on the hot path defer their
+# human-readable text (quoting, number formatting, joins) until someone reads it.
+EvidenceText = str | Callable[[], str]
+
+
+def render_evidence(evidence: EvidenceText, status: Status) -> str:
+    """The evidence as stored: rendered, never empty, at most ``MAX_EVIDENCE`` characters."""
+    text = evidence if isinstance(evidence, str) else evidence()
+    if not text:
+        return f"{status.value}: (no detail)"
+    if len(text) > MAX_EVIDENCE:
+        return text[: MAX_EVIDENCE - 1] + "\u2026"
+    return text
+
+
 class ExpectationResult:
-    key: str
-    kind: ResultKind
-    text: str
-    status: Status
-    outcome_class: OutcomeClass
-    evidence: str  # never empty, at most 1,000 characters
-    score: float | None = None
-    threshold: float | None = None
-    reason_code: str | None = None
-    gating: bool = False
-    evidence_refs: list[str] = field(default_factory=list)
-    per_invocation_scores: list[float | None] | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    """One expectation's result (grading.md §2, §7). Every verdict field is set when the
+    result is built; ``evidence`` may be given as a function and is rendered (then kept) on
+    first read, so grading a case does not pay for text nobody reads."""
+
+    __slots__ = (
+        "key",
+        "kind",
+        "text",
+        "status",
+        "outcome_class",
+        "_evidence",
+        "score",
+        "threshold",
+        "reason_code",
+        "gating",
+        "evidence_refs",
+        "per_invocation_scores",
+        "details",
+    )
+
+    def __init__(
+        self,
+        key: str,
+        kind: ResultKind,
+        text: str,
+        status: Status,
+        outcome_class: OutcomeClass,
+        evidence: EvidenceText,  # never empty, at most 1,000 characters once rendered
+        score: float | None = None,
+        threshold: float | None = None,
+        reason_code: str | None = None,
+        gating: bool = False,
+        evidence_refs: list[str] | None = None,
+        per_invocation_scores: list[float | None] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        self.key = key
+        self.kind = kind
+        self.text = text
+        self.status = status
+        self.outcome_class = outcome_class
+        self._evidence = evidence
+        self.score = score
+        self.threshold = threshold
+        self.reason_code = reason_code
+        self.gating = gating
+        self.evidence_refs: list[str] = [] if evidence_refs is None else evidence_refs
+        self.per_invocation_scores = per_invocation_scores
+        self.details: dict[str, Any] = {} if details is None else details
+
+    @property
+    def evidence(self) -> str:
+        ev = self._evidence
+        if type(ev) is not str or not ev or len(ev) > MAX_EVIDENCE:
+            ev = self._evidence = render_evidence(ev, self.status)
+        return ev
+
+    @evidence.setter
+    def evidence(self, value: EvidenceText) -> None:
+        self._evidence = value
 
     @property
     def passed(self) -> bool | None:
@@ -332,6 +395,39 @@ class ExpectationResult:
         if self.status is Status.FAILED:
             return False
         return None
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.key,
+            self.kind,
+            self.text,
+            self.status,
+            self.outcome_class,
+            self.evidence,
+            self.score,
+            self.threshold,
+            self.reason_code,
+            self.gating,
+            self.evidence_refs,
+            self.per_invocation_scores,
+            self.details,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, ExpectationResult)
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        names = [n.lstrip("_") for n in self.__slots__]
+        return (
+            "ExpectationResult("
+            + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields(), strict=True))
+            + ")"
+        )
 
 
 @dataclass(slots=True)

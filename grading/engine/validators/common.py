@@ -6,16 +6,24 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
 from ..refs import text_of
-from ..types import CaseDef, Evidence, GradeContext, OutcomeClass, Status, canonical_json
+from ..types import (
+    MAX_EVIDENCE,
+    CaseDef,
+    Evidence,
+    EvidenceText,
+    GradeContext,
+    OutcomeClass,
+    Status,
+    canonical_json,
+)
 
-MAX_EVIDENCE = 1000
 VALIDATOR_TIME_LIMIT = 5.0
 
 _DEFAULT_CLASS = {
@@ -31,30 +39,74 @@ class ValidatorTimeout(Exception):
     """Raised by long loops that check the deadline (grading.md §2: 5 s per validator)."""
 
 
-@dataclass(slots=True)
 class VResult:
-    status: Status
-    score: float | None
-    evidence: str
-    reason_code: str | None = None
-    outcome_class: OutcomeClass | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    per_invocation_scores: list[float | None] | None = None
+    """What a grade function returns. ``evidence`` may be given as a function rendering the
+    text; it is rendered on first read (``raw_evidence`` hands it on unrendered)."""
+
+    __slots__ = (
+        "status",
+        "score",
+        "raw_evidence",
+        "reason_code",
+        "outcome_class",
+        "details",
+        "per_invocation_scores",
+    )
+
+    def __init__(
+        self,
+        status: Status,
+        score: float | None,
+        evidence: EvidenceText,
+        reason_code: str | None = None,
+        outcome_class: OutcomeClass | None = None,
+        details: dict[str, Any] | None = None,
+        per_invocation_scores: list[float | None] | None = None,
+    ) -> None:
+        self.status = status
+        self.score = score
+        self.raw_evidence = evidence
+        self.reason_code = reason_code
+        self.outcome_class = outcome_class
+        self.details: dict[str, Any] = {} if details is None else details
+        self.per_invocation_scores = per_invocation_scores
+
+    @property
+    def evidence(self) -> str:
+        ev = self.raw_evidence
+        if not isinstance(ev, str):
+            ev = self.raw_evidence = ev()
+        return ev
+
+    @evidence.setter
+    def evidence(self, value: EvidenceText) -> None:
+        self.raw_evidence = value
 
     def klass(self) -> OutcomeClass:
         return self.outcome_class or _DEFAULT_CLASS[self.status]
 
+    def __repr__(self) -> str:
+        return (
+            f"VResult({self.status!r}, {self.score!r}, {self.evidence!r}, {self.reason_code!r},"
+            f" {self.outcome_class!r}, {self.details!r}, {self.per_invocation_scores!r})"
+        )
 
-def passed(evidence: str, score: float = 1.0, **kw: Any) -> VResult:
+
+_PASSED, _FAILED = Status.PASSED, Status.FAILED
+
+
+def passed(evidence: EvidenceText, score: float = 1.0, **kw: Any) -> VResult:
     return VResult(Status.PASSED, score, evidence, **kw)
 
 
-def failed(evidence: str, score: float = 0.0, **kw: Any) -> VResult:
+def failed(evidence: EvidenceText, score: float = 0.0, **kw: Any) -> VResult:
     return VResult(Status.FAILED, score, evidence, **kw)
 
 
-def binary(ok: bool, evidence: str, **kw: Any) -> VResult:
-    return VResult(Status.PASSED if ok else Status.FAILED, 1.0 if ok else 0.0, evidence, **kw)
+def binary(ok: bool, evidence: EvidenceText, **kw: Any) -> VResult:
+    if kw:
+        return VResult(_PASSED if ok else _FAILED, 1.0 if ok else 0.0, evidence, **kw)
+    return VResult(_PASSED if ok else _FAILED, 1.0 if ok else 0.0, evidence)
 
 
 def graded(score: float, threshold: float, evidence: str, **kw: Any) -> VResult:
@@ -78,6 +130,37 @@ def error(
     evidence: str, reason: str = "exception", klass: OutcomeClass = OutcomeClass.EVALUATOR_ERROR, **kw: Any
 ) -> VResult:
     return VResult(Status.ERROR, None, evidence, reason, klass, **kw)
+
+
+# A grade function bound to one validator's config: ``(actual, expected, env) -> VResult``.
+PreparedGrader = Callable[[Any, Any, "Env"], VResult]
+
+
+class Preparable:
+    """A grade function ``(actual, expected, config, env)`` whose config work (defaults,
+    flags, tolerances) is done once by ``prepare(config)``; the compiled plan of a spec keeps
+    the prepared function, and a direct call prepares and runs it in one go."""
+
+    __slots__ = ("prepare", "__name__")
+
+    def __init__(self, prepare: Callable[[Any], PreparedGrader], name: str) -> None:
+        self.prepare = prepare
+        self.__name__ = name
+
+    def __call__(self, actual: Any, expected: Any, config: Any, env: Env) -> VResult:
+        return self.prepare(config)(actual, expected, env)
+
+    def __repr__(self) -> str:
+        return f"<grade function {self.__name__}>"
+
+
+def prepared(name: str) -> Callable[[Callable[[Any], PreparedGrader]], Preparable]:
+    """Decorator of a ``prepare(config)`` function: the result is the type's grade function."""
+
+    def wrap(prepare: Callable[[Any], PreparedGrader]) -> Preparable:
+        return Preparable(prepare, name)
+
+    return wrap
 
 
 @dataclass(slots=True)

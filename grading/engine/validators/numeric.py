@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ..refs import Resolved
-from .common import Env, VResult, binary, cfg, failed, fmt_num, pack_error, quote
+from .common import Env, PreparedGrader, VResult, binary, cfg, failed, fmt_num, pack_error, prepared, quote
 from .text import strip_currency
 
 _DECIMAL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -59,39 +59,58 @@ def tolerances(config: Any) -> tuple[float | None, float | None]:
     return (tol, None) if str(mode or "relative") == "absolute" else (None, tol)
 
 
-def numeric_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
+@prepared("numeric_match")
+def numeric_match(config: Any) -> PreparedGrader:
     extract = bool(cfg(config, "extract_number", False))
-    ev = expected.value if expected is not None else ""
-    e = float(ev) if type(ev) in (int, float) and not extract and math.isfinite(float(ev)) else None
-    if e is None:
-        e_text = expected.text if expected is not None else ""
-        e = parse_number(e_text, extract)
-        if e is None:
-            return pack_error(f"expected {quote(e_text, 80)} is not a number", "unparseable_expected")
-    av = actual.value
-    a = (
-        float(av)
-        if type(av) in (int, float) and not extract and math.isfinite(av)
-        else parse_number(actual.text, extract)
-    )
-    if a is None:
-        return failed(f"actual {quote(actual.text, 80)} holds no number (expected {fmt_num(e)})")
     digits = cfg(config, "significant_digits")
-    if digits:
-        a, e = round_significant(a, int(digits)), round_significant(e, int(digits))
-    diff = abs(a - e)
+    digits = int(digits) if digits else 0
     abs_tol, rel_tol = tolerances(config)
-    head = f"actual {fmt_num(a)}, expected {fmt_num(e)}, abs diff {fmt_num(diff)}"
-    if abs_tol is None and rel_tol is None:
-        return binary(a == e, f"{head}; exact comparison")
-    rel = 0.0 if diff == 0 else (math.inf if e == 0 else diff / abs(e))
-    ok_abs = abs_tol is not None and diff <= abs_tol
-    ok_rel = rel_tol is not None and rel <= rel_tol
+
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+        ev = expected.value if expected is not None else ""
+        e = float(ev) if type(ev) in (int, float) and not extract and math.isfinite(float(ev)) else None
+        if e is None:
+            e_text = expected.text if expected is not None else ""
+            e = parse_number(e_text, extract)
+            if e is None:
+                return pack_error(f"expected {quote(e_text, 80)} is not a number", "unparseable_expected")
+        av = actual.value
+        a = (
+            float(av)
+            if type(av) in (int, float) and not extract and math.isfinite(av)
+            else parse_number(actual.text, extract)
+        )
+        if a is None:
+            text = actual.text
+            expected_number = e
+            return failed(
+                lambda: f"actual {quote(text, 80)} holds no number (expected {fmt_num(expected_number)})"
+            )
+        if digits:
+            a, e = round_significant(a, digits), round_significant(e, digits)
+        diff = abs(a - e)
+        if abs_tol is None and rel_tol is None:
+            return binary(a == e, lambda: f"{_head(a, e, diff)}; exact comparison")
+        rel = 0.0 if diff == 0 else (math.inf if e == 0 else diff / abs(e))
+        ok_abs = abs_tol is not None and diff <= abs_tol
+        ok_rel = rel_tol is not None and rel <= rel_tol
+        return binary(ok_abs or ok_rel, lambda: _tolerance_text(a, e, diff, rel, abs_tol, rel_tol))
+
+    return grade
+
+
+def _head(a: float, e: float, diff: float) -> str:
+    return f"actual {fmt_num(a)}, expected {fmt_num(e)}, abs diff {fmt_num(diff)}"
+
+
+def _tolerance_text(
+    a: float, e: float, diff: float, rel: float, abs_tol: float | None, rel_tol: float | None
+) -> str:
     parts = []
     if abs_tol is not None:
-        parts.append(f"absolute tolerance {fmt_num(abs_tol)}: {'within' if ok_abs else 'outside'}")
+        parts.append(f"absolute tolerance {fmt_num(abs_tol)}: {'within' if diff <= abs_tol else 'outside'}")
     if rel_tol is not None:
         parts.append(
-            f"relative diff {fmt_num(rel)} vs tolerance {fmt_num(rel_tol)}: {'within' if ok_rel else 'outside'}"
+            f"relative diff {fmt_num(rel)} vs tolerance {fmt_num(rel_tol)}: {'within' if rel <= rel_tol else 'outside'}"
         )
-    return binary(ok_abs or ok_rel, f"{head}; " + "; ".join(parts))
+    return f"{_head(a, e, diff)}; " + "; ".join(parts)

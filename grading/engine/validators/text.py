@@ -11,11 +11,12 @@ from typing import Any
 import jsonschema
 
 from ..refs import Resolved
-from ..types import canonical_json
+from ..types import Status, canonical_json
 from .common import (
     NOT_FOUND,
     Env,
     PatternError,
+    PreparedGrader,
     VResult,
     binary,
     cfg,
@@ -30,10 +31,13 @@ from .common import (
     pack_error,
     parse_json_path,
     parse_json_text,
+    prepared,
     quote,
     short_json,
     value_as_json,
 )
+
+_PASSED, _FAILED = Status.PASSED, Status.FAILED
 
 # ---------------------------------------------------------------------------
 # exact_match / contains / regex_match / boolean_assert
@@ -54,50 +58,76 @@ def first_difference(a: str, b: str) -> int:
     return lo
 
 
-def exact_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
-    a = actual.text
-    e = expected.text if expected is not None else ""
-    if a == e:
-        return binary(True, f"exact match ({len(a)} code points)")
+def _difference(a: str, e: str, lengths: bool = True) -> str:
     i = first_difference(a, e)
     lo = max(0, i - 20)
-    return binary(
-        False,
-        f"first difference at offset {i}: actual {quote(a[lo : i + 20], 40)} vs expected {quote(e[lo : i + 20], 40)}"
-        f" (lengths {len(a)} and {len(e)})",
-    )
+    text = f"first difference at offset {i}: actual {quote(a[lo : i + 20], 40)} vs expected {quote(e[lo : i + 20], 40)}"
+    return text + f" (lengths {len(a)} and {len(e)})" if lengths else text
 
 
-def contains(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
-    a = actual.text
-    e = expected.text if expected is not None else ""
+@prepared("exact_match")
+def exact_match(config: Any) -> PreparedGrader:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+        a = actual.text
+        e = expected.text if expected is not None else ""
+        if a == e:
+            return VResult(_PASSED, 1.0, lambda: f"exact match ({len(a)} code points)")
+        return VResult(_FAILED, 0.0, lambda: _difference(a, e))
+
+    return grade
+
+
+@prepared("contains")
+def contains(config: Any) -> PreparedGrader:
     folded = bool(cfg(config, "case_insensitive", False))
-    if folded:
-        a, e = a.casefold(), e.casefold()
-    i = a.find(e)
-    if i >= 0:
-        where = "case-folded text" if folded else "actual"
-        return binary(True, f"found {quote(e, 120)} at offset {i} of the {where}")
-    return binary(False, f"{quote(e, 120)} not found in {len(a)} code points; head: {head(a, 200)}")
+    where = "case-folded text" if folded else "actual"
+
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+        a = actual.text
+        e = expected.text if expected is not None else ""
+        if folded:
+            a, e = a.casefold(), e.casefold()
+        i = a.find(e)
+        if i >= 0:
+            return VResult(_PASSED, 1.0, lambda: f"found {quote(e, 120)} at offset {i} of the {where}")
+        return VResult(
+            _FAILED, 0.0, lambda: f"{quote(e, 120)} not found in {len(a)} code points; head: {head(a, 200)}"
+        )
+
+    return grade
 
 
-def regex_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
-    pattern = expected.text if expected is not None else ""
+@prepared("regex_match")
+def regex_match(config: Any) -> PreparedGrader:
     flags = cfg(config, "flags", "")
-    try:
-        rx = compile_re2(flags_prefix(flags) + pattern if flags else pattern)
-    except PatternError as exc:
-        return pack_error(
-            f"pattern {quote(pattern, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
-        )
-    text = actual.text
-    m = rx.search(text)
-    if m is None:
-        return binary(
-            False, f"no match for {quote(pattern, 200)} in {len(text)} code points; head: {head(text, 200)}"
-        )
+    prefix = flags_prefix(flags) if flags else ""
+
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+        pattern = expected.text if expected is not None else ""
+        try:
+            rx = compile_re2(prefix + pattern)
+        except PatternError as exc:
+            return pack_error(
+                f"pattern {quote(pattern, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
+            )
+        text = actual.text
+        m = rx.search(text)
+        if m is None:
+            return VResult(
+                _FAILED,
+                0.0,
+                lambda: (
+                    f"no match for {quote(pattern, 200)} in {len(text)} code points; head: {head(text, 200)}"
+                ),
+            )
+        return VResult(_PASSED, 1.0, lambda: _match_text(m, text))
+
+    return grade
+
+
+def _match_text(m: Any, text: str) -> str:
     s, t = m.span()
-    return binary(True, f"match at {s}-{t}: {quote(text[s:t], 200)}")
+    return f"match at {s}-{t}: {quote(text[s:t], 200)}"
 
 
 _TRUE = frozenset({"true", "1", "yes"})
@@ -258,40 +288,45 @@ def compare_json_path(doc: Any, path: str, comparator: str, value: Any) -> VResu
     if comparator == "exists":
         if found is NOT_FOUND:
             return binary(False, f"{desc}: path does not resolve")
-        return binary(True, f"{desc}: resolves to {short_json(found)}")
+        return binary(True, lambda: f"{desc}: resolves to {short_json(found)}")
     if found is NOT_FOUND:
-        return binary(False, f"{desc}: path does not resolve; expected {short_json(value)}")
-    shown = f"{desc}: actual {short_json(found)}, expected {short_json(value)}"
+        return binary(False, lambda: f"{desc}: path does not resolve; expected {short_json(value)}")
+
+    def shown() -> str:
+        return f"{desc}: actual {short_json(found)}, expected {short_json(value)}"
+
     if comparator == "equals":
         return binary(deep_equal(found, value), shown)
     if comparator == "contains":
         if isinstance(found, str):
             if not isinstance(value, str):
-                return pack_error(f"{shown}: contains on a string needs a string value", "invalid_expected")
+                return pack_error(f"{shown()}: contains on a string needs a string value", "invalid_expected")
             return binary(value in found, shown)
         if isinstance(found, list):
             return binary(any(deep_equal(x, value) for x in found), shown)
         needle = value if isinstance(value, str) else canonical_json(value)
         return binary(needle in canonical_json(found), shown)
     if not is_number(value):
-        return pack_error(f"{shown}: {comparator} needs a numeric value", "invalid_expected")
+        return pack_error(f"{shown()}: {comparator} needs a numeric value", "invalid_expected")
     if not is_number(found):
-        return binary(False, f"{shown}: actual is not a number")
+        return binary(False, lambda: f"{shown()}: actual is not a number")
     ok = found > value if comparator == "greater_than" else found < value
-    return binary(
-        ok,
-        f"{shown} ({fmt_num(found)} {'>' if comparator == 'greater_than' else '<'} {fmt_num(value)}: {ok})",
-    )
+    op = ">" if comparator == "greater_than" else "<"
+    return binary(ok, lambda: f"{shown()} ({fmt_num(found)} {op} {fmt_num(value)}: {ok})")
 
 
-def json_path_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
-    path, comparator, value, problem = json_path_spec(expected)
-    if problem is not None:
-        return problem
-    doc, bad = value_as_json(actual.value, actual.text)
-    if bad is not None:
-        return failed(f"actual is not JSON at offset {bad}; head: {head(actual.text, 120)}")
-    return compare_json_path(doc, path, comparator, value)
+@prepared("json_path_match")
+def json_path_match(config: Any) -> PreparedGrader:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+        path, comparator, value, problem = json_path_spec(expected)
+        if problem is not None:
+            return problem
+        doc, bad = value_as_json(actual.value, actual.text)
+        if bad is not None:
+            return failed(f"actual is not JSON at offset {bad}; head: {head(actual.text, 120)}")
+        return compare_json_path(doc, path, comparator, value)
+
+    return grade
 
 
 # ---------------------------------------------------------------------------
@@ -343,10 +378,4 @@ def normalized_match(actual: Resolved, expected: Resolved | None, config: Any, e
         a, e = fn(a), fn(e)
     if a == e:
         return binary(True, f"equal after {', '.join(pipeline)}: {quote(a, 200)}")
-    i = first_difference(a, e)
-    lo = max(0, i - 20)
-    return binary(
-        False,
-        f"after {', '.join(pipeline)}, first difference at offset {i}: actual {quote(a[lo : i + 20], 40)}"
-        f" vs expected {quote(e[lo : i + 20], 40)}",
-    )
+    return binary(False, f"after {', '.join(pipeline)}, " + _difference(a, e, lengths=False))

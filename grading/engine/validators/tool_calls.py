@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..types import Evidence, ToolCall
-from .common import Env, VResult, binary, cfg, is_number, pack_error, unavailable
+from .common import Env, PreparedGrader, VResult, binary, cfg, is_number, pack_error, prepared, unavailable
 
 
 def bipartite_match(n_left: int, n_right: int, edge: Callable[[int, int], bool]) -> list[int]:
@@ -109,47 +109,52 @@ def _prepare(config: Any) -> tuple[Any, ...]:
     )
 
 
-def tool_call_assertion(actual: Any, expected: Any, config: Any, env: Env) -> VResult:
-    evidence = env.evidence
-    if not evidence.channels.tool_calls:
-        return unavailable("UNAVAILABLE: lane reports no tool calls (black_box or no tool_calls channel)")
-    prepared = config.get("_prepared") if type(config) is dict else None
-    if prepared is None:
-        prepared = _prepare(config)
-        if type(config) is dict:
-            config["_prepared"] = prepared
-    name, args, count, lo, hi, ordered, mode, must_call, include_failed, problem = prepared
-    if problem is not None:
-        return pack_error(problem, "invalid_config")
-    calls = evidence.tool_calls if include_failed else [c for c in evidence.tool_calls if c.status == "ok"]
-    matched = [
-        c.index
-        for c in calls
-        if (name is None or c.name == name) and (args is None or contains_value(c.args, args))
-    ]
-    n = len(matched)
-    reasons: list[str] = []
-    if must_call is True and n == 0:
-        reasons.append("no matching call (must_call true)")
-    if must_call is False and n > 0:
-        reasons.append(f"{n} matching calls (must_call false)")
-    if count is not None and n != count:
-        reasons.append(f"count {n} != count {count}")
-    if lo is not None and n < lo:
-        reasons.append(f"count {n} < min_count {lo}")
-    if hi is not None and n > hi:
-        reasons.append(f"count {n} > max_count {hi}")
-    names = [c.name for c in calls]
-    if ordered:
-        ok = names == ordered if mode == "exact" else _is_subsequence(ordered, names)
-        if not ok:
-            what = "equal" if mode == "exact" else "contain the subsequence"
-            reasons.append(f"observed names do not {what} {ordered}")
+@prepared("tool_call_assertion")
+def tool_call_assertion(config: Any) -> PreparedGrader:
+    name, args, count, lo, hi, ordered, mode, must_call, include_failed, problem = _prepare(config)
+
+    def grade(actual: Any, expected: Any, env: Env) -> VResult:
+        evidence = env.evidence
+        if not evidence.channels.tool_calls:
+            return unavailable("UNAVAILABLE: lane reports no tool calls (black_box or no tool_calls channel)")
+        if problem is not None:
+            return pack_error(problem, "invalid_config")
+        calls = (
+            evidence.tool_calls if include_failed else [c for c in evidence.tool_calls if c.status == "ok"]
+        )
+        matched = [
+            c.index
+            for c in calls
+            if (name is None or c.name == name) and (args is None or contains_value(c.args, args))
+        ]
+        n = len(matched)
+        reasons: list[str] = []
+        if must_call is True and n == 0:
+            reasons.append("no matching call (must_call true)")
+        if must_call is False and n > 0:
+            reasons.append(f"{n} matching calls (must_call false)")
+        if count is not None and n != count:
+            reasons.append(f"count {n} != count {count}")
+        if lo is not None and n < lo:
+            reasons.append(f"count {n} < min_count {lo}")
+        if hi is not None and n > hi:
+            reasons.append(f"count {n} > max_count {hi}")
+        names = [c.name for c in calls]
+        if ordered:
+            ok = names == ordered if mode == "exact" else _is_subsequence(ordered, names)
+            if not ok:
+                what = "equal" if mode == "exact" else "contain the subsequence"
+                reasons.append(f"observed names do not {what} {ordered}")
+        return binary(
+            not reasons,
+            lambda: _assertion_text(matched, names, reasons),
+            details={"matched_indices": matched, "observed_names": names, "reasons": reasons},
+        )
+
+    return grade
+
+
+def _assertion_text(matched: list[int], names: list[str], reasons: list[str]) -> str:
     shown = ", ".join(names[:50]) + (f", ... ({len(names)} calls)" if len(names) > 50 else "")
     text = f"matched indexes {matched[:50]}; observed: [{shown}]"
-    text += ("; reasons: " + "; ".join(reasons)) if reasons else "; all assertions hold"
-    return binary(
-        not reasons,
-        text,
-        details={"matched_indices": matched, "observed_names": names, "reasons": reasons},
-    )
+    return text + (("; reasons: " + "; ".join(reasons)) if reasons else "; all assertions hold")
