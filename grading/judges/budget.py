@@ -178,3 +178,22 @@ def _remaining(budget: JudgeBudget, spent_tokens: int, spent_usd: float) -> Judg
     budget.spent_tokens = int(spent_tokens)
     budget.spent_usd = float(spent_usd)
     return budget
+
+
+class LaneBudgets:
+    """Equal shares of one run's ``judge_limits`` per lane, created on first use (thread-safe).
+    ``lane_count`` is fixed at run start, so a lane graded late gets the same share."""
+
+    def __init__(self, limits: Any, lane_count: int, prices: PriceTable | None = None) -> None:
+        self.limits = limits
+        self.lane_count = max(1, int(lane_count))
+        self.prices = prices
+        self._lock = threading.Lock()
+        self._by_lane: dict[str, JudgeBudget] = {}
+
+    def for_lane(self, lane: str) -> JudgeBudget:
+        with self._lock:
+            budget = self._by_lane.get(lane)
+            if budget is None:
+                budget = self._by_lane[lane] = lane_share(self.limits, self.lane_count, prices=self.prices)
+            return budget

@@ -6,6 +6,7 @@ answer once (grading.md §6.2, §6.4, §6.5). Every HTTP call is logged as a :cl
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,6 +70,9 @@ class CallSpec:
     max_retries: int = 3
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     output_schema: Any = None
+    # Extra validation of a schema-valid answer (e.g. an n_wise ranking is a permutation):
+    # returns why the answer is invalid, or None.
+    check: Callable[[dict[str, Any]], str | None] | None = None
 
 
 async def run_sample(
@@ -139,6 +143,8 @@ async def run_sample(
         )
         sample.calls.append(record)
         parsed = parse_response(result.text, spec.mode, spec.output_schema)
+        if parsed.error is None and not parsed.unable and spec.check is not None and parsed.data is not None:
+            parsed.error = spec.check(parsed.data)
         sample.parsed = parsed
         if parsed.error is None:
             sample.status, sample.error = (UNABLE if parsed.unable else OK), None

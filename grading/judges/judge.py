@@ -32,7 +32,7 @@ from grading.engine.types import ExpectationResult, OutcomeClass, ResultKind, St
 from grading.pricing import PriceTable
 
 from . import calls as C
-from .budget import JudgeBudget
+from .budget import JudgeBudget, LaneBudgets
 from .consensus import agreement_threshold, combine, normalise
 from .loop import LoopThread
 from .protocol import check_citations, system_prompt, user_prompt
@@ -81,6 +81,7 @@ class LLMJudge:
         provider: ProviderConfig,
         *,
         budget: JudgeBudget | None = None,
+        lane_budgets: LaneBudgets | None = None,
         prices: PriceTable | None = None,
         max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
         sleep: Sleep | None = None,
@@ -88,6 +89,7 @@ class LLMJudge:
     ) -> None:
         self.provider = provider
         self.budget = budget or JudgeBudget(prices=prices)
+        self.lane_budgets = lane_budgets  # offline grading: one share per deployment
         self.max_output_tokens = max_output_tokens
         self._sleep = sleep or asyncio.sleep
         self._loop = loop
@@ -120,9 +122,12 @@ class LLMJudge:
 
     # -- calls -------------------------------------------------------------------------------
 
-    def run_calls(self, spec: C.CallSpec, jobs: Sequence[tuple[str, int]], seed: int) -> list[C.Sample]:
-        """Run (model, sample index) jobs concurrently on the loop thread."""
-        provider, budget, sleep = self.provider, self.budget, self._sleep
+    def run_jobs(
+        self, jobs: Sequence[tuple[C.CallSpec, str, int]], seed: int, budget: JudgeBudget | None = None
+    ) -> list[C.Sample]:
+        """Run (call spec, model, sample index) jobs concurrently on the loop thread."""
+        provider, sleep = self.provider, self._sleep
+        budget = budget or self.budget
 
         async def go(client: Any) -> list[C.Sample]:
             return list(
@@ -138,7 +143,7 @@ class LLMJudge:
                             rng=random.Random(seed + index),
                             sleep=sleep,
                         )
-                        for model, index in jobs
+                        for spec, model, index in jobs
                     )
                 )
             )
@@ -149,8 +154,19 @@ class LLMJudge:
                 self.call_log.extend(s.calls)
         return samples
 
-    def run_one(self, spec: C.CallSpec, model: str, seed: int = 0) -> C.Sample:
-        return self.run_calls(spec, [(model, 0)], seed)[0]
+    def run_calls(
+        self, spec: C.CallSpec, jobs: Sequence[tuple[str, int]], seed: int, budget: JudgeBudget | None = None
+    ) -> list[C.Sample]:
+        return self.run_jobs([(spec, m, i) for m, i in jobs], seed, budget)
+
+    def run_one(
+        self, spec: C.CallSpec, model: str, seed: int = 0, budget: JudgeBudget | None = None
+    ) -> C.Sample:
+        return self.run_calls(spec, [(model, 0)], seed, budget)[0]
+
+    def budget_for(self, lane: str) -> JudgeBudget:
+        budgets = self.lane_budgets
+        return budgets.for_lane(lane) if budgets is not None else self.budget
 
     # -- the Judge protocol ------------------------------------------------------------------
 
@@ -194,7 +210,8 @@ class LLMJudge:
             if isinstance(get(decl, "output_schema"), dict)
             else None,
         )
-        n = samples_of(decl, self.budget)
+        budget = self.budget_for(request.context.deployment)
+        n = samples_of(decl, budget)
         seed = seed_int(
             request.context.run_id,
             request.case.challenge_key,
@@ -203,7 +220,7 @@ class LLMJudge:
             request.context.deployment,
             request.context.repetition,
         )
-        samples = self.run_calls(spec, [(m, i) for m in models for i in range(n)], seed)
+        samples = self.run_calls(spec, [(m, i) for m in models for i in range(n)], seed, budget)
         C.add_usage(request.usage, [c for s in samples for c in s.calls])
         block_map = dict(blocks)
 

@@ -55,6 +55,7 @@ def make_judge(
     kind: str = "openai",
     budget: JudgeBudget | None = None,
     sleeps: list | None = None,
+    max_output_tokens: int = 1024,
     **provider: Any,
 ) -> LLMJudge:
     async def sleep(delay: float) -> None:
@@ -68,7 +69,7 @@ def make_judge(
         allow_private=True,
         **provider,
     )
-    return LLMJudge(cfg, budget=budget, sleep=sleep)
+    return LLMJudge(cfg, budget=budget, sleep=sleep, max_output_tokens=max_output_tokens)
 
 
 def judge_result(grade, key: str = "j"):
