@@ -12,10 +12,11 @@ does no pydantic validation and no deep copies.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import guards as guards_mod
@@ -35,8 +36,9 @@ from .refs import (
     parse_reference,
     resolve_evidence_id,
     resolve_reference,
+    walk,
 )
-from .rules import RuleOutcome, compliance, derive_tasks, grade_rule
+from .rules import DEFAULT_SHELL_TOOLS, RuleOutcome, compliance, derive_tasks, grade_rule, prepare_rule
 from .scorecard import (
     DimPlan,
     GatingInput,
@@ -47,6 +49,7 @@ from .scorecard import (
     verdict,
 )
 from .types import (
+    MISSING,
     CaseDef,
     Claim,
     Evidence,
@@ -58,6 +61,7 @@ from .types import (
     ResultKind,
     Status,
     Suggestion,
+    Task,
     Timing,
     Validity,
     as_text,
@@ -66,12 +70,10 @@ from .validators import DEFAULTS, GRADERS, threshold_of
 from .validators.common import (
     VALIDATOR_TIME_LIMIT,
     Env,
-    PatternError,
     ValidatorTimeout,
     VResult,
     cfg,
     clip,
-    compile_re2,
 )
 
 SCHEMA_VERSION = 1
@@ -146,8 +148,8 @@ class _VPlan:
 class _RulePlan:
     key: str
     scope: str
-    rule: Any
-    compiled: Any = None
+    rule: dict[str, Any]
+    run: Callable[[Evidence, list[Task]], RuleOutcome]
 
 
 @dataclass(slots=True)
@@ -167,7 +169,7 @@ class _Plan:
     has_rules: bool
     allowed_tools: list[str] | None
     allowed_hosts: list[str] | None
-    shell_tools: list[str]
+    shell_tools: frozenset[str]
     judges: list[_JudgePlan]
     checks: dict[str, Any]
     dims: list[DimPlan]
@@ -241,18 +243,11 @@ def _bind(grader: Any, config: dict[str, Any]) -> Any:
 
 def _compile_rule(key: str, scope: str, rule: Any) -> _RulePlan:
     rule = _config_dict(rule)  # plain dict: no model attribute lookups per case
-    compiled = None
-    validator = cfg(rule, "validator")
-    pattern = cfg(rule, "pattern")
-    if isinstance(pattern, str):
-        try:
-            if validator == "pattern_match":
-                compiled = compile_re2("(?im)" + pattern)
-            elif validator == "job_resolution_status":
-                compiled = compile_re2(f"(?i)^(?:{pattern})$")
-        except PatternError:
-            compiled = None  # grade_rule reports the pack error
-    return _RulePlan(key, scope, rule, compiled)
+    try:
+        run = prepare_rule(key, scope, rule)
+    except Exception:  # a declaration prepare_rule cannot read: raised again per case, that rule's ERROR
+        run = functools.partial(grade_rule, key, scope, rule)
+    return _RulePlan(key, scope, rule, run)
 
 
 def _judge_text(j: Any, key: str, mode: str, context_from: list[str]) -> str:
@@ -274,7 +269,9 @@ def _final_output(env: Env) -> Resolved:
 
 
 def _resolver(ref: Ref | None, checks: dict[str, Any]) -> Any:
-    """A resolution function specialised for one reference (no dispatch per case)."""
+    """A resolution function specialised for one reference (no dispatch per case). The
+    common case-data shapes resolve inline; anything unusual (a missing key, a source chain,
+    an asset) goes through ``resolve_reference``, which writes the messages."""
     if ref is None:
         return None
     if ref.kind == "final_output":
@@ -283,6 +280,30 @@ def _resolver(ref: Ref | None, checks: dict[str, Any]) -> Any:
     def resolve(env: Env) -> Resolved:
         return resolve_reference(ref, env.evidence, env.case, env.context, checks=checks)
 
+    if ref.kind == "expectation" and not ref.path:
+        name = ref.name
+
+        def resolve_expectation(env: Env) -> Resolved:
+            for e in env.case.expectations:
+                if e.key == name:
+                    if e.value is not MISSING:
+                        return Resolved(e.value)
+                    break
+            return resolve(env)
+
+        return resolve_expectation
+    if ref.kind == "payload":
+        path = ref.path
+
+        def resolve_payload(env: Env) -> Resolved:
+            case = env.case
+            if not case.empty_case:
+                found = walk(case.payload, path)
+                if found is not MISSING:
+                    return Resolved(found)
+            return resolve(env)
+
+        return resolve_payload
     return resolve
 
 
@@ -322,10 +343,7 @@ def compile_plan(spec: Any) -> _Plan:
         has_rules=has_rules,
         allowed_tools=None if allowed_tools is None else [str(x) for x in allowed_tools],
         allowed_hosts=None if allowed_hosts is None else [str(x) for x in allowed_hosts],
-        shell_tools=list(
-            cfg(rules_spec, "shell_tool_names", None)
-            or ("Bash", "bash", "shell", "exec", "run_command", "terminal")
-        ),
+        shell_tools=frozenset(cfg(rules_spec, "shell_tool_names", None) or DEFAULT_SHELL_TOOLS),
         judges=judges,
         checks=checks,
         dims=plan_dimensions(raw_scorecard, cfg(spec, "runtime_limits")),
@@ -422,25 +440,82 @@ def _empty_notes() -> dict[str, list[str]]:
     return {"uncertainties": [], "needs_review": [], "workarounds": []}
 
 
-@dataclass(slots=True)
+_Lazy = functools.partial
+
+
+def _now(value: Any) -> Any:
+    """A lazily built field's value (built once, on first read)."""
+    return value() if type(value) is _Lazy else value
+
+
 class CaseGrade:
-    case: dict[str, Any]
-    status: Status
-    outcome_class: OutcomeClass
-    validity: Validity
-    expectations: list[ExpectationResult] = field(default_factory=list)
-    reason_code: str | None = None
-    scorecard: dict[str, Any] = field(default_factory=dict)
-    gates: dict[str, Any] = field(default_factory=dict)
-    _claims: list[dict[str, Any]] | None = field(default_factory=list)
-    eval_feedback: dict[str, Any] = field(default_factory=lambda: {"suggestions": [], "overall": ""})
-    judge_usage: JudgeUsage = field(default_factory=JudgeUsage)
-    execution_metrics: dict[str, Any] = field(default_factory=dict)
-    timing: dict[str, float] = field(default_factory=dict)
-    user_notes_summary: dict[str, list[str]] = field(default_factory=_empty_notes)
-    message: str | None = None
-    # Claims change no verdict unless fail_on_contradicted: they are extracted on first use.
-    _claims_fn: Callable[[], list[dict[str, Any]]] | None = None
+    """One case execution's grade (grading.json of grading.md §7 via ``to_dict``).
+
+    Every verdict (statuses, outcome classes, scores, gates, validity) is computed by
+    ``grade_case``. What only describes the execution (``execution_metrics``,
+    ``user_notes_summary``, the scorecard's dict form, the claims ledger unless it gates) is
+    built on first read from the evidence the grade keeps; the caller must not mutate that
+    evidence afterwards.
+    """
+
+    __slots__ = (
+        "case",
+        "status",
+        "outcome_class",
+        "validity",
+        "expectations",
+        "reason_code",
+        "_scorecard",
+        "gates",
+        "_claims",
+        "eval_feedback",
+        "judge_usage",
+        "_execution_metrics",
+        "timing",
+        "_user_notes_summary",
+        "message",
+        "_claims_fn",
+    )
+
+    def __init__(
+        self,
+        case: dict[str, Any],
+        status: Status,
+        outcome_class: OutcomeClass,
+        validity: Validity,
+        expectations: list[ExpectationResult] | None = None,
+        reason_code: str | None = None,
+        scorecard: dict[str, Any] | _Lazy[dict[str, Any]] | None = None,
+        gates: dict[str, Any] | None = None,
+        _claims: list[dict[str, Any]] | None = None,
+        eval_feedback: dict[str, Any] | None = None,
+        judge_usage: JudgeUsage | None = None,
+        execution_metrics: dict[str, Any] | _Lazy[dict[str, Any]] | None = None,
+        timing: dict[str, float] | None = None,
+        user_notes_summary: dict[str, list[str]] | _Lazy[dict[str, list[str]]] | None = None,
+        message: str | None = None,
+        _claims_fn: Callable[[], list[dict[str, Any]]] | None = None,
+    ) -> None:
+        self.case = case
+        self.status = status
+        self.outcome_class = outcome_class
+        self.validity = validity
+        self.expectations: list[ExpectationResult] = [] if expectations is None else expectations
+        self.reason_code = reason_code
+        self._scorecard = {} if scorecard is None else scorecard
+        self.gates: dict[str, Any] = {} if gates is None else gates
+        # None with a _claims_fn: extracted on first read (claims change no verdict unless
+        # fail_on_contradicted); None without one: no claims.
+        self._claims = _claims if _claims is not None or _claims_fn is not None else []
+        self.eval_feedback: dict[str, Any] = (
+            {"suggestions": [], "overall": ""} if eval_feedback is None else eval_feedback
+        )
+        self.judge_usage = JudgeUsage() if judge_usage is None else judge_usage
+        self._execution_metrics = {} if execution_metrics is None else execution_metrics
+        self.timing: dict[str, float] = {} if timing is None else timing
+        self._user_notes_summary = _empty_notes() if user_notes_summary is None else user_notes_summary
+        self.message = message
+        self._claims_fn = _claims_fn
 
     @property
     def claims(self) -> list[dict[str, Any]]:
@@ -454,12 +529,52 @@ class CaseGrade:
         self._claims, self._claims_fn = value, None
 
     @property
+    def scorecard(self) -> dict[str, Any]:
+        v = self._scorecard = _now(self._scorecard)
+        return v  # type: ignore[no-any-return]
+
+    @scorecard.setter
+    def scorecard(self, value: dict[str, Any]) -> None:
+        self._scorecard = value
+
+    @property
+    def execution_metrics(self) -> dict[str, Any]:
+        v = self._execution_metrics = _now(self._execution_metrics)
+        return v  # type: ignore[no-any-return]
+
+    @execution_metrics.setter
+    def execution_metrics(self, value: dict[str, Any]) -> None:
+        self._execution_metrics = value
+
+    @property
+    def user_notes_summary(self) -> dict[str, list[str]]:
+        v = self._user_notes_summary = _now(self._user_notes_summary)
+        return v  # type: ignore[no-any-return]
+
+    @user_notes_summary.setter
+    def user_notes_summary(self, value: dict[str, list[str]]) -> None:
+        self._user_notes_summary = value
+
+    @property
     def summary(self) -> dict[str, Any]:
         return summarize(self.expectations)
 
     @property
     def overall_score(self) -> float | None:
         return self.scorecard.get("overall_score")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CaseGrade):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"CaseGrade(case={self.case!r}, status={self.status!r}, outcome_class={self.outcome_class!r},"
+            f" validity={self.validity!r}, expectations={self.expectations!r}, reason_code={self.reason_code!r})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -969,8 +1084,8 @@ def _gate_from(status: Status) -> str:
     return Gate.NOT_GRADED.value
 
 
-def _ground_truth_gate(results: list[tuple[_VPlan, ExpectationResult]]) -> GatingInput | None:
-    gt = [r for vp, r in results if vp.ground_truth]
+def _ground_truth_gate(plans: list[_VPlan], results: list[ExpectationResult]) -> GatingInput | None:
+    gt = [r for vp, r in zip(plans, results, strict=True) if vp.ground_truth]
     if not gt:
         return None
     if any(r.status is Status.FAILED for r in gt):
@@ -1021,7 +1136,7 @@ def _grade(
     evidence: Evidence, case: CaseDef, spec: Any, context: GradeContext, judge: Judge | None
 ) -> CaseGrade:
     plan = plan_for(spec)
-    env = Env(evidence, case, context, checks=plan.checks)
+    env = Env(evidence, case, context, "", {}, _INF, plan.checks)
     expectations: list[ExpectationResult] = []
 
     guard_results = []
@@ -1029,25 +1144,27 @@ def _grade(
         guard_results.append(guards_mod.check_allowed_tools(plan.allowed_tools, evidence))
     if plan.allowed_hosts is not None:
         guard_results.append(guards_mod.check_allowed_hosts(plan.allowed_hosts, evidence))
-    expectations.extend(_rule_result(g) for g in guard_results)
+    if guard_results:
+        expectations.extend(_rule_result(g) for g in guard_results)
 
-    v_results: list[tuple[_VPlan, ExpectationResult]] = []
+    v_results: list[ExpectationResult] = []
     code_details: dict[str, Any] = {}
     for vp in plan.validators:
         env.key = vp.key
         r = _run_validator(vp, plan, env)
-        v_results.append((vp, r))
+        v_results.append(r)
         if vp.vtype == "code_execution" and r.details:
             code_details[vp.key] = r.details
-    expectations.extend(r for _, r in v_results)
+    expectations += v_results
 
     rule_outcomes: list[RuleOutcome] = []
     if plan.rules:
         tasks = derive_tasks(evidence, context, plan.shell_tools)
         for rp in plan.rules:
             try:
-                rule_outcomes.append(grade_rule(rp.key, rp.scope, rp.rule, evidence, tasks, rp.compiled))
+                rule_outcomes.append(rp.run(evidence, tasks))
             except Exception as exc:
+                required = bool(cfg(rp.rule, "required", True))
                 rule_outcomes.append(
                     RuleOutcome(
                         rp.key,
@@ -1057,11 +1174,11 @@ def _grade(
                         clip(f"ERROR: rule crashed: {type(exc).__name__}: {exc}"),
                         None,
                         "exception",
-                        bool(cfg(rp.rule, "required", True)),
-                        bool(cfg(rp.rule, "required", True)),
+                        required,
+                        required,
                     )
                 )
-    expectations.extend(_rule_result(o) for o in rule_outcomes)
+        expectations.extend(_rule_result(o) for o in rule_outcomes)
 
     usage = JudgeUsage()
     judge_results = {}
@@ -1086,7 +1203,7 @@ def _grade(
             return [_claim_dict(c) for c in found]
 
     # Scorecard (§10)
-    validators_by_key = {vp.key: r for vp, r in v_results}
+    validators_by_key = {vp.key: r for vp, r in zip(plan.validators, v_results, strict=True)}
     compliance_score, compliance_gate, c_status, c_class = (
         compliance(rule_outcomes) if plan.has_rules else (None, Gate.NOT_GRADED.value, None, None)
     )
@@ -1098,68 +1215,70 @@ def _grade(
         dims.append(dr)
         used.extend(members)
     sc = run_scorecard(plan.scorecard, dims, used)
-    inputs = list(sc.inputs)
-    resolution_gate = Gate.NOT_GRADED.value
+    inputs = sc.inputs
+    resolution_gate = _NOT_GRADED
     if plan.has_rules:
         assert c_status is not None
         inputs.append(GatingInput("compliance gate", c_status, c_class))
-        gt = _ground_truth_gate(v_results) or GatingInput("resolution gate", c_status, c_class)
+        gt = _ground_truth_gate(plan.validators, v_results) or GatingInput(
+            "resolution gate", c_status, c_class
+        )
         inputs.append(gt)
         resolution_gate = _gate_from(gt.status)
     if claims_exp is not None:
         inputs.append(GatingInput("claims", claims_exp.status, claims_exp.outcome_class))
-    guard_failed = any(g.status is Status.FAILED for g in guard_results)
-    inputs.extend(
-        GatingInput(g.key, g.status, g.outcome_class) for g in guard_results if g.status is not Status.PASSED
-    )
-    status, klass = verdict(inputs, guard_failed)
+    guards_gate = _NOT_GRADED
+    guard_failed = False
     if guard_results:
-        guards_gate = (
-            Gate.FAILED.value
-            if guard_failed
-            else (
-                Gate.PASSED.value
-                if all(g.status is Status.PASSED for g in guard_results)
-                else Gate.NOT_GRADED.value
-            )
+        guard_failed = any(g.status is Status.FAILED for g in guard_results)
+        inputs.extend(
+            GatingInput(g.key, g.status, g.outcome_class)
+            for g in guard_results
+            if g.status is not Status.PASSED
         )
-    else:
-        guards_gate = Gate.NOT_GRADED.value
+        if guard_failed:
+            guards_gate = Gate.FAILED.value
+        elif all(g.status is Status.PASSED for g in guard_results):
+            guards_gate = Gate.PASSED.value
+    status, klass = verdict(inputs, guard_failed)
 
     findings = _findings(spec, case, context)
     feedback: dict[str, Any] = {
-        "suggestions": [_suggestion_dict(s) for s in findings],
+        "suggestions": [_suggestion_dict(s) for s in findings] if findings else [],
         "overall": _overall_line(findings),
     }
     if context.eval_feedback_ref:
         feedback["run"] = context.eval_feedback_ref
 
     reason = None
-    if status in (Status.NOT_EVALUATED, Status.UNAVAILABLE, Status.ERROR):
+    if status is not Status.PASSED and status is not Status.FAILED:
         reason = _case_reason(expectations, klass)
     return CaseGrade(
-        case=case_block(case, context),
-        status=status,
-        outcome_class=klass,
-        validity=validity(dims, used),
-        expectations=expectations,
-        reason_code=reason,
-        scorecard=sc.to_dict(),
-        gates={
+        case_block(case, context),
+        status,
+        klass,
+        validity(dims, used),
+        expectations,
+        reason,
+        _Lazy(sc.to_dict),
+        {
             "compliance": compliance_gate,
             "resolution": resolution_gate,
             "guards": guards_gate,
             "compliance_score": compliance_score,
         },
-        _claims=claim_dicts,
-        _claims_fn=claims_fn,
-        eval_feedback=feedback,
-        judge_usage=usage,
-        execution_metrics=execution_metrics(evidence),
-        user_notes_summary=user_notes_summary(evidence.user_notes)
-        if evidence.channels.user_notes
-        else _empty_notes(),
+        claim_dicts,
+        feedback,
+        usage,
+        _Lazy(execution_metrics, evidence),
+        None,
+        _Lazy(user_notes_summary, evidence.user_notes) if evidence.channels.user_notes else None,
+        None,
+        claims_fn,
     )
+
+
+_NOT_GRADED = Gate.NOT_GRADED.value
 
 
 def _case_reason(expectations: list[ExpectationResult], klass: OutcomeClass) -> str | None:

@@ -3,11 +3,21 @@ evidence, pattern_match, job_resolution_status, task_count, compliance and gates
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from .types import Evidence, GradeContext, OutcomeClass, ResultKind, Status, Task, canonical_json
+from .types import (
+    Evidence,
+    EvidenceText,
+    GradeContext,
+    OutcomeClass,
+    ResultKind,
+    Status,
+    Task,
+    canonical_json,
+)
 from .validators.common import PatternError, cfg, clip, compile_re2, quote
 
 DEFAULT_SHELL_TOOLS = ("Bash", "bash", "shell", "exec", "run_command", "terminal")
@@ -31,7 +41,7 @@ class RuleOutcome:
     text: str
     status: Status
     outcome_class: OutcomeClass
-    evidence: str
+    evidence: EvidenceText
     score: float | None
     reason_code: str | None
     gating: bool
@@ -49,24 +59,33 @@ def _command_text(args: dict[str, Any]) -> str | None:
 
 
 def derive_tasks(
-    evidence: Evidence, context: GradeContext | None = None, shell_tools: Sequence[str] = DEFAULT_SHELL_TOOLS
+    evidence: Evidence,
+    context: GradeContext | None = None,
+    shell_tools: Collection[str] = DEFAULT_SHELL_TOOLS,
 ) -> list[Task]:
     """The response's tasks when reported, else one task per invocation (§5.2)."""
     if evidence.tasks is not None:
         return evidence.tasks
-    shell = set(shell_tools)
+    shell = shell_tools if isinstance(shell_tools, (set, frozenset)) else frozenset(shell_tools)
     calls = evidence.tool_calls
-    assistant = [m.content for m in evidence.messages if m.role == "assistant"]
+    n_calls = len(calls)
     tasks = []
     last = len(evidence.invocations) - 1
     for i, inv in enumerate(evidence.invocations):
-        inv_calls = [calls[k] for k in inv.tool_call_indexes if k < len(calls)]
-        commands = [c for c in (_command_text(x.args) for x in inv_calls if x.name in shell) if c is not None]
-        plans = [canonical_json(x.args) for x in inv_calls if x.name in PLAN_TOOLS]
+        inv_calls = [calls[k] for k in inv.tool_call_indexes if k < n_calls]
+        commands = []
+        plans = []
+        for x in inv_calls:
+            if x.name in shell:
+                cmd = _command_text(x.args)
+                if cmd is not None:
+                    commands.append(cmd)
+            if x.name in PLAN_TOOLS:
+                plans.append(canonical_json(x.args))
         if plans:
             plan = "\n".join(plans)
-        elif i == 0 and inv_calls and assistant:
-            plan = assistant[0]
+        elif i == 0 and inv_calls:
+            plan = next((m.content for m in evidence.messages if m.role == "assistant"), "")
         else:
             plan = ""
         summary = (
@@ -193,127 +212,140 @@ def _line_at(text: str, offset: int) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
-def _outcome(key: str, rule: Any, ok: bool, evidence: str, required: bool) -> RuleOutcome:
-    status = Status.PASSED if ok else Status.FAILED
-    return RuleOutcome(
-        key,
-        str(cfg(rule, "label", key)),
-        status,
-        OutcomeClass.PASS if ok else OutcomeClass.FAIL,
-        clip(evidence),
-        1.0 if ok else 0.0,
-        None,
-        required,
-        required,
-    )
+def _outcome(key: str, label: str, ok: bool, evidence: EvidenceText, required: bool) -> RuleOutcome:
+    if ok:
+        return RuleOutcome(
+            key, label, Status.PASSED, OutcomeClass.PASS, evidence, 1.0, None, required, required
+        )
+    return RuleOutcome(key, label, Status.FAILED, OutcomeClass.FAIL, evidence, 0.0, None, required, required)
 
 
 def _ungraded(
-    key: str, rule: Any, status: Status, klass: OutcomeClass, evidence: str, reason: str, required: bool
+    key: str, label: str, status: Status, klass: OutcomeClass, evidence: str, reason: str, required: bool
 ) -> RuleOutcome:
-    return RuleOutcome(
-        key, str(cfg(rule, "label", key)), status, klass, clip(evidence), None, reason, required, required
-    )
+    return RuleOutcome(key, label, status, klass, clip(evidence), None, reason, required, required)
+
+
+# A rule bound to its declaration: (evidence, tasks) -> outcome.
+PreparedRule = Callable[[Evidence, list[Task]], RuleOutcome]
+
+
+def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> PreparedRule:
+    """The rule's declaration read once (label, required, negate, pattern compiled); the
+    result grades one case's evidence. Never raises on a bad declaration: it is graded as a
+    pack error."""
+    required = bool(cfg(rule, "required", True))
+    negate = bool(cfg(rule, "negate", False))
+    validator = cfg(rule, "validator")
+    label = str(cfg(rule, "label", key))
+    job = scope == "job"
+    suffix = " (negated)" if negate else ""
+
+    def constant(status: Status, klass: OutcomeClass, evidence: str, reason: str) -> PreparedRule:
+        def grade(evidence_: Evidence, tasks: list[Task]) -> RuleOutcome:
+            return _ungraded(key, label, status, klass, evidence, reason, required)
+
+        return grade
+
+    if validator == "task_count":
+        lo, hi = cfg(rule, "min"), cfg(rule, "max")
+        bounds = f"[{'' if lo is None else lo}, {'' if hi is None else hi}]"
+
+        def task_count(evidence: Evidence, tasks: list[Task]) -> RuleOutcome:
+            if not evidence.channels.tasks and evidence.tasks is None:
+                return _ungraded(
+                    key,
+                    label,
+                    Status.UNAVAILABLE,
+                    OutcomeClass.UNAVAILABLE,
+                    "UNAVAILABLE: lane reports no tasks (black_box)",
+                    "channel_unavailable",
+                    required,
+                )
+            n = len(tasks)
+            cond = (lo is None or n >= lo) and (hi is None or n <= hi)
+            return _outcome(key, label, cond != negate, f"{n} tasks; bounds {bounds}{suffix}", required)
+
+        return task_count
+    if validator not in ("job_resolution_status", "pattern_match"):
+        return constant(
+            Status.NOT_EVALUATED,
+            OutcomeClass.PACK_ERROR,
+            f"unknown rule validator {validator!r}",
+            "invalid_config",
+        )
+    pattern = str(cfg(rule, "pattern", ""))
+    try:
+        if validator == "job_resolution_status":
+            rx = compiled or compile_re2(f"(?i)^(?:{pattern})$")
+        else:
+            rx = compiled or compile_re2("(?im)" + pattern)
+    except PatternError as exc:
+        return constant(
+            Status.NOT_EVALUATED,
+            OutcomeClass.PACK_ERROR,
+            f"pattern {quote(pattern)} is not a valid RE2 pattern: {exc}",
+            "invalid_pattern",
+        )
+
+    if validator == "job_resolution_status":
+
+        def resolution_status(evidence: Evidence, tasks: list[Task]) -> RuleOutcome:
+            status = derived_status(evidence)
+            cond = rx.search(status) is not None
+            source = (
+                "reported"
+                if evidence.resolution is not None and evidence.resolution.status is not None
+                else "derived"
+            )
+            return _outcome(
+                key,
+                label,
+                cond != negate,
+                lambda: (
+                    f"job status {quote(status)} ({source}) {'matches' if cond else 'does not match'}"
+                    f" ^(?:{pattern})${suffix}"
+                ),
+                required,
+            )
+
+        return resolution_status
+
+    where = str(cfg(rule, "where", ""))
+
+    def pattern_match(evidence: Evidence, tasks: list[Task]) -> RuleOutcome:
+        try:
+            values = field_values(where, evidence, tasks, job)
+        except FieldUnavailable as exc:
+            return _ungraded(key, label, exc.status, exc.klass, exc.message, exc.reason, required)
+        for i, text in enumerate(values):
+            if not text:
+                continue
+            m = rx.search(text)
+            if m is not None:
+                return _outcome(
+                    key, label, not negate, functools.partial(_hit_text, i, m.start(), text), required
+                )
+        return _outcome(key, label, negate, lambda: _miss_text(values), required)
+
+    def _hit_text(i: int, offset: int, text: str) -> str:
+        where_txt = f"task {i}" if not job else "job"
+        line = _line_at(text, offset)
+        return f"{where_txt} {where} matches {quote(pattern)} at offset {offset}: {quote(line, 200)}{suffix}"
+
+    def _miss_text(values: list[str]) -> str:
+        total = sum(len(v) for v in values)
+        searched = f"{len(values)} {'task' if not job else 'field'}{'s' if len(values) != 1 else ''} searched"
+        return f"no match for {quote(pattern)} in {where} ({total} code points, {searched}){suffix}"
+
+    return pattern_match
 
 
 def grade_rule(
     key: str, scope: str, rule: Any, evidence: Evidence, tasks: list[Task], compiled: Any = None
 ) -> RuleOutcome:
-    required = bool(cfg(rule, "required", True))
-    negate = bool(cfg(rule, "negate", False))
-    validator = cfg(rule, "validator")
-    job = scope == "job"
-    if validator == "task_count":
-        if not evidence.channels.tasks and evidence.tasks is None:
-            return _ungraded(
-                key,
-                rule,
-                Status.UNAVAILABLE,
-                OutcomeClass.UNAVAILABLE,
-                "UNAVAILABLE: lane reports no tasks (black_box)",
-                "channel_unavailable",
-                required,
-            )
-        lo, hi = cfg(rule, "min"), cfg(rule, "max")
-        n = len(tasks)
-        cond = (lo is None or n >= lo) and (hi is None or n <= hi)
-        bounds = f"[{'' if lo is None else lo}, {'' if hi is None else hi}]"
-        return _outcome(
-            key, rule, cond != negate, f"{n} tasks; bounds {bounds}{' (negated)' if negate else ''}", required
-        )
-    if validator == "job_resolution_status":
-        pattern = str(cfg(rule, "pattern", ""))
-        try:
-            rx = compiled or compile_re2(f"(?i)^(?:{pattern})$")
-        except PatternError as exc:
-            return _ungraded(
-                key,
-                rule,
-                Status.NOT_EVALUATED,
-                OutcomeClass.PACK_ERROR,
-                f"pattern {quote(pattern)} is not a valid RE2 pattern: {exc}",
-                "invalid_pattern",
-                required,
-            )
-        status = derived_status(evidence)
-        cond = rx.search(status) is not None
-        source = (
-            "reported"
-            if evidence.resolution is not None and evidence.resolution.status is not None
-            else "derived"
-        )
-        return _outcome(
-            key,
-            rule,
-            cond != negate,
-            f"job status {quote(status)} ({source}) {'matches' if cond else 'does not match'} ^(?:{pattern})${' (negated)' if negate else ''}",
-            required,
-        )
-    if validator != "pattern_match":
-        return _ungraded(
-            key,
-            rule,
-            Status.NOT_EVALUATED,
-            OutcomeClass.PACK_ERROR,
-            f"unknown rule validator {validator!r}",
-            "invalid_config",
-            required,
-        )
-    where = str(cfg(rule, "where", ""))
-    pattern = str(cfg(rule, "pattern", ""))
-    try:
-        rx = compiled or compile_re2("(?im)" + pattern)
-    except PatternError as exc:
-        return _ungraded(
-            key,
-            rule,
-            Status.NOT_EVALUATED,
-            OutcomeClass.PACK_ERROR,
-            f"pattern {quote(pattern)} is not a valid RE2 pattern: {exc}",
-            "invalid_pattern",
-            required,
-        )
-    try:
-        values = field_values(where, evidence, tasks, job)
-    except FieldUnavailable as exc:
-        return _ungraded(key, rule, exc.status, exc.klass, exc.message, exc.reason, required)
-    hit = None
-    for i, text in enumerate(values):
-        if not text:
-            continue
-        m = rx.search(text)
-        if m is not None:
-            hit = (i, m.start(), _line_at(text, m.start()))
-            break
-    cond = hit is not None
-    suffix = " (negated)" if negate else ""
-    if hit is not None:
-        where_txt = f"task {hit[0]}" if not job else "job"
-        ev = f"{where_txt} {where} matches {quote(pattern)} at offset {hit[1]}: {quote(hit[2], 200)}{suffix}"
-    else:
-        total = sum(len(v) for v in values)
-        ev = f"no match for {quote(pattern)} in {where} ({total} code points, {len(values)} {'task' if not job else 'field'}{'s' if len(values) != 1 else ''} searched){suffix}"
-    return _outcome(key, rule, cond != negate, ev, required)
+    """One rule on one case (``prepare_rule`` once per spec is the fast way)."""
+    return prepare_rule(key, scope, rule, compiled)(evidence, tasks)
 
 
 def compliance(outcomes: list[RuleOutcome]) -> tuple[float | None, str, Status, OutcomeClass | None]:
