@@ -197,3 +197,39 @@ class LaneBudgets:
             if budget is None:
                 budget = self._by_lane[lane] = lane_share(self.limits, self.lane_count, prices=self.prices)
             return budget
+
+
+class SharedBudget:
+    """A budget view over several lanes' shares, for calls that serve every lane (n_wise
+    rankings): each reservation is split equally between the lanes and fails if any lane
+    cannot afford its part."""
+
+    def __init__(self, budgets: list[JudgeBudget]) -> None:
+        self.budgets = budgets or [JudgeBudget()]
+        self.max_samples = self.budgets[0].max_samples
+        self.prices = self.budgets[0].prices
+
+    def cap_samples(self, samples: int) -> int:
+        return self.budgets[0].cap_samples(samples)
+
+    def reserve(self, model: str, prompt_tokens: int, max_output_tokens: int) -> Any:
+        n = len(self.budgets)
+        parts: list[tuple[JudgeBudget, Reservation]] = []
+        for b in self.budgets:
+            r = b.reserve(model, -(-prompt_tokens // n), -(-max_output_tokens // n))
+            if isinstance(r, str):
+                for done_budget, done in parts:
+                    done_budget.release(done)
+                return r
+            parts.append((b, r))
+        return parts
+
+    def settle(self, reservation: Any, model: str, input_tokens: int, output_tokens: int) -> float | None:
+        n = len(self.budgets)
+        costs = [b.settle(r, model, input_tokens // n, output_tokens // n) for b, r in reservation]
+        total = self.prices.cost(model, input_tokens, output_tokens)
+        return None if total is None or any(c is None for c in costs) else total
+
+    def release(self, reservation: Any) -> None:
+        for b, r in reservation:
+            b.release(r)

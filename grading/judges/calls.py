@@ -59,6 +59,29 @@ class Sample:
         return (self.parsed.data if self.parsed else None) or {}
 
 
+class Breaker:
+    """Fail fast when the provider is down: after ``threshold`` calls in a row failed with
+    an infra error (retries exhausted), further calls are not sent until one succeeds...
+    which none will, for the rest of this judge's life. Keeps a run whose provider is down
+    from waiting out every call's retries. Thread-safe enough: plain int and str updates."""
+
+    def __init__(self, threshold: int = 3) -> None:
+        self.threshold = threshold
+        self.failures = 0
+        self.last_error = ""
+
+    @property
+    def open(self) -> bool:
+        return self.failures >= self.threshold
+
+    def record(self, ok: bool, error: str = "") -> None:
+        if ok:
+            self.failures = 0
+        else:
+            self.failures += 1
+            self.last_error = error
+
+
 @dataclass(slots=True)
 class CallSpec:
     purpose: str
@@ -85,8 +108,18 @@ async def run_sample(
     *,
     rng: random.Random,
     sleep: Sleep,
+    breaker: Breaker | None = None,
 ) -> Sample:
     sample = Sample(model=model, index=index, status=SKIPPED)
+    if breaker is not None and breaker.open:
+        message = (
+            f"judge provider unavailable: {breaker.failures} calls in a row failed, not sent "
+            f"(last: {breaker.last_error[:200]})"
+        )
+        sample.calls.append(CallRecord(spec.purpose, spec.key, model, SKIPPED, cost_usd=0.0, error=message))
+        sample.status, sample.error = FAILED, message
+        sample.outcome_class, sample.reason_code = "infra_error", "judge_provider_error"
+        return sample
     prompt_tokens = estimate_tokens(spec.system, spec.user)
     for try_number in (1, 2):  # an invalid answer is retried once, within the budget
         reservation = budget.reserve(model, prompt_tokens, spec.max_output_tokens)
@@ -114,6 +147,8 @@ async def run_sample(
             )
         except ProviderError as exc:
             budget.release(reservation)
+            if breaker is not None and exc.outcome_class == "infra_error":
+                breaker.record(False, exc.message)
             sample.calls.append(
                 CallRecord(
                     spec.purpose,
@@ -129,6 +164,8 @@ async def run_sample(
             sample.status, sample.error = FAILED, exc.message
             sample.outcome_class, sample.reason_code = exc.outcome_class, exc.reason_code
             return sample
+        if breaker is not None:
+            breaker.record(True)
         cost = budget.settle(reservation, model, result.input_tokens, result.output_tokens)
         record = CallRecord(
             spec.purpose,

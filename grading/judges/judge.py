@@ -96,6 +96,7 @@ class LLMJudge:
         self._own_loop = loop is None
         self._lock = threading.Lock()
         self.call_log: list[C.CallRecord] = []
+        self.breaker = C.Breaker()
         # n_wise second pass: judge key -> result, used when a case is re-graded (grade.py asks).
         self._ranked: dict[str, ExpectationResult] = {}
 
@@ -126,7 +127,7 @@ class LLMJudge:
         self, jobs: Sequence[tuple[C.CallSpec, str, int]], seed: int, budget: JudgeBudget | None = None
     ) -> list[C.Sample]:
         """Run (call spec, model, sample index) jobs concurrently on the loop thread."""
-        provider, sleep = self.provider, self._sleep
+        provider, sleep, breaker = self.provider, self._sleep, self.breaker
         budget = budget or self.budget
 
         async def go(client: Any) -> list[C.Sample]:
@@ -142,6 +143,7 @@ class LLMJudge:
                             index,
                             rng=random.Random(seed + index),
                             sleep=sleep,
+                            breaker=breaker,
                         )
                         for spec, model, index in jobs
                     )

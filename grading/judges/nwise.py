@@ -384,12 +384,15 @@ def apply_rank(
     return grade
 
 
-def split_usage(usage: JudgeUsage, lanes: int) -> JudgeUsage:
-    """An equal share of a ranking's spend for one of ``lanes`` lanes (tokens rounded down)."""
+def split_usage(usage: JudgeUsage, lanes: int) -> list[JudgeUsage]:
+    """Equal shares of a ranking's spend for ``lanes`` lanes that sum exactly to ``usage``
+    (integer remainders go to the first lanes)."""
     n = max(1, lanes)
-    return JudgeUsage(
-        calls=usage.calls // n,
-        input_tokens=usage.input_tokens // n,
-        output_tokens=usage.output_tokens // n,
-        cost_usd=None if usage.cost_usd is None else usage.cost_usd / n,
-    )
+
+    def parts(total: int) -> list[int]:
+        q, r = divmod(total, n)
+        return [q + (1 if i < r else 0) for i in range(n)]
+
+    calls, ins, outs = parts(usage.calls), parts(usage.input_tokens), parts(usage.output_tokens)
+    cost = None if usage.cost_usd is None else usage.cost_usd / n
+    return [JudgeUsage(calls[i], ins[i], outs[i], cost) for i in range(n)]

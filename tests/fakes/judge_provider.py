@@ -197,3 +197,22 @@ class FakeJudgeProvider:
 
 def hang(seconds: float = 5.0) -> Behaviour:
     return lambda body, path: (-int(max(1, seconds)), {}, b"")
+
+
+_MODE = re.compile(r"You are an evaluation judge \(mode: (?P<mode>\w+)\)")
+
+
+def mode_of(body: dict[str, Any]) -> str:
+    m = _MODE.search(prompt_text(body))
+    return m.group("mode") if m else ""
+
+
+def by_mode(**behaviours: Behaviour) -> Behaviour:
+    """Dispatch on the judge mode named in the system prompt (assertion, rubric, reference,
+    n_wise, claims, critique); ``other`` answers the rest (default: a 400)."""
+    other = behaviours.pop("other", status(400))
+
+    def behave(body: dict[str, Any], path: str) -> Response:
+        return behaviours.get(mode_of(body), other)(body, path)
+
+    return behave

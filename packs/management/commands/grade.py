@@ -6,10 +6,13 @@ line listed, exit 2), grades each case with the engine and prints the document (
 or the readable table. Exit 0 when no case is FAILED and at least one PASSED, else 1.
 Touches no database.
 
-Judge providers: ``--judge-provider`` (or ``AGENTCLASH_JUDGE_PROVIDER``) would select the
-client for every judge of the pack. The provider clients are not part of this version, so
-a configured provider is refused with a clear error instead of being silently ignored;
-without one, judge expectations are NOT_EVALUATED, reason ``no_judge_provider``.
+Judge providers: ``--judge-provider openai|anthropic`` (or ``AGENTCLASH_JUDGE_PROVIDER``)
+selects the client for every judge of the pack, with ``--judge-base-url`` /
+``AGENTCLASH_JUDGE_BASE_URL`` (default: the provider's public API) and ``--judge-api-key`` /
+``AGENTCLASH_JUDGE_API_KEY``. The operator is trusted, so the base URL may be loopback or
+private. With a provider, judges, n_wise rankings, model claims and the model critique run
+(``grading.judges.offline``) and the document gains ``judge_usage``; without one, judge
+expectations are NOT_EVALUATED, reason ``no_judge_provider``.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class Command(JsonCommand):
         self.add_json_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        _refuse_judge_provider(options)
+        provider = _judge_provider(options)
         pack_path = Path(options["pack"])
         report = validate_bundle(read_bundle_or_fail(pack_path), filename=pack_path.name)
         if not report.valid:
@@ -58,16 +61,21 @@ class Command(JsonCommand):
         except SelectionError as exc:
             raise CliError(exc.code, exc.message, field="input_set", choices=exc.choices) from exc
         results = _read_results(Path(options["results"]))
+        arguments = {
+            "spec": report.evaluation_spec,
+            "pack_slug": report.bundle.pack.slug,
+            "pack_number": report.bundle.version.number,
+            "input_set_name": selection.key,
+            "cases": report.grading_cases(selection.key),
+            "results": results,
+        }
         try:
-            document = grade_offline(
-                spec=report.evaluation_spec,
-                pack_slug=report.bundle.pack.slug,
-                pack_number=report.bundle.version.number,
-                input_set_name=selection.key,
-                cases=report.grading_cases(selection.key),
-                results=results,
-                judge=None,
-            )
+            if provider is None:
+                document = grade_offline(**arguments, judge=None)
+            else:
+                from grading.judges.offline import grade_offline_with_judges
+
+                document = grade_offline_with_judges(provider=provider, **arguments)
         except InvalidResults as exc:
             body = exc.to_dict()
             if not self._as_json:
@@ -83,23 +91,31 @@ class Command(JsonCommand):
             sys.exit(code)
 
 
-def _refuse_judge_provider(options: dict[str, Any]) -> None:
+def _judge_provider(options: dict[str, Any]) -> Any:
+    """The provider of ``--judge-*`` (flags win over ``AGENTCLASH_JUDGE_*``), or None."""
     provider = options.get("judge_provider") or os.environ.get("AGENTCLASH_JUDGE_PROVIDER", "").strip()
     if not provider:
-        return
+        return None
     if provider not in JUDGE_PROVIDERS:
         raise CliError(
             "invalid_judge_provider",
-            f"judge provider must be one of {', '.join(JUDGE_PROVIDERS)} (got {provider!r})",
+            f"judge provider must be one of {', '.join(JUDGE_PROVIDERS)} (got {provider!r}); "
+            "fix --judge-provider or AGENTCLASH_JUDGE_PROVIDER",
             field="judge_provider",
         )
-    raise CliError(
-        "judge_provider_unavailable",
-        "judge providers are not available in this version; unset --judge-provider "
-        "(and AGENTCLASH_JUDGE_PROVIDER) to grade without judges (judge expectations are "
-        "NOT_EVALUATED, reason no_judge_provider)",
-        field="judge_provider",
-    )
+    base_url = (options.get("judge_base_url") or os.environ.get("AGENTCLASH_JUDGE_BASE_URL", "")).strip()
+    api_key = options.get("judge_api_key") or os.environ.get("AGENTCLASH_JUDGE_API_KEY", "")
+    if base_url and not base_url.startswith(("http://", "https://")):
+        raise CliError(
+            "invalid_judge_base_url",
+            f"judge base URL must be an absolute http(s) URL (got {base_url!r}); fix --judge-base-url "
+            "or AGENTCLASH_JUDGE_BASE_URL",
+            field="judge_base_url",
+        )
+    from grading.judges.providers import ProviderConfig
+
+    # The CLI operator is trusted: a loopback or private base URL is allowed (interfaces.md §5).
+    return ProviderConfig(kind=provider, base_url=base_url, api_key=api_key.strip(), allow_private=True)
 
 
 def _read_results(path: Path) -> bytes:
