@@ -202,20 +202,6 @@ def test_a_missing_results_file_is_an_io_error(tmp_path):
     assert doc["error"]["code"] == "io_error"
 
 
-@pytest.mark.parametrize(
-    ("args", "env"),
-    [
-        (["--judge-provider", "anthropic", "--judge-api-key", "k"], {}),
-        ([], {"AGENTCLASH_JUDGE_PROVIDER": "openai"}),
-    ],
-)
-def test_a_configured_judge_provider_is_refused_clearly(mental_results, args, env):
-    code, doc = grade_json(str(MENTAL), "--results", str(mental_results), *args, env=env)
-    assert code == 2
-    assert doc["error"]["code"] == "judge_provider_unavailable"
-    assert "not available in this version" in doc["error"]["message"]
-
-
 def test_an_unknown_judge_provider_is_a_usage_error(mental_results):
     code, doc = grade_json(
         str(MENTAL), "--results", str(mental_results), env={"AGENTCLASH_JUDGE_PROVIDER": "acme"}
