@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include("agentclash_site.workspaces.urls")),
     path("", include("packs.urls")),
     path("", include("runs.urls")),
+    path("", include("grading.urls")),
 ]
 
 if settings.DEBUG:
