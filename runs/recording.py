@@ -4,9 +4,10 @@
 :class:`ItemResult` (grading with ``grading.engine.grade_case``); :func:`record_results`
 writes a batch of them for one lane in one transaction: a guarded re-read of the items
 (only items still claimed by this owner, or still pending for a trace import, are written:
-a redelivered task never grades twice), ``bulk_update`` of the items, ``bulk_create`` of
-attempts and grade revisions, one UPDATE of the lane's counters and one of the run's open
-count. It returns the ids it wrote.
+a redelivered task never grades twice), one pipelined UPDATE per item, ``bulk_create`` of
+the attempts, one UPDATE of the lane's counters and one of the run's open count. It
+returns the ids it wrote. The current grade lives on the item (``RunItem.grade``); a
+re-score archives it as a ``GradeRevision`` before replacing it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -31,7 +33,6 @@ from grading.engine.types import Evidence, Timing
 from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.models import (
     Attempt,
-    GradeRevision,
     ItemState,
     Run,
     RunItem,
@@ -229,6 +230,43 @@ def _attempt_rows(item_id: int, result: ItemResult) -> list[Attempt]:
     return rows
 
 
+_ITEM_COLUMNS = (
+    "state", "claim_owner", "claim_deadline", "attempt_count", "last_category", "status",
+    "outcome_class", "reason_code", "score", "grade", "evidence", "scoring_revision",
+    "latency_ms", "input_tokens", "output_tokens", "cost_usd", "finished_at",
+)  # fmt: skip
+_JSON_COLUMNS = frozenset({"grade", "evidence"})
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _write_items(items: list[RunItem]) -> None:
+    """One parameterised UPDATE per item, sent with ``executemany`` (a pipeline on
+    psycopg 3): much cheaper than ``bulk_update``'s CASE expressions."""
+    table = RunItem._meta.db_table
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""
+    sets = ", ".join(
+        f"{connection.ops.quote_name(c)} = %s{cast if c in _JSON_COLUMNS else ''}" for c in _ITEM_COLUMNS
+    )
+    sql = f"UPDATE {connection.ops.quote_name(table)} SET {sets} WHERE id = %s"  # noqa: S608 (our columns)
+    rows = []
+    for item in items:
+        row = []
+        for column in _ITEM_COLUMNS:
+            value = getattr(item, column)
+            if column in _JSON_COLUMNS:
+                value = _json(value)
+            elif isinstance(value, datetime):
+                value = connection.ops.adapt_datetimefield_value(value)
+            row.append(value)
+        row.append(item.pk)
+        rows.append(row)
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
 def _locked(qs: Any) -> Any:
     return qs.select_for_update() if connection.features.has_select_for_update else qs
 
@@ -239,33 +277,37 @@ def record_results(
     *,
     owner: str | None,
     revision: int,
+    repetitions: int = 1,
     now: datetime | None = None,
 ) -> list[int]:
     """Write a batch of one lane's results; returns the item ids actually written.
 
     ``owner``: the dispatcher's claim owner (items must still be claimed by it); None for
-    a trace import (items must still be pending).
+    a trace import (items must still be pending). Runs in the caller's transaction when
+    there is one (no savepoint), else in its own.
     """
     if not results:
         return []
     now = now or timezone.now()
     by_id = {r.item_id: r for r in results}
-    with transaction.atomic():
-        lane = _locked(RunLane.objects.filter(pk=lane_id)).get()
+    with transaction.atomic(savepoint=False):
+        lane_q = RunLane.objects.filter(pk=lane_id)
+        run_id, counters_doc = _locked(lane_q).values_list("run_id", "counters").get()
         guard = RunItem.objects.filter(id__in=list(by_id))
         if owner is not None:
             guard = guard.filter(state=ItemState.CLAIMED, claim_owner=owner)
         else:
             guard = guard.filter(state=ItemState.PENDING)
-        items = list(_locked(guard).only("id", "attempt_count", "run_id"))
+        items = [
+            RunItem(id=pk, attempt_count=count)
+            for pk, count in _locked(guard).values_list("id", "attempt_count")
+        ]
         if not items:
             return []
-        counters = LaneCounters.from_dict(lane.counters) if lane.counters else LaneCounters(1)
-        run = Run.objects.only("repetitions").get(pk=lane.run_id)
-        counters.repetitions = max(counters.repetitions, run.repetitions)
+        counters = LaneCounters.from_dict(counters_doc) if counters_doc else LaneCounters(repetitions)
+        counters.repetitions = max(counters.repetitions, repetitions)
         deltas: dict[str, Any] = {}
         attempts: list[Attempt] = []
-        revisions: list[GradeRevision] = []
         for item in items:
             r = by_id[item.pk]
             attempts += _attempt_rows(item.pk, r)
@@ -289,17 +331,6 @@ def record_results(
                 item.grade = r.grade
                 item.evidence = r.evidence
                 item.scoring_revision = revision
-                revisions.append(
-                    GradeRevision(
-                        item_id=item.pk,
-                        revision=revision,
-                        status=item.status,
-                        outcome_class=item.outcome_class,
-                        score=item.score,
-                        grade=r.grade,
-                        created_at=now,
-                    )
-                )
                 counters.add(r.record)
                 column = STATUS_COLUMNS.get(item.status)
                 if column:
@@ -327,23 +358,14 @@ def record_results(
                 column = CATEGORY_COLUMNS.get(AttemptCategory(r.category))
                 if column:
                     deltas[column] = deltas.get(column, 0) + 1
-        RunItem.objects.bulk_update(
-            items,
-            [
-                "state", "claim_owner", "claim_deadline", "attempt_count", "last_category", "status",
-                "outcome_class", "reason_code", "score", "grade", "evidence", "scoring_revision",
-                "latency_ms", "input_tokens", "output_tokens", "cost_usd", "finished_at",
-            ],
-        )  # fmt: skip
+        _write_items(items)
         if attempts:
             Attempt.objects.bulk_create(attempts)
-        if revisions:
-            GradeRevision.objects.bulk_create(revisions)
         n = len(items)
         RunLane.objects.filter(pk=lane_id).update(
             counters=counters.to_dict(),
             pending=F("pending") - n,
             **{name: F(name) + value for name, value in deltas.items()},
         )
-        Run.objects.filter(pk=lane.run_id).update(items_open=F("items_open") - n)
+        Run.objects.filter(pk=run_id).update(items_open=F("items_open") - n)
     return [item.pk for item in items]

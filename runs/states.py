@@ -32,7 +32,7 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     R.SCORING: frozenset({R.COMPLETED, R.FAILED, R.CANCELLED, R.RUNNING}),
     R.COMPLETED: frozenset({R.RUNNING, R.SCORING}),  # retry-failed, rescore
     R.FAILED: frozenset({R.RUNNING, R.SCORING}),
-    R.CANCELLED: frozenset({R.SCORING}),  # rescore of what was graded before cancelling
+    R.CANCELLED: frozenset(),
 }
 
 LANE_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -41,7 +41,7 @@ LANE_TRANSITIONS: dict[str, frozenset[str]] = {
     L.SCORING: frozenset({L.COMPLETED, L.FAILED, L.CANCELLED, L.RUNNING}),
     L.COMPLETED: frozenset({L.RUNNING, L.SCORING}),
     L.FAILED: frozenset({L.RUNNING, L.SCORING}),
-    L.CANCELLED: frozenset({L.SCORING}),
+    L.CANCELLED: frozenset(),
 }
 
 ITEM_TRANSITIONS: dict[str, frozenset[str]] = {

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import threading
 
-from runs.models import Attempt, GradeRevision, RunItem, RunLane
-from tests.fakes.agent_server import FakeAgent, ok
+import pytest
+from aiohttp import web
+
+from runs.dispatch import claim_items, dispatch_lane
+from runs.models import Attempt, GradeRevision, ItemState, Run, RunItem, RunLane
+from runs.recording import ItemResult, record_results
+from tests.fakes.agent_server import (
+    FakeAgent,
+    hang,
+    huge,
+    invalid_json,
+    ok,
+    rate_limited,
+    raw,
+    server_error,
+)
 from tests.runs.runfactory import create_run, drive, echo_answer, hosted, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,10 +36,115 @@ def test_run_completes_and_grades_every_case(personas):
     assert run.status == "completed"
     lane = RunLane.objects.get(run=run)
     assert (lane.passed, lane.failed, lane.pending) == (3, 1, 0)
-    assert GradeRevision.objects.filter(item__run=run).count() == 4
     assert Attempt.objects.filter(item__run=run).count() == 4
+    assert GradeRevision.objects.filter(item__run=run).count() == 0  # nothing superseded yet
     statuses = dict(RunItem.objects.filter(run=run).values_list("case_key", "status"))
     assert statuses == {"c0": "PASSED", "c1": "PASSED", "c2": "PASSED", "c3": "FAILED"}
     assert run.stats["lanes"][0]["pass_rate"] == 0.75
     assert run.stats["ranking"][0]["deployment"] == "agent"
     assert "eval_feedback" in run.stats
+    assert RunItem.objects.get(run=run, case_key="c0").grade["status"] == "PASSED"
+    # the agent saw the rendered instructions and never the expectations
+    body = agent.requests_for("c1")[0].json
+    assert body["challenge"]["instructions"] == "Say answer-1"
+    assert "expectations" not in str(body["case"])
+
+
+def test_failure_modes_end_in_the_right_categories(personas):
+    version = publish(personas.workspace, cases=7)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(server_error(503), case="c0")
+        agent.queue(rate_limited("0"), rate_limited("0"), case="c1")
+        agent.queue(invalid_json(), case="c2")
+        agent.queue(raw('{"error": "no"}', status=404), case="c3")
+        agent.queue(hang(), case="c4")
+        agent.queue(huge(), case="c5")
+        agent.queue(server_error(500), server_error(500), server_error(500), case="c6")
+        dep = hosted(personas.workspace, agent.url, timeout_seconds=1, max_attempts=3)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    assert run.status == "completed"
+    items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+    cats = {
+        k: [a.category for a in Attempt.objects.filter(item=i).order_by("number")] for k, i in items.items()
+    }
+    assert cats["c0"] == ["infra_error", "ok"] and items["c0"].status == "PASSED"
+    assert cats["c1"] == ["infra_error", "infra_error", "ok"] and items["c1"].status == "PASSED"
+    assert cats["c2"] == ["config_error"] and items["c2"].display_status == "config_error"
+    assert cats["c3"] == ["config_error"] and Attempt.objects.get(item=items["c3"]).status_code == 404
+    assert cats["c4"] == ["infra_error", "ok"]
+    assert Attempt.objects.filter(item=items["c4"], number=1).get().error_code == "timeout"
+    assert cats["c5"] == ["config_error"]
+    assert len(Attempt.objects.get(item=items["c5"]).body_excerpt) <= 2048
+    assert cats["c6"] == ["infra_error"] * 3 and items["c6"].display_status == "infra_error"
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.config_error, lane.infra_error, lane.pending) == (3, 3, 1, 0)
+
+
+def _peak_tracker(delay: float):
+    state = {"active": 0, "peak": 0}
+
+    async def behaviour(request: web.Request, recorded, agent) -> web.StreamResponse:
+        state["active"] += 1
+        state["peak"] = max(state["peak"], state["active"])
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            state["active"] -= 1
+        return web.json_response(echo_answer(recorded))
+
+    return behaviour, state
+
+
+def test_max_in_flight_holds_across_racing_dispatchers_and_runs(personas):
+    version = publish(personas.workspace, cases=10)
+    behaviour, state = _peak_tracker(0.05)
+    with FakeAgent() as agent:
+        agent.default = behaviour
+        dep = hosted(personas.workspace, agent.url, max_in_flight=3)
+        runs = [create_run(personas.workspace, version, [dep]) for _ in range(2)]
+        lanes = [RunLane.objects.get(run=r) for r in runs]
+        errors: list[BaseException] = []
+
+        def work(lane_id: int) -> None:
+            from django.db import connection
+
+            try:
+                dispatch_lane(lane_id, time_slice=30)
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=work, args=(lane.pk,)) for lane in lanes + lanes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    assert not errors
+    assert state["peak"] <= 3
+    assert state["peak"] >= 2  # they did run concurrently
+    for run in runs:
+        run.refresh_from_db()
+        assert run.status == "completed"
+        assert RunItem.objects.filter(run=run, status="PASSED").count() == 10
+    assert agent.calls == 20  # no item was called twice
+
+
+def test_recording_is_idempotent_and_owner_guarded(personas):
+    version = publish(personas.workspace, cases=2)
+    dep = hosted(personas.workspace, "http://127.0.0.1:9/agent")
+    run = create_run(personas.workspace, version, [dep])
+    lane = RunLane.objects.get(run=run)
+    rows = claim_items(lane=lane, run=run, deployment=dep, owner="first")
+    assert len(rows) == 2
+    # the sweeper hands item 0 to another owner
+    RunItem.objects.filter(pk=rows[0]["id"]).update(claim_owner="second")
+    results = [ItemResult(item_id=r["id"], category="infra_error") for r in rows]
+    written = record_results(lane.pk, results, owner="first", revision=1)
+    assert written == [rows[1]["id"]]
+    assert record_results(lane.pk, results, owner="first", revision=1) == []  # redelivered
+    lane.refresh_from_db()
+    assert (lane.infra_error, lane.pending) == (1, 1)
+    assert Run.objects.get(pk=run.pk).items_open == 1
+    assert RunItem.objects.get(pk=rows[0]["id"]).state == ItemState.CLAIMED

@@ -1,0 +1,205 @@
+#!/usr/bin/env python
+"""Run execution throughput: N cases against a local OpenAI-compatible stub, end to end.
+
+Creates its own PostgreSQL database (``agentclash_bench_runs``, dropped and recreated),
+publishes the P1 workload pack (``bench/p1/workload.py``, N cases, 4 checks each), creates an
+``openai_chat`` deployment (``max_in_flight`` 16) pointed at ``bench/p1/stub.py`` on a free
+loopback port, and then:
+
+- ``--mode inprocess`` (default): ``run_create`` then the lane dispatcher called in this
+  process until the run is completed (claims, calls, grading, bulk writes, scoring);
+- ``--mode celery``: ``manage.py eval start --follow --json`` with a real Celery worker and a
+  private redis-server, from process start to the completed run document.
+
+Prints cases/s and the run's outcome counts. Loopback only.
+
+    .venv/bin/python bench/runs_throughput.py --cases 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+DB = "agentclash_bench_runs"
+
+
+def start_stub() -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "p1" / "stub.py"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith("ready "):
+        proc.kill()
+        raise RuntimeError(f"the stub did not start: {line!r}")
+    return proc, int(line.split()[1])
+
+
+def recreate_db() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{DB}"')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument("--max-in-flight", type=int, default=16)
+    parser.add_argument("--mode", choices=["inprocess", "celery"], default="inprocess")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--profile", action="store_true", help="cProfile the in-process run")
+    args = parser.parse_args()
+
+    recreate_db()
+    os.environ["DATABASE_URL"] = f"{PG}/{DB}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from agentclash_site.workspaces.models import Workspace
+    from bench.p1.workload import pack_document
+    from packs.services import pack_version_publish
+
+    call_command("migrate", verbosity=0)
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    workspace = Workspace.objects.create(slug="bench", name="Bench", allow_private_endpoints=True)
+    import yaml
+
+    version = pack_version_publish(
+        workspace=workspace, data=yaml.safe_dump(pack_document(args.cases)).encode()
+    ).version
+    stub, port = start_stub()
+    try:
+        from runs.services.deployments import deployment_create
+
+        dep = deployment_create(
+            workspace=workspace,
+            name="stub",
+            kind="openai_chat",
+            url=f"http://127.0.0.1:{port}/v1",
+            model="stub",
+            max_in_flight=args.max_in_flight,
+            timeout_seconds=30,
+        ).deployment
+        for round_no in range(1, args.rounds + 1):
+            if args.mode == "inprocess" and args.profile:
+                import cProfile
+                import pstats
+
+                profiler = cProfile.Profile()
+                elapsed, counts = profiler.runcall(inprocess, workspace, user, version, dep)
+                stats = pstats.Stats(profiler)
+                stats.sort_stats("tottime").print_stats(30)
+                stats.sort_stats("cumulative").print_callees("record_results")
+            elif args.mode == "inprocess":
+                elapsed, counts = inprocess(workspace, user, version, dep)
+            else:
+                elapsed, counts = celery_mode(workspace, version)
+            print(
+                f"round {round_no}: {args.cases} cases in {elapsed:.2f} s = {args.cases / elapsed:.0f} cases/s "
+                f"({args.mode}, max_in_flight {args.max_in_flight}); {counts}"
+            )
+    finally:
+        stub.kill()
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def inprocess(workspace, user, version, dep):  # type: ignore[no-untyped-def]
+    from runs.dispatch import dispatch_lane
+    from runs.models import Run, RunLane
+    from runs.services.runs import run_create
+
+    start = time.perf_counter()
+    run = run_create(workspace=workspace, user=user, pack_version=version, deployments=[dep], enqueue=False)
+    lane = RunLane.objects.get(run=run)
+    timings: dict[str, float] = {}
+    sql_time: dict[str, list[float]] = {}
+
+    def timed(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            key = " ".join(sql.split()[:3])[:60]
+            entry = sql_time.setdefault(key, [0, 0.0])
+            entry[0] += 1
+            entry[1] += time.perf_counter() - t0
+
+    from django.db import connection
+
+    with connection.execute_wrapper(timed) if os.environ.get("BENCH_SQL") else _null():
+        while Run.objects.filter(pk=run.pk, status__in=["queued", "running"]).exists():
+            result = dispatch_lane(lane.pk, time_slice=60)
+            print("slice:", result.claimed, result.recorded, result.peak_in_flight, result.reason)
+            for k, v in result.timings.items():
+                timings[k] = timings.get(k, 0.0) + v
+    for key, (n, t) in sorted(sql_time.items(), key=lambda kv: -kv[1][1])[:15]:
+        print(f"  sql {t:6.2f} s {n:6d}x  {key}")
+    print("dispatcher seconds by phase:", {k: round(v, 2) for k, v in timings.items()})
+    elapsed = time.perf_counter() - start
+    run.refresh_from_db()
+    lane.refresh_from_db()
+    return elapsed, {
+        "status": run.status,
+        "passed": lane.passed,
+        "failed": lane.failed,
+        "infra_error": lane.infra_error,
+        "config_error": lane.config_error,
+    }
+
+
+def celery_mode(workspace, version):  # type: ignore[no-untyped-def]
+    from tests.processes import redis_server
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with redis_server() as port, tempfile.TemporaryDirectory() as tmp:
+        env["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{port}/0"
+        log = open(Path(tmp) / "worker.log", "wb")  # noqa: SIM115
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "agentclash_site", "worker", "--loglevel", "WARNING",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            start = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "manage.py", "eval", "start", "--workspace", workspace.slug, "--pack",
+                 version.pack.slug, "--deployment", "stub", "--follow", "--json", "--fail-under", "0"],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
+            )  # fmt: skip
+            elapsed = time.perf_counter() - start
+        finally:
+            os.killpg(worker.pid, 15)
+            worker.wait(timeout=30)
+            log.close()
+        doc = json.loads(done.stdout)
+        return elapsed, {"exit": done.returncode, "status": doc["run"]["status"], "lanes": doc["lanes"]}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Run operations: cancel, retry failed items, re-score.
+
+- ``run_cancel``: nothing new starts (dispatchers check the run's status and stop
+  claiming); calls already in flight finish or time out and are recorded; pending items
+  become ``cancelled`` (attempt category ``cancelled`` on the case lists).
+- ``run_retry_failed``: only items that ended ``infra_error`` / ``config_error`` (no grade)
+  go back to pending; their earlier attempts stay and new ones continue the numbering; the
+  run (and those lanes) go back to ``running`` and dispatch is enqueued.
+- ``run_rescore``: every graded item's recorded evidence is graded again with the current
+  engine, without calling agents: a new ``scoring_revision``; each old grade is archived
+  as a ``GradeRevision``; lane counters are rebuilt for the new revision; stats recomputed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from grading.engine.aggregate import LaneCounters
+from runs.models import (
+    GradeRevision,
+    ItemState,
+    LaneStatus,
+    Run,
+    RunItem,
+    RunLane,
+    RunStatus,
+)
+from runs.recording import STATUS_COLUMNS, ItemKey, grade_evidence, rebuild_evidence
+from runs.services.runs import RunError
+from runs.states import FINISHED_RUN, record_item_transitions, transition_lane, transition_run
+
+FAILED_CATEGORIES = ("infra_error", "config_error")
+
+
+def _lock_run(run: Run) -> Run:
+    qs = Run.objects.filter(pk=run.pk)
+    if connection.features.has_select_for_update:
+        qs = qs.select_for_update()
+    return qs.get()
+
+
+def run_cancel(*, run: Run, reason: str = "cancelled by a user") -> Run:
+    if run.status in FINISHED_RUN:
+        raise RunError("run_finished", f"the run is already {run.status}", status_code=409)
+    with transaction.atomic():
+        run = _lock_run(run)
+        if run.status in FINISHED_RUN:
+            raise RunError("run_finished", f"the run is already {run.status}", status_code=409)
+        now = timezone.now()
+        moved = []
+        for lane in RunLane.objects.filter(run=run):
+            qs = RunItem.objects.filter(lane=lane, state=ItemState.PENDING)
+            count = qs.update(state=ItemState.CANCELLED, last_category="cancelled", finished_at=now)
+            if count:
+                RunLane.objects.filter(pk=lane.pk).update(
+                    pending=F("pending") - count, cancelled=F("cancelled") + count
+                )
+                Run.objects.filter(pk=run.pk).update(items_open=F("items_open") - count)
+                moved.append((run.pk, lane.pk, ItemState.PENDING, ItemState.CANCELLED, count))
+            if lane.status not in (LaneStatus.COMPLETED, LaneStatus.FAILED, LaneStatus.CANCELLED):
+                transition_lane(lane, LaneStatus.CANCELLED, reason=reason)
+        record_item_transitions(moved, reason=reason)
+        transition_run(run, RunStatus.CANCELLED, reason=reason)
+        run_id = run.pk
+        transaction.on_commit(lambda: _enqueue_check(run_id))
+    run.refresh_from_db()
+    return run
+
+
+def _enqueue_check(run_id: Any) -> None:
+    from runs import tasks
+
+    tasks.check_run.delay(str(run_id))
+
+
+def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
+    """Send the run's infra/config failures again; returns how many items were reopened."""
+    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.RUNNING):
+        raise RunError(
+            "run_not_retryable",
+            f"a {run.status} run cannot retry items; wait for it to finish",
+            status_code=409,
+        )
+    with transaction.atomic():
+        run = _lock_run(run)
+        failed = RunItem.objects.filter(
+            run=run, state=ItemState.DONE, status="", last_category__in=FAILED_CATEGORIES
+        )
+        per_lane: dict[int, dict[str, int]] = {}
+        for lane_id, category in failed.values_list("lane_id", "last_category"):
+            per_lane.setdefault(lane_id, {}).setdefault(category, 0)
+            per_lane[lane_id][category] += 1
+        if not per_lane:
+            raise RunError(
+                "nothing_to_retry", "the run has no infra_error or config_error items", status_code=409
+            )
+        total = failed.update(
+            state=ItemState.PENDING, claim_owner="", claim_deadline=None, claims=0, finished_at=None
+        )
+        moved = []
+        if run.status != RunStatus.RUNNING:
+            transition_run(run, RunStatus.RUNNING, reason="retry failed items")
+        for lane in RunLane.objects.filter(pk__in=list(per_lane)):
+            counts = per_lane[lane.pk]
+            n = sum(counts.values())
+            RunLane.objects.filter(pk=lane.pk).update(
+                pending=F("pending") + n,
+                infra_error=F("infra_error") - counts.get("infra_error", 0),
+                config_error=F("config_error") - counts.get("config_error", 0),
+                stats=None,
+            )
+            if lane.status != LaneStatus.RUNNING:
+                transition_lane(lane, LaneStatus.RUNNING, reason="retry failed items")
+            moved.append((run.pk, lane.pk, ItemState.DONE, ItemState.PENDING, n))
+        Run.objects.filter(pk=run.pk).update(items_open=F("items_open") + total, stats=None)
+        record_item_transitions(moved, reason="retry failed items")
+        if enqueue:
+            from runs.services.runs import enqueue_run
+
+            run_id = run.pk
+            transaction.on_commit(lambda: enqueue_run(run_id))
+    return total
+
+
+def run_rescore(*, run: Run) -> Run:
+    """Re-grade the recorded evidence of every graded item (no agent is called)."""
+    from runs.dispatch import lane_context_for
+    from runs.scoring import finalize_run
+
+    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
+        raise RunError(
+            "run_not_rescorable",
+            f"only a completed or failed run can be re-scored (this one is {run.status})",
+            status_code=409,
+        )
+    with transaction.atomic():
+        run = _lock_run(run)
+        revision = run.scoring_revision + 1
+        Run.objects.filter(pk=run.pk).update(scoring_revision=revision)
+        run.scoring_revision = revision
+        transition_run(run, RunStatus.SCORING, reason=f"rescore (revision {revision})")
+        now = timezone.now()
+        for lane in RunLane.objects.filter(run=run).select_related("deployment", "deployment__workspace"):
+            if lane.status != LaneStatus.SCORING:
+                transition_lane(lane, LaneStatus.SCORING, reason=f"rescore (revision {revision})")
+            ctx = lane_context_for(lane, run, lane.deployment)
+            counters = LaneCounters(run.repetitions)
+            counts = dict.fromkeys(STATUS_COLUMNS.values(), 0)
+            score_sum, scored = 0.0, 0
+            archive: list[GradeRevision] = []
+            updates: list[RunItem] = []
+            graded = (
+                RunItem.objects.filter(lane=lane)
+                .filter(~Q(status=""), evidence__isnull=False)
+                .order_by("id")
+                .only("id", "challenge_key", "case_key", "repetition", "attempt_count", "status",
+                      "outcome_class", "score", "grade", "evidence", "scoring_revision",
+                      "latency_ms")
+            )  # fmt: skip
+            for item in graded.iterator(chunk_size=500):
+                archive.append(
+                    GradeRevision(
+                        item_id=item.pk, revision=item.scoring_revision, status=item.status,
+                        outcome_class=item.outcome_class, score=item.score, grade=item.grade, created_at=now,
+                    )
+                )  # fmt: skip
+                case, base = ctx.data.case(item.challenge_key, item.case_key)
+                evidence = rebuild_evidence(ctx, base, item.evidence)
+                key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
+                result = grade_evidence(
+                    ctx, key, evidence, item.evidence.get("response") or {}, attempt=item.attempt_count
+                )
+                assert result.grade is not None and result.record is not None
+                result.record.latency_ms = item.latency_ms
+                counters.add(result.record)
+                item.grade = result.grade
+                item.status = result.grade.get("status") or ""
+                item.outcome_class = result.grade.get("outcome_class") or ""
+                item.reason_code = (result.grade.get("reason_code") or "")[:100]
+                item.score = result.record.score
+                item.scoring_revision = revision
+                updates.append(item)
+                column = STATUS_COLUMNS.get(item.status)
+                if column:
+                    counts[column] += 1
+                if item.score is not None:
+                    score_sum += item.score
+                    scored += 1
+            GradeRevision.objects.bulk_create(archive, batch_size=500, ignore_conflicts=True)
+            RunItem.objects.bulk_update(
+                updates, ["grade", "status", "outcome_class", "reason_code", "score", "scoring_revision"],
+                batch_size=200,
+            )  # fmt: skip
+            summary = counters.summary()
+            RunLane.objects.filter(pk=lane.pk).update(
+                counters=counters.to_dict(),
+                score_sum=score_sum,
+                scored=scored,
+                judge_calls=int(summary["judge_usage"]["calls"] or 0),
+                judge_input_tokens=int(summary["judge_usage"]["input_tokens"] or 0),
+                judge_output_tokens=int(summary["judge_usage"]["output_tokens"] or 0),
+                judge_cost_usd=float(summary["judge_usage"]["cost_usd"] or 0.0),
+                **counts,
+            )
+        finalize_run(run)
+    run.refresh_from_db()
+    return run
