@@ -1,0 +1,321 @@
+"""Judges for runs (grading.md §6, §8, §9): the seam between the runs app and ``grading.judges``.
+
+Who calls what (R2 / the lead wire these):
+
+- ``judge_for_lane(lane) -> LLMJudge | None``: the judge a lane's dispatch slice passes to
+  ``grade_case`` (``LaneContext.judge``). None when the workspace has no judge provider, so
+  judge expectations stay NOT_EVALUATED ``no_judge_provider``. The budget is the lane's
+  equal share of ``scorecard.judge_limits`` (split over the run's lane count at run start)
+  minus what the lane already spent (its ``judge_*`` counters, which ``runs.recording``
+  keeps from each grade's ``judge_usage``). Every judge shares one process-wide event-loop
+  thread, so a judge needs no closing; ``close_judge`` exists for symmetry.
+- ``with_model_claims(judge, grade, evidence=..., case=..., spec=..., context=...)``: after
+  ``grade_case`` (when ``judge`` is not None) adds the model's claims (``source: llm``) and
+  their spend to the grade.
+- ``rank_run(run) -> int``: the n_wise second pass, from the scoring stage before
+  ``compute_stats``: for every n_wise judge and every (challenge, case, repetition) graded in
+  two or more lanes, ranks the lanes' answers, re-grades each item with its ranked result
+  (other judges replayed, not re-run), writes the item's grade fields and moves the lane's
+  counters (status columns, score sum, ``LaneCounters``) from the old record to the new.
+- ``run_model_critique(run, records) -> list[dict]``: the §9(c) critique suggestions to merge
+  into the run's ``eval_feedback`` (``source: llm``).
+- ``record_run_judge_usage(run)``: the run's judge counters = the sum of its lanes'.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Sum
+
+from agentclash_site.lib.crypto import DecryptionError
+from grading.engine.aggregate import LaneCounters, record_from_grade
+from grading.engine.types import ExpectationResult, JudgeUsage
+from grading.judges import LLMJudge, LoopThread, lane_share
+from grading.judges.budget import SharedBudget, judge_limits_of
+from grading.judges.judge import get
+from grading.judges.model_pass import merge_claims, model_claims, model_critique
+from grading.judges.nwise import LaneAnswer, apply_rank, rank_case, split_usage
+from grading.models import JudgeProviderConfig, price_table
+
+_loop_lock = threading.Lock()
+_shared_loop: LoopThread | None = None
+
+
+def shared_loop() -> LoopThread:
+    """The process-wide judge event-loop thread (created on first use)."""
+    global _shared_loop
+    with _loop_lock:
+        if _shared_loop is None or _shared_loop.closed:
+            _shared_loop = LoopThread(name="run-judges")
+        return _shared_loop
+
+
+def _spec_of(run: Any) -> Any:
+    from runs.packdata import version_data
+
+    key = run.input_set.key if run.input_set_id else None
+    return version_data(run.pack_version, key).spec
+
+
+def judge_for_workspace(workspace_id: int, *, budget: Any = None) -> LLMJudge | None:
+    config = JudgeProviderConfig.objects.select_related("workspace").filter(workspace_id=workspace_id).first()
+    if config is None:
+        return None
+    try:
+        provider = config.provider_config()
+    except DecryptionError:
+        provider = None
+    if provider is None:
+        return _BrokenJudge("the workspace's judge API key cannot be decrypted with FIELD_ENCRYPTION_KEY")
+    return LLMJudge(provider, budget=budget, prices=price_table(), loop=shared_loop())
+
+
+def judge_for_lane(lane: Any) -> LLMJudge | None:
+    from runs.models import Run, RunLane
+
+    run = Run.objects.select_related("pack_version", "input_set").get(pk=lane.run_id)
+    lanes = RunLane.objects.filter(run_id=run.pk).count()
+    fresh = (
+        RunLane.objects.filter(pk=lane.pk)
+        .values("judge_input_tokens", "judge_output_tokens", "judge_cost_usd")
+        .first()
+        or {}
+    )
+    budget = lane_share(
+        judge_limits_of(_spec_of(run)),
+        lanes,
+        spent_tokens=int(fresh.get("judge_input_tokens") or 0) + int(fresh.get("judge_output_tokens") or 0),
+        spent_usd=float(fresh.get("judge_cost_usd") or 0.0),
+        prices=price_table(),
+    )
+    return judge_for_workspace(run.workspace_id, budget=budget)
+
+
+def close_judge(judge: Any) -> None:
+    if judge is not None and hasattr(judge, "close"):
+        judge.close()  # the shared loop itself stays up
+
+
+class _BrokenJudge(LLMJudge):
+    """A configured provider that cannot be used: every judge is ERROR / infra_error."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def evaluate(self, request: Any) -> ExpectationResult:
+        from grading.engine.types import OutcomeClass, Status
+        from grading.judges.judge import _result
+
+        return _result(
+            request, Status.ERROR, OutcomeClass.INFRA_ERROR, "judge_provider_error", f"ERROR: {self.message}"
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def with_model_claims(judge: Any, grade: Any, *, evidence: Any, case: Any, spec: Any, context: Any) -> Any:
+    """Add the model's claims (and their spend) to a ``CaseGrade`` of ``grade_case``."""
+    if isinstance(judge, LLMJudge) and not isinstance(judge, _BrokenJudge):
+        merge_claims(grade, model_claims(judge, evidence, case, context, spec, usage=grade.judge_usage))
+    return grade
+
+
+def record_run_judge_usage(run: Any) -> None:
+    from runs.models import Run, RunLane
+
+    sums = RunLane.objects.filter(run_id=run.pk).aggregate(
+        calls=Sum("judge_calls"),
+        samples=Sum("judge_samples"),
+        input_tokens=Sum("judge_input_tokens"),
+        output_tokens=Sum("judge_output_tokens"),
+        cost=Sum("judge_cost_usd"),
+    )
+    Run.objects.filter(pk=run.pk).update(
+        judge_calls=sums["calls"] or 0,
+        judge_samples=sums["samples"] or 0,
+        judge_input_tokens=sums["input_tokens"] or 0,
+        judge_output_tokens=sums["output_tokens"] or 0,
+        judge_cost_usd=sums["cost"] or 0.0,
+    )
+
+
+def run_model_critique(run: Any, records: Iterable[Any]) -> list[dict[str, Any]]:
+    """The model critique suggestions of a completed run (empty without a provider)."""
+    from runs.models import RunLane
+
+    judge = judge_for_workspace(run.workspace_id)
+    if judge is None or isinstance(judge, _BrokenJudge):
+        return []
+    spec = _spec_of(run)
+    from runs.packdata import version_data
+
+    data = version_data(run.pack_version, run.input_set.key if run.input_set_id else None)
+    by_challenge: dict[str, list[Any]] = {}
+    for case, _ in data.cases.values():
+        by_challenge.setdefault(case.challenge_key, []).append(case)
+    lanes = list(
+        RunLane.objects.filter(run_id=run.pk).values(
+            "pk", "judge_input_tokens", "judge_output_tokens", "judge_cost_usd"
+        )
+    )
+    limits = judge_limits_of(spec)
+    shares = [
+        lane_share(
+            limits,
+            len(lanes),
+            spent_tokens=row["judge_input_tokens"] + row["judge_output_tokens"],
+            spent_usd=row["judge_cost_usd"],
+            prices=judge.budget.prices,
+        )
+        for row in lanes
+    ]
+    usage = JudgeUsage()
+    found = model_critique(
+        judge, spec, records, by_challenge, run_id=str(run.pk), budget=SharedBudget(shares), usage=usage
+    )
+    _charge_lanes(run, usage, [row["pk"] for row in lanes])
+    return [s.to_dict() for s in found]
+
+
+def _charge_lanes(run: Any, usage: JudgeUsage, lane_ids: list[int]) -> None:
+    from runs.models import RunLane
+
+    if not usage.calls or not lane_ids:
+        return
+    for lane_id, share in zip(sorted(lane_ids), split_usage(usage, len(lane_ids)), strict=True):
+        RunLane.objects.filter(pk=lane_id).update(
+            judge_calls=F("judge_calls") + share.calls,
+            judge_input_tokens=F("judge_input_tokens") + share.input_tokens,
+            judge_output_tokens=F("judge_output_tokens") + share.output_tokens,
+            judge_cost_usd=F("judge_cost_usd") + (share.cost_usd or 0.0),
+        )
+
+
+def rank_run(run: Any) -> int:
+    """The n_wise pass of a run (see the module docstring). Returns the items re-graded."""
+    from runs.dispatch import lane_context_for
+    from runs.models import RunItem, RunLane
+    from runs.recording import STATUS_COLUMNS, ItemKey, case_findings, grade_context, rebuild_evidence
+
+    spec = _spec_of(run)
+    decls = [j for j in get(spec, "llm_judges", []) or [] if str(get(j, "mode", "")) == "n_wise"]
+    if not decls:
+        return 0
+    judge = judge_for_workspace(run.workspace_id)
+    if judge is None or isinstance(judge, _BrokenJudge):
+        return 0  # the pending_rank results stay, visibly NOT_EVALUATED
+    lanes = {lane.pk: lane for lane in RunLane.objects.filter(run_id=run.pk).select_related("deployment")}
+    contexts = {pk: lane_context_for(lane, run, lane.deployment) for pk, lane in lanes.items()}
+    limits = judge_limits_of(spec)
+    shared = SharedBudget(
+        [
+            lane_share(
+                limits,
+                len(lanes),
+                spent_tokens=lane.judge_input_tokens + lane.judge_output_tokens,
+                spent_usd=lane.judge_cost_usd,
+                prices=judge.budget.prices,
+            )
+            for lane in lanes.values()
+        ]
+    )
+    items = (
+        RunItem.objects.filter(run_id=run.pk)
+        .filter(evidence__isnull=False)
+        .exclude(status="")
+        .order_by("challenge_key", "case_key", "repetition", "lane_id")
+    )
+    groups: dict[tuple[str, str, int], list[Any]] = {}
+    for item in items.iterator(chunk_size=500):
+        groups.setdefault((item.challenge_key, item.case_key, item.repetition), []).append(item)
+    changed = 0
+    checks = {str(get(c, "key")): c for c in get(spec, "post_execution_checks", []) or []}
+    for (challenge, case_key, rep), group in groups.items():
+        prepared = []
+        for item in group:
+            ctx = contexts[item.lane_id]
+            case, base = ctx.data.case(challenge, case_key)
+            evidence = rebuild_evidence(ctx, base, item.evidence)
+            key = ItemKey(item.pk, challenge, case_key, rep, item.attempt_count)
+            findings = case_findings(ctx, case, base)
+            context = grade_context(ctx, key, base, attempt=item.attempt_count, findings=findings)
+            prepared.append((item, case, evidence, context))
+        answers = [LaneAnswer(str(item.lane_id), ev, case, context) for item, case, ev, context in prepared]
+        ranked: dict[str, dict[str, ExpectationResult]] = {}
+        shares: dict[str, JudgeUsage] = {}
+        for decl in decls:
+            out = rank_case(judge, decl, answers, checks=checks, budget=shared)  # type: ignore[arg-type]
+            for (lane_key, result), share in zip(
+                sorted(out.results.items()), split_usage(out.usage, len(out.results)), strict=True
+            ):
+                ranked.setdefault(lane_key, {})[str(get(decl, "key"))] = result
+                acc = shares.setdefault(lane_key, JudgeUsage())
+                acc.calls += share.calls
+                acc.input_tokens += share.input_tokens
+                acc.output_tokens += share.output_tokens
+                acc.cost_usd = (
+                    None if share.cost_usd is None or acc.cost_usd is None else acc.cost_usd + share.cost_usd
+                )
+        for item, case, evidence, context in prepared:
+            lane_key = str(item.lane_id)
+            if lane_key not in ranked:
+                continue
+            grade = apply_rank(
+                item.grade,
+                ranked[lane_key],
+                evidence=evidence,
+                case=case,
+                spec=spec,
+                context=context,
+                usage_share=shares.get(lane_key),
+            )
+            _write_item(item, grade.to_dict(), shares.get(lane_key), STATUS_COLUMNS)
+            changed += 1
+    return changed
+
+
+def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, columns: dict[str, str]) -> None:
+    from runs.models import RunItem, RunLane
+
+    with transaction.atomic():
+        lane = RunLane.objects.select_for_update().get(pk=item.lane_id)
+        old = record_from_grade(item.grade or {})
+        new = record_from_grade(doc)
+        old.latency_ms = new.latency_ms = item.latency_ms
+        counters = LaneCounters.from_dict(lane.counters) if lane.counters else None
+        if counters is not None:
+            counters.remove(old)
+            counters.add(new)
+            lane.counters = counters.to_dict()
+        old_col, new_col = columns.get(item.status), columns.get(str(doc.get("status")))
+        updates: dict[str, Any] = {"counters": lane.counters}
+        if old_col != new_col:
+            if old_col:
+                updates[old_col] = F(old_col) - 1
+            if new_col:
+                updates[new_col] = F(new_col) + 1
+        score = new.score
+        if item.score is not None:
+            updates["score_sum"] = F("score_sum") - item.score
+            updates["scored"] = F("scored") - 1
+        if score is not None:
+            updates["score_sum"] = (updates.get("score_sum") or F("score_sum")) + score
+            updates["scored"] = (updates.get("scored") or F("scored")) + 1
+        if spend is not None and spend.calls:
+            updates["judge_calls"] = F("judge_calls") + spend.calls
+            updates["judge_input_tokens"] = F("judge_input_tokens") + spend.input_tokens
+            updates["judge_output_tokens"] = F("judge_output_tokens") + spend.output_tokens
+            updates["judge_cost_usd"] = F("judge_cost_usd") + (spend.cost_usd or 0.0)
+        RunLane.objects.filter(pk=lane.pk).update(**updates)
+        RunItem.objects.filter(pk=item.pk).update(
+            grade=doc,
+            status=str(doc.get("status") or ""),
+            outcome_class=str(doc.get("outcome_class") or ""),
+            reason_code=str(doc.get("reason_code") or "")[:100],
+            score=score,
+        )

@@ -1,0 +1,147 @@
+"""runs/judging.py: a run whose lanes are graded with the workspace's judge provider (the
+fake over a real socket), the lane budget split, model claims, and the n_wise pass."""
+
+from __future__ import annotations
+
+import yaml
+
+from grading.models import JudgeProviderConfig
+from packs.services import pack_version_publish
+from runs import dispatch
+from runs.judging import judge_for_lane, rank_run, record_run_judge_usage, with_model_claims
+from runs.models import Run, RunItem, RunLane
+from tests.fakes.agent_server import FakeAgent, ok
+from tests.fakes.judge_provider import blocks, by_mode, content, rank, verdict
+from tests.runs.runfactory import create_run, drive, hosted, pack_yaml
+
+
+def publish_with_judges(workspace, judges, limits=None):
+    doc = yaml.safe_load(pack_yaml(slug="judged", cases=2))
+    spec = doc["version"]["evaluation_spec"]
+    spec["judge_mode"] = "hybrid"
+    spec["llm_judges"] = judges
+    spec["scorecard"]["dimensions"].append(
+        {"key": "q", "source": "llm_judge", "judge_key": judges[0]["key"], "weight": 0}
+    )
+    if limits:
+        spec["scorecard"]["judge_limits"] = limits
+    return pack_version_publish(workspace=workspace, data=yaml.safe_dump(doc).encode()).version
+
+
+def setup_provider(workspace, fake):
+    workspace.allow_private_endpoints = True
+    workspace.save()
+    JudgeProviderConfig.objects.create(workspace=workspace, kind="openai", base_url=fake.base_url)
+
+
+def test_no_provider_means_no_judge(personas):
+    version = publish_with_judges(
+        personas.workspace, [{"key": "j", "mode": "assertion", "assertion": "x", "model": "gpt-4o-mini"}]
+    )
+    with FakeAgent() as agent:
+        run = create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)])
+    lane = RunLane.objects.get(run=run)
+    assert judge_for_lane(lane) is None
+
+
+def test_run_lanes_judged_with_budget_share_and_n_wise(personas, fake, monkeypatch):
+    ws = personas.workspace
+    setup_provider(ws, fake)
+    judges = [
+        {"key": "j", "mode": "assertion", "assertion": "says the word", "model": "gpt-4o-mini", "samples": 2},
+        {
+            "key": "best",
+            "mode": "n_wise",
+            "model": "gpt-4o-mini",
+            "samples": 2,
+            "prompt": "most exact answer",
+        },
+    ]
+    version = publish_with_judges(ws, judges, limits={"max_tokens": 200000, "max_samples_per_judge": 2})
+
+    def n_wise(body, path):
+        found = dict(blocks(body))
+        good = next(bid.split("/")[0] for bid, text in found.items() if not text.startswith("maybe"))
+        return rank(lambda labels: [good] + [x for x in labels if x != good])(body, path)
+
+    fake.default = by_mode(assertion=verdict({"pass": True}), n_wise=n_wise, other=content("{}"))
+    monkeypatch.setattr(dispatch, "_judge_for", judge_for_lane)
+    with FakeAgent() as agent:
+        agent.route(
+            "/good", ok(lambda rec: {"final_output": rec.json["challenge"]["instructions"].split()[-1]})
+        )
+        agent.route(
+            "/meh",
+            ok(lambda rec: {"final_output": "maybe " + rec.json["challenge"]["instructions"].split()[-1]}),
+        )
+        good = hosted(ws, agent.url_for("/good"), name="good")
+        meh = hosted(ws, agent.url_for("/meh"), name="meh")
+        run = drive(create_run(ws, version, [good, meh]))
+    lanes = {lane.deployment_name: lane for lane in RunLane.objects.filter(run=run)}
+    budget = judge_for_lane(lanes["good"]).budget
+    assert budget.max_tokens == 100000 and budget.max_samples == 2 and budget.spent_tokens > 0
+    items = list(RunItem.objects.filter(run=run))
+    assert len(items) == 4
+    for item in items:
+        exps = {e["key"]: e for e in item.grade["expectations"]}
+        assert exps["j"]["status"] == "PASSED" and exps["best"]["reason_code"] == "pending_rank"
+    assert lanes["good"].judge_calls == 4  # 2 cases x 2 samples, on the lane's counters
+    assert rank_run(run) == 4
+    for item in RunItem.objects.filter(run=run).select_related("lane"):
+        best = next(e for e in item.grade["expectations"] if e["key"] == "best")
+        assert best["score"] == (1.0 if item.lane.deployment_name == "good" else 0.0)
+        assert best["details"]["labels"] and "good" not in str(fake.requests[-1])
+    lanes = {lane.deployment_name: lane for lane in RunLane.objects.filter(run=run)}
+    assert lanes["good"].judge_calls == 4 + 2  # half of the 4 ranking calls
+    record_run_judge_usage(run)
+    run = Run.objects.get(pk=run.pk)
+    assert run.judge_calls == lanes["good"].judge_calls + lanes["meh"].judge_calls == fake.calls
+
+
+def test_with_model_claims(personas, fake):
+    from grading.engine import evidence_from_response, grade_case
+    from tests.grading.judges.helpers import CTX, case
+
+    setup_provider(personas.workspace, fake)
+    from runs.judging import judge_for_workspace
+
+    judge = judge_for_workspace(personas.workspace.pk)
+    fake.default = verdict(
+        lambda body: {
+            "claims": [
+                {
+                    "claim": "Paris is the capital.",
+                    "type": "factual",
+                    "span": [0, 21],
+                    "supported": True,
+                    "citations": [{"id": "challenge_input"}],
+                }
+            ]
+        },
+        cite=False,
+    )
+    sp = {
+        "validators": [
+            {"key": "v", "type": "contains", "target": "final_output", "expected_from": "literal:a"}
+        ],
+        "llm_judges": [{"key": "j", "mode": "assertion", "assertion": "x", "model": "gpt-4o-mini"}],
+        "scorecard": {"dimensions": ["correctness"]},
+    }
+    ev = evidence_from_response({"final_output": "Paris is the capital. Done."})
+    g = grade_case(ev, case(), sp, context=CTX, judge=None)
+    with_model_claims(judge, g, evidence=ev, case=case(), spec=sp, context=CTX)
+    llm = [c for c in g.claims if c["source"] == "llm"]
+    assert llm == [
+        {
+            "id": "llm1",
+            "claim": "Paris is the capital.",
+            "type": "factual",
+            "kind": "llm",
+            "source": "llm",
+            "verified": True,
+            "evidence": "supported by challenge_input",
+            "span": [0, 21],
+            "evidence_refs": ["challenge_input"],
+        }
+    ]
+    assert g.judge_usage.calls == 1
