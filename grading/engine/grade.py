@@ -800,7 +800,9 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
             OutcomeClass.PACK_ERROR,
         )
         return _result(vp, problem, list(vp.refs))
-    start = time.perf_counter()
+    start = _clock()
+    if vp.time_limited:
+        env.deadline = start + VALIDATOR_TIME_LIMIT
     try:
         actual = vp.resolve_target(env) if vp.resolve_target is not None else None
         expected = vp.literal
@@ -810,10 +812,8 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
             early = _early(vp, actual, expected)
             if early is not None:
                 return _result(vp, early, list(vp.refs))
-        if vp.time_limited:
-            env.deadline = start + VALIDATOR_TIME_LIMIT
         r = vp.grader(actual, expected, env)
-        if r.status is Status.FAILED and actual is not None and actual.truncated:
+        if r.status is _FAILED and actual is not None and actual.truncated:
             r = VResult(
                 Status.UNAVAILABLE,
                 None,
@@ -824,14 +824,28 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
                 OutcomeClass.UNAVAILABLE,
                 r.details,
             )
-        if vp.time_limited and time.perf_counter() - start > VALIDATOR_TIME_LIMIT:
+        if vp.time_limited and _clock() - start > VALIDATOR_TIME_LIMIT:
             r = _timeout_result()
         refs = list(vp.refs)
         if vp.vtype == "code_execution":
             refs.append(f"code:{vp.key}")
         elif vp.vtype == "tool_call_assertion":
             refs.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
-        return _result(vp, r, refs)
+        return ExpectationResult(  # positional: this runs once per check on the hot path
+            vp.key,
+            vp.kind,
+            vp.text,
+            r.status,
+            r.outcome_class or r.klass(),
+            r.raw_evidence,  # rendered, defaulted and clipped on first read
+            r.score,
+            vp.threshold,
+            r.reason_code,
+            vp.ground_truth,
+            refs,
+            r.per_invocation_scores,
+            r.details,
+        )
     except ValidatorTimeout:
         return _result(vp, _timeout_result(), list(vp.refs))
     except Exception as exc:  # a crashing validator must not sink the case
@@ -845,6 +859,8 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
         env.deadline = _INF
 
 
+_clock = time.perf_counter
+_FAILED = Status.FAILED
 _INF = float("inf")
 
 
@@ -1203,14 +1219,13 @@ def _grade(
             return [_claim_dict(c) for c in found]
 
     # Scorecard (§10)
-    validators_by_key = {vp.key: r for vp, r in zip(plan.validators, v_results, strict=True)}
     compliance_score, compliance_gate, c_status, c_class = (
         compliance(rule_outcomes) if plan.has_rules else (None, Gate.NOT_GRADED.value, None, None)
     )
     dims, used = [], []
     for d in plan.dims:
         dr, members = evaluate_dimension(
-            d, evidence, validators_by_key, judge_results, compliance_score, plan.metric_collectors
+            d, evidence, v_results, judge_results, compliance_score, plan.metric_collectors
         )
         dims.append(dr)
         used.extend(members)

@@ -72,10 +72,14 @@ def derive_tasks(
     tasks = []
     last = len(evidence.invocations) - 1
     for i, inv in enumerate(evidence.invocations):
-        inv_calls = [calls[k] for k in inv.tool_call_indexes if k < n_calls]
         commands = []
         plans = []
-        for x in inv_calls:
+        has_calls = False
+        for k in inv.tool_call_indexes:
+            if k >= n_calls:
+                continue
+            x = calls[k]
+            has_calls = True
             if x.name in shell:
                 cmd = _command_text(x.args)
                 if cmd is not None:
@@ -84,7 +88,7 @@ def derive_tasks(
                 plans.append(canonical_json(x.args))
         if plans:
             plan = "\n".join(plans)
-        elif i == 0 and inv_calls:
+        elif i == 0 and has_calls:
             plan = next((m.content for m in evidence.messages if m.role == "assistant"), "")
         else:
             plan = ""
@@ -98,9 +102,7 @@ def derive_tasks(
             if inv.user_content is not None
             else (evidence.rendered_prompt.instructions if i == 0 else "")
         )
-        tasks.append(
-            Task(description=description or "", plan=plan, summary=summary or "", executed_commands=commands)
-        )
+        tasks.append(Task(description or "", plan, summary or "", commands))
     return tasks
 
 
@@ -349,19 +351,34 @@ def grade_rule(
 
 
 def compliance(outcomes: list[RuleOutcome]) -> tuple[float | None, str, Status, OutcomeClass | None]:
-    """(compliance score, gate, gate status for the verdict, its outcome class)."""
-    graded = [o for o in outcomes if o.status in (Status.PASSED, Status.FAILED)]
-    score = sum(1 for o in graded if o.status is Status.PASSED) / len(graded) if graded else None
-    required = [
-        o
-        for o in outcomes
-        if o.required
-        and not (o.status is Status.NOT_EVALUATED and o.outcome_class is OutcomeClass.UNAVAILABLE)
-    ]
-    if any(o.status is Status.FAILED for o in required):
+    """(compliance score, gate, gate status for the verdict, its outcome class).
+
+    The score is the pass rate of the graded rules; the gate fails on a failed required rule,
+    else is not graded on the first required ERROR, UNAVAILABLE or NOT_EVALUATED rule (in
+    that order; a NOT_EVALUATED rule of class unavailable does not count), else passes."""
+    passed = graded = 0
+    failed_required = False
+    error = unavailable = not_evaluated = None
+    for o in outcomes:
+        st = o.status
+        if st is Status.PASSED:
+            passed += 1
+            graded += 1
+        elif st is Status.FAILED:
+            graded += 1
+            failed_required = failed_required or o.required
+        elif not o.required:
+            continue
+        elif st is Status.ERROR:
+            error = error or o
+        elif st is Status.UNAVAILABLE:
+            unavailable = unavailable or o
+        elif st is Status.NOT_EVALUATED and o.outcome_class is not OutcomeClass.UNAVAILABLE:
+            not_evaluated = not_evaluated or o
+    score = passed / graded if graded else None
+    if failed_required:
         return score, "failed", Status.FAILED, OutcomeClass.FAIL
-    for st in (Status.ERROR, Status.UNAVAILABLE, Status.NOT_EVALUATED):
-        bad = next((o for o in required if o.status is st), None)
-        if bad is not None:
-            return score, "not_graded", st, bad.outcome_class
+    bad = error or unavailable or not_evaluated
+    if bad is not None:
+        return score, "not_graded", bad.status, bad.outcome_class
     return score, "passed", Status.PASSED, OutcomeClass.PASS

@@ -217,31 +217,46 @@ def _dim_result(
 def evaluate_dimension(
     d: DimPlan,
     evidence: Evidence,
-    validators: Mapping[str, ExpectationResult],
+    validators: Mapping[str, ExpectationResult] | Sequence[ExpectationResult],
     judges: Mapping[str, ExpectationResult],
     compliance_score: float | None,
     metric_collectors: Mapping[str, str],
 ) -> tuple[DimensionResult, list[ExpectationResult]]:
-    """The dimension and the expectations it used (for validity)."""
+    """The dimension and the expectations it used (for validity). ``validators``: the
+    validator results by key, or in spec order (keys are read from the results then)."""
     src = d.source
     if src == "validators":
-        members = (
-            [validators[k] for k in d.validators if k in validators]
-            if d.validators
-            else list(validators.values())
-        )
-        worst = _worst(members)
-        if worst is not None:
-            return _dim_result(d, None, *worst), members
-        graded = [m for m in members if m.status in GRADED and m.score is not None]
-        if not graded:
+        results = list(validators.values()) if isinstance(validators, Mapping) else validators
+        if d.validators:
+            by_key = validators if isinstance(validators, Mapping) else {r.key: r for r in results}
+            members = [by_key[k] for k in d.validators if k in by_key]
+        else:
+            members = list(results)
+        # One pass: the first ERROR wins, else the first UNAVAILABLE; else the mean score of
+        # the graded members.
+        unavailable = None
+        total = 0.0
+        n = 0
+        for m in members:
+            st = m.status
+            if st is Status.PASSED or st is Status.FAILED:
+                if m.score is not None:
+                    total += m.score
+                    n += 1
+            elif st is Status.ERROR:
+                return _dim_result(d, None, st, m.outcome_class), members
+            elif st is Status.UNAVAILABLE and unavailable is None:
+                unavailable = m
+        if unavailable is not None:
+            return _dim_result(d, None, Status.UNAVAILABLE, unavailable.outcome_class), members
+        if not n:
             return _dim_result(
                 d,
                 None,
                 Status.NOT_EVALUATED,
                 _ungraded_class(members) if members else OutcomeClass.UNAVAILABLE,
             ), members
-        return _dim_result(d, sum(m.score for m in graded) / len(graded)), members  # type: ignore[misc]
+        return _dim_result(d, total / n), members
     if src == "reliability":
         ok = evidence.execution_error is None and not evidence.limit_hit
         return _dim_result(d, 1.0 if ok else 0.0), []
@@ -265,7 +280,11 @@ def evaluate_dimension(
             collector = metric_collectors.get(d.metric or "")
             if collector is None or collector not in KNOWN_COLLECTORS:  # publish lint L7 warned
                 return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR), []
-            value = collect(collector, evidence, list(validators.values()))
+            value = collect(
+                collector,
+                evidence,
+                list(validators.values()) if isinstance(validators, Mapping) else list(validators),
+            )
         if d.target is None or d.max is None:
             return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR), []
         if value is None:
@@ -423,12 +442,12 @@ def verdict(inputs: Sequence[GatingInput], guard_failed: bool) -> tuple[Status, 
 
 
 def validity(dims: Sequence[DimensionResult], used: Sequence[ExpectationResult]) -> Validity:
-    degraded = False
-    for group in (dims, used):
-        for x in group:
-            st = x.status
-            if st is Status.ERROR:
-                return Validity.INVALID
-            if st is Status.UNAVAILABLE or st is Status.NOT_EVALUATED:
-                degraded = True
-    return Validity.DEGRADED if degraded else Validity.VALID
+    """INVALID when a dimension or an expectation it used errored; DEGRADED when one is
+    UNAVAILABLE or NOT_EVALUATED; else VALID."""
+    statuses = {x.status for x in dims}
+    statuses.update([x.status for x in used])
+    if Status.ERROR in statuses:
+        return Validity.INVALID
+    if Status.UNAVAILABLE in statuses or Status.NOT_EVALUATED in statuses:
+        return Validity.DEGRADED
+    return Validity.VALID

@@ -32,27 +32,47 @@ def bipartite_match(n_left: int, n_right: int, edge: Callable[[int, int], bool])
     return left_to
 
 
-def contains_value(actual: Any, expected: Any) -> bool:
-    """Objects by keys recursively, each expected array element by a distinct actual element,
-    scalars by equality (numbers numerically)."""
+def contains_matcher(expected: Any) -> Callable[[Any], bool]:
+    """A predicate ``actual -> bool`` for "actual contains expected", built once: objects by
+    keys recursively, each expected array element by a distinct actual element, scalars by
+    equality (numbers numerically, booleans only equal booleans)."""
     if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(
-            k in actual and contains_value(actual[k], v) for k, v in expected.items()
-        )
+        items = [(k, contains_matcher(v)) for k, v in expected.items()]
+
+        def obj(actual: Any) -> bool:
+            return isinstance(actual, dict) and all(k in actual and match(actual[k]) for k, match in items)
+
+        return obj
     if isinstance(expected, list):
-        if not isinstance(actual, list) or len(expected) > len(actual):
-            return False
-        if not expected:
-            return True
-        match = bipartite_match(
-            len(expected), len(actual), lambda i, j: contains_value(actual[j], expected[i])
-        )
-        return all(m >= 0 for m in match)
-    if is_number(expected) and is_number(actual):
-        return actual == expected
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(actual) is type(expected) and actual == expected
-    return type(actual) is type(expected) and actual == expected
+        elements = [contains_matcher(v) for v in expected]
+        n = len(elements)
+
+        def array(actual: Any) -> bool:
+            if not isinstance(actual, list) or n > len(actual):
+                return False
+            if not n:
+                return True
+            match = bipartite_match(n, len(actual), lambda i, j: elements[i](actual[j]))
+            return all(m >= 0 for m in match)
+
+        return array
+    if is_number(expected):
+
+        def number(actual: Any) -> bool:
+            return is_number(actual) and actual == expected
+
+        return number
+    kind = type(expected)
+
+    def scalar(actual: Any) -> bool:  # strings, booleans, null: same type and equal
+        return type(actual) is kind and actual == expected
+
+    return scalar
+
+
+def contains_value(actual: Any, expected: Any) -> bool:
+    """Whether ``actual`` contains ``expected`` (see ``contains_matcher``)."""
+    return contains_matcher(expected)(actual)
 
 
 def observed_calls(evidence: Evidence, include_failed: bool) -> list[ToolCall]:
@@ -112,6 +132,7 @@ def _prepare(config: Any) -> tuple[Any, ...]:
 @prepared("tool_call_assertion")
 def tool_call_assertion(config: Any) -> PreparedGrader:
     name, args, count, lo, hi, ordered, mode, must_call, include_failed, problem = _prepare(config)
+    args_match = contains_matcher(args) if args is not None else None
 
     def grade(actual: Any, expected: Any, env: Env) -> VResult:
         evidence = env.evidence
@@ -125,7 +146,7 @@ def tool_call_assertion(config: Any) -> PreparedGrader:
         matched = [
             c.index
             for c in calls
-            if (name is None or c.name == name) and (args is None or contains_value(c.args, args))
+            if (name is None or c.name == name) and (args_match is None or args_match(c.args))
         ]
         n = len(matched)
         reasons: list[str] = []
