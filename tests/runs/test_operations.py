@@ -1,0 +1,125 @@
+"""Cancel while running, retry failed items, re-score keeps the old revision; the sweeper."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from runs.dispatch import claim_items, dispatch_lane
+from runs.models import Attempt, GradeRevision, RunItem, RunLane, SweeperStatus
+from runs.services.operations import run_cancel, run_rescore, run_retry_failed
+from runs.services.runs import RunError
+from runs.sweeper import sweep
+from tests.fakes.agent_server import FakeAgent, ok, raw, slow
+from tests.runs.runfactory import create_run, drive, echo_answer, hosted, publish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_cancel_while_running_lets_calls_in_flight_finish_and_starts_nothing(personas):
+    version = publish(personas.workspace, cases=6)
+    with FakeAgent() as agent:
+        agent.default = slow(0.6, ok(echo_answer))
+        dep = hosted(personas.workspace, agent.url, max_in_flight=2)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+
+        def work() -> None:
+            try:
+                dispatch_lane(lane.pk, time_slice=30)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        agent.wait_for_calls(2, timeout=10)
+        run_cancel(run=run)
+        thread.join(timeout=30)
+        assert agent.calls == 2  # nothing new started
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    states = sorted(RunItem.objects.filter(run=run).values_list("state", flat=True))
+    assert states == ["cancelled"] * 4 + ["done"] * 2
+    assert RunItem.objects.filter(run=run, status="PASSED").count() == 2  # the in-flight calls were graded
+    lane.refresh_from_db()
+    assert (lane.status, lane.cancelled, lane.pending) == ("cancelled", 4, 0)
+    with pytest.raises(RunError) as info:
+        run_cancel(run=run)
+    assert info.value.code == "run_finished"
+
+
+def test_retry_failed_resends_only_infra_and_config_failures(personas):
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(raw("{}", status=401), case="c1")
+        agent.queue(ok({"final_output": "wrong"}), case="c2")
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        assert run.status == "completed"
+        assert RunLane.objects.get(run=run).config_error == 1
+        assert run_retry_failed(run=run, enqueue=False) == 1
+        run.refresh_from_db()
+        assert run.status == "running"
+        run = drive(run)
+        assert agent.calls_for("c1") == 2 and agent.calls_for("c2") == 1 and agent.calls_for("c0") == 1
+    assert run.status == "completed"
+    c1 = RunItem.objects.get(run=run, case_key="c1")
+    assert c1.status == "PASSED"
+    assert list(Attempt.objects.filter(item=c1).values_list("number", "category")) == [
+        (1, "config_error"),
+        (2, "ok"),
+    ]
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.failed, lane.config_error) == (2, 1, 0)
+    with pytest.raises(RunError) as info:
+        run_retry_failed(run=run)
+    assert info.value.code == "nothing_to_retry"
+
+
+def test_rescore_regrades_recorded_evidence_and_keeps_the_old_revision(personas):
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        calls = agent.calls
+        run = run_rescore(run=run)
+        assert agent.calls == calls  # no agent was called
+    assert (run.status, run.scoring_revision) == ("completed", 2)
+    item = RunItem.objects.get(run=run, case_key="c0")
+    assert (item.scoring_revision, item.status) == (2, "PASSED")
+    old = GradeRevision.objects.get(item=item)
+    assert (old.revision, old.status) == (1, "PASSED")
+    assert old.grade["status"] == "PASSED"
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.failed) == (2, 0)
+    assert run.stats["scoring_revision"] == 2
+
+
+def test_sweeper_returns_expired_claims_and_gives_up_after_max_attempts(personas):
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, max_attempts=2)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        rows = claim_items(lane=lane, run=run, deployment=dep, owner="dead-worker")
+        assert len(rows) == 2
+        past = timezone.now() - timedelta(seconds=1)
+        RunItem.objects.filter(run=run).update(claim_deadline=past)
+        RunItem.objects.filter(run=run, case_key="c1").update(claims=2)  # lost twice already
+        result = sweep()
+        assert result["returned_claims"] == 1 and result["ended_infra_error"] == 1
+        assert SweeperStatus.objects.get(name="runs").last_result == result
+        c1 = RunItem.objects.get(run=run, case_key="c1")
+        assert (c1.state, c1.last_category) == ("done", "infra_error")
+        assert Attempt.objects.get(item=c1).error_code == "claim_expired"
+        run = drive(run)
+    assert run.status == "completed"
+    lane.refresh_from_db()
+    assert (lane.passed, lane.infra_error, lane.pending) == (1, 1, 0)
