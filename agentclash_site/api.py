@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from django.http import HttpRequest, JsonResponse
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentclash_site.lib.api import error_body
 from agentclash_site.workspaces.access import get_workspace_for_user, membership_for, visible_workspaces
 from agentclash_site.workspaces.services import workspace_create_or_update
 
@@ -17,11 +19,14 @@ class WorkspaceOutput(serializers.Serializer):
     slug = serializers.CharField()
     name = serializers.CharField()
     allow_private_endpoints = serializers.BooleanField()
-    role = serializers.CharField()
+    role = serializers.CharField(allow_null=True)
 
 
 class WorkspaceListApi(APIView):
-    @extend_schema(responses=WorkspaceOutput(many=True))
+    @extend_schema(
+        responses=inline_serializer("WorkspaceList", {"results": WorkspaceOutput(many=True)}),
+        operation_id="workspaces_list",
+    )
     def get(self, request: Request) -> Response:
         data = [
             {
@@ -71,3 +76,8 @@ class HealthApi(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
+
+
+def api_not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any URL under /api/v1/ that no route matches: a JSON 404, never the HTML page."""
+    return JsonResponse(error_body("not_found", f"no API route for {request.path}"), status=404)

@@ -182,6 +182,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agentclash_site.lib.openapi.document_error_responses",
+    ],
 }
 
 # --- Celery -----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 from django.conf import settings
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from agentclash_site import api
@@ -14,6 +14,7 @@ api_v1 = [
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("packs.api_urls")),
     path("", include("runs.api_urls")),
+    re_path(r"^(?P<rest>[\s\S]*)\Z", api.api_not_found, name="api-not-found"),  # last: JSON 404
 ]
 
 urlpatterns = [

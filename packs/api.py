@@ -12,7 +12,13 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny
@@ -263,13 +269,21 @@ class PackSchemaApi(APIView):
 # --- validate and publish ----------------------------------------------------------------
 
 
+def _either(name: str, body: type[serializers.Serializer]) -> PolymorphicProxySerializer:
+    """A 400 that is the validate body, or the error body for a malformed request (no file,
+    a content type that does not match the bytes)."""
+    return PolymorphicProxySerializer(
+        component_name=name, serializers=[body, ErrorOutput], resource_type_field_name=None
+    )
+
+
 class PackValidateApi(APIView):
     parser_classes = [MultiPartParser, RawBodyParser]
 
     @extend_schema(
         request=_BUNDLE_REQUEST,
         parameters=[_STRICT],
-        responses={200: ValidateOutput, 400: ValidateOutput, 413: ErrorOutput},
+        responses={200: ValidateOutput, 400: _either("ValidateBadRequest", ValidateOutput), 413: ErrorOutput},
         summary="Validate a pack bundle (YAML text or a zip) without storing it",
         operation_id="packs_validate",
     )
@@ -304,7 +318,7 @@ class PackListApi(APIView):
         responses={
             201: PublishOutput,
             200: OpenApiResponse(PublishOutput, description="the same bytes are already that version"),
-            400: PublishInvalidOutput,
+            400: _either("PublishBadRequest", PublishInvalidOutput),
             409: ErrorOutput,
             413: ErrorOutput,
         },
