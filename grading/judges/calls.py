@@ -35,6 +35,7 @@ class CallRecord:
     latency_ms: float = 0.0
     retries: int = 0
     error: str | None = None
+    served_by: str | None = None  # the model name the provider answered with, when different
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -177,6 +178,7 @@ async def run_sample(
             cost_usd=cost,
             latency_ms=result.latency_ms,
             retries=result.retries,
+            served_by=result.model if result.model and result.model != model else None,
         )
         sample.calls.append(record)
         parsed = parse_response(result.text, spec.mode, spec.output_schema)

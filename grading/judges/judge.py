@@ -480,11 +480,13 @@ def _summary(
 ) -> str:
     parts = []
     for m, oks in kept.items():
+        served = next((c.served_by for s in oks for c in s.calls if c.served_by), None)
+        name = f"{m} (served by {served})" if served else m
         if mode == "assertion":
             votes = ", ".join("pass" if s.data["pass"] else "fail" for s in oks)
-            parts.append(f"{m}: {votes}")
+            parts.append(f"{name}: {votes}")
         else:
-            parts.append(f"{m}: " + ", ".join(f"{float(s.data['score']):g}" for s in oks))
+            parts.append(f"{name}: " + ", ".join(f"{float(s.data['score']):g}" for s in oks))
     head = (
         f"assertion judged {'true' if expect else 'false'}-expected; score {score:.4f}"
         if mode == "assertion"
