@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from runs.api import compare as compare_api
 from runs.api import deployments
 
 deployment_patterns = [
@@ -27,4 +28,7 @@ deployment_patterns = [
     ),
 ]
 
-urlpatterns = [*deployment_patterns]
+urlpatterns = [
+    *deployment_patterns,
+    path("workspaces/<slug:ws>/compare", compare_api.CompareApi.as_view(), name="api-compare"),
+]

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from runs.views import deployments
+from runs.views import compare, deployments, exports, results
+from runs.views import runs as run_views
 
 deployment_patterns = [
     path("deployments/", deployments.deployment_list, name="deployment-list"),
@@ -18,4 +19,21 @@ deployment_patterns = [
     path("deployments/<uuid:deployment_id>/test/", deployments.deployment_test, name="deployment-test"),
 ]
 
-urlpatterns = [*deployment_patterns]
+run_patterns = [
+    path("runs/", run_views.run_list, name="run-list"),
+    path("runs/new/", run_views.run_new, name="run-new"),
+    path("runs/compare/", compare.compare, name="run-compare"),
+    # The CLI prints this URL (spec/interfaces.md §6): keep it.
+    path("runs/<uuid:run_id>/", run_views.run_detail, name="run-detail"),
+    path("runs/<uuid:run_id>/cases/", results.case_list, name="run-cases"),
+    path("runs/<uuid:run_id>/cases/<int:item_id>/", results.case_detail, name="run-case"),
+    path(
+        "runs/<uuid:run_id>/cases/<int:item_id>/expectations/",
+        results.case_expectations,
+        name="run-case-expectations",
+    ),
+    path("runs/<uuid:run_id>/cases/<int:item_id>/transcript/", results.transcript, name="run-transcript"),
+    path("runs/<uuid:run_id>/export/<str:fmt>/", exports.run_export, name="run-export"),
+]
+
+urlpatterns = [*deployment_patterns, *run_patterns]

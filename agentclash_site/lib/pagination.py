@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -45,6 +46,8 @@ class Page(Generic[T]):
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return str(value)
     if isinstance(value, dt.datetime):
         return {"dt": value.isoformat()}
     if isinstance(value, Decimal):
@@ -81,15 +84,30 @@ def decode_cursor(cursor: str, sort: str) -> tuple[Any, ...]:
     return tuple(_unplain(v) for v in decoded[1])
 
 
+def _is_id(value: Any) -> bool:
+    """An integer key, or a UUID key as text."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    if isinstance(value, str):
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
 def _seek(field: str | None, descending: bool, values: tuple[Any, ...]) -> Q:
     """Rows strictly after the cursor row, in the order (field, id) both ascending or both
     descending, NULLs of ``field`` last in the traversal."""
     gt, ge = ("lt", "lte") if descending else ("gt", "gte")
     if field is None:
-        if len(values) != 1 or not isinstance(values[0], int):
+        if len(values) != 1 or not _is_id(values[0]):
             raise InvalidCursor("the cursor is malformed; start from the first page")
         return Q(**{f"id__{gt}": values[0]})
-    if len(values) != 2 or not isinstance(values[1], int):
+    if len(values) != 2 or not _is_id(values[1]):
         raise InvalidCursor("the cursor is malformed; start from the first page")
     value, last_id = values
     if value is None:  # already in the NULL phase

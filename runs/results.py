@@ -1,0 +1,381 @@
+"""Reads of the result pages (selectors). Each is a bounded number of queries whatever the
+run's size: lanes and stored aggregates for the overview, keyset pages for lists, one item
+for a case page. Pinned by ``assertNumQueries`` in ``tests/runs/test_pages_*``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import F, Q, QuerySet
+
+from agentclash_site.lib.pagination import Page, keyset_page
+from agentclash_site.workspaces.access import scoped_get
+from grading.engine.aggregate import LaneCounters, LatencyHistogram
+from grading.engine.stats import round4, round_interval, wilson_interval
+from runs.models import (
+    Attempt,
+    ComparisonCase,
+    ItemState,
+    Run,
+    RunComparison,
+    RunItem,
+    RunLane,
+    RunResultSummary,
+)
+
+GRID_PAGE = 40
+CASE_PAGE = 50
+RUN_PAGE = 25
+
+# --- access --------------------------------------------------------------------------------
+
+
+def run_for_user(request: Any, run_id: Any, *, write: bool = False) -> Run:
+    """A run of a workspace the user belongs to (404 otherwise), with what headers show."""
+    # The version's manifest (every case) and source bytes grow with the pack: never loaded here.
+    qs = Run.objects.select_related("pack_version__pack", "input_set").defer(
+        "pack_version__manifest", "pack_version__source", "case_findings"
+    )
+    return scoped_get(request, qs, write=write, id=run_id)
+
+
+def file_check_paths(run: Run) -> dict[str, str]:
+    """``file:<check>`` evidence ids -> the captured path, from the version's evaluation
+    spec (one query reading only that part of the manifest)."""
+    from packs.models import PackVersion
+
+    checks = (
+        PackVersion.objects.filter(pk=run.pack_version_id)
+        .annotate(checks=F("manifest__evaluation_spec__post_execution_checks"))
+        .values_list("checks", flat=True)
+        .first()
+    )
+    out: dict[str, str] = {}
+    for check in checks or []:
+        if (
+            isinstance(check, dict)
+            and isinstance(check.get("key"), str)
+            and isinstance(check.get("path"), str)
+        ):
+            out[check["key"]] = check["path"]
+    return out
+
+
+def item_for_run(run: Run, item_id: int, *, with_payload: bool = True) -> RunItem:
+    """One item of ``run`` (404 when it belongs to another run), with its lane and deployment."""
+    from django.http import Http404
+
+    qs = RunItem.objects.select_related("lane__deployment").filter(run=run, id=item_id)
+    if not with_payload:
+        qs = qs.defer("evidence", "grade")
+    item = qs.first()
+    if item is None:
+        raise Http404("No such case in this run.")
+    return item
+
+
+# --- lanes and the leaderboard -----------------------------------------------------------
+
+
+@dataclass
+class LaneRow:
+    """One leaderboard row, from lane stats (finished runs) or live counters."""
+
+    lane: RunLane
+    pass_rate: float | None
+    pass_rate_interval: list[float] | None
+    mean_score: float | None
+    mean_score_interval: list[float] | None
+    graded: int
+    counts: dict[str, int]
+    p50_ms: float | None
+    p95_ms: float | None
+    latency: LatencyHistogram
+    rank: int | None = None
+    within_noise: bool | None = None
+    winner: bool = False
+    gates: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def done(self) -> int:
+        return sum(v for k, v in self.counts.items() if k != "pending")
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def lanes_of(run: Run) -> list[RunLane]:
+    """The run's lanes in order; the live counters JSON is deferred and only its latency
+    histogram is fetched (the rest can grow with repetitions)."""
+    return list(
+        RunLane.objects.filter(run=run)
+        .defer("counters")
+        .annotate(latency_hist=F("counters__latency"))
+        .order_by("position")
+    )
+
+
+def _lane_counts(lane: RunLane) -> dict[str, int]:
+    return {
+        "PASSED": lane.passed,
+        "FAILED": lane.failed,
+        "NOT_EVALUATED": lane.not_evaluated,
+        "UNAVAILABLE": lane.unavailable,
+        "ERROR": lane.errored,
+        "infra_error": lane.infra_error,
+        "config_error": lane.config_error,
+        "cancelled": lane.cancelled,
+        "pending": max(0, lane.pending),
+    }
+
+
+def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | None = None) -> list[LaneRow]:
+    ranking = {r.get("deployment"): r for r in ((run.stats or {}).get("ranking") or [])}
+    gates = _gate_counts(summary)
+    rows: list[LaneRow] = []
+    for lane in lanes:
+        stats = lane.stats or {}
+        hist = LatencyHistogram.from_dict(getattr(lane, "latency_hist", None))
+        if stats:
+            agent = stats.get("agent") or {}
+            row = LaneRow(
+                lane=lane,
+                pass_rate=stats.get("pass_rate"),
+                pass_rate_interval=stats.get("pass_rate_interval"),
+                mean_score=stats.get("mean_score"),
+                mean_score_interval=stats.get("mean_score_interval"),
+                graded=int(stats.get("graded_cases") or 0),
+                counts=_lane_counts(lane),
+                p50_ms=agent.get("latency_p50_ms"),
+                p95_ms=agent.get("latency_p95_ms"),
+                latency=hist,
+            )
+        else:
+            # Live: the lane's own counters (repetitions aside, exact for pass rate and mean).
+            graded = lane.passed + lane.failed
+            row = LaneRow(
+                lane=lane,
+                pass_rate=round4(lane.passed / graded) if graded else None,
+                pass_rate_interval=round_interval(wilson_interval(lane.passed, graded)),
+                mean_score=round4(lane.score_sum / lane.scored) if lane.scored else None,
+                mean_score_interval=None,
+                graded=graded,
+                counts=_lane_counts(lane),
+                p50_ms=round4(hist.quantile(0.5)),
+                p95_ms=round4(hist.quantile(0.95)),
+                latency=hist,
+            )
+        standing = ranking.get(lane.deployment_name)
+        if standing:
+            row.rank = standing.get("rank")
+            row.within_noise = standing.get("within_noise")
+        row.gates = gates.get(str(lane.id), {})
+        rows.append(row)
+    if ranking:
+        rows.sort(key=lambda r: (r.rank is None, r.rank or 0, r.lane.position))
+        if rows and rows[0].rank == 1 and rows[0].graded:
+            rows[0].winner = True
+    return rows
+
+
+def _gate_counts(summary: RunResultSummary | None) -> dict[str, dict[str, dict[str, int]]]:
+    """{lane_id: {gate: {"PASSED": n, "FAILED": n, "other": n}}} from the stored summary."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    if summary is None:
+        return out
+    for entry in summary.assertion_health or []:
+        if entry.get("kind") != "gate":
+            continue
+        for lane_id, tally in (entry.get("lanes") or {}).items():
+            if not (tally.get("PASSED") or tally.get("FAILED")):
+                continue  # not graded for this lane (no rules declared)
+            out.setdefault(lane_id, {})[entry["key"].removeprefix("gates.")] = tally
+    return out
+
+
+def summary_of(run: Run) -> RunResultSummary | None:
+    return RunResultSummary.objects.filter(run=run).first()
+
+
+def summary_is_current(run: Run, summary: RunResultSummary | None) -> bool:
+    return (
+        summary is not None and summary.scoring_revision == run.scoring_revision and summary.status == "ready"
+    )
+
+
+def progress_of(lanes: Iterable[RunLane]) -> tuple[dict[str, int], int]:
+    """Item states summed over lanes, in display order, and the total."""
+    segments = dict.fromkeys(
+        (
+            "PASSED",
+            "FAILED",
+            "UNAVAILABLE",
+            "NOT_EVALUATED",
+            "ERROR",
+            "infra_error",
+            "config_error",
+            "cancelled",
+            "pending",
+        ),
+        0,
+    )
+    for lane in lanes:
+        for key, value in _lane_counts(lane).items():
+            segments[key] += value
+    return segments, sum(segments.values())
+
+
+# --- the case x deployment grid ------------------------------------------------------------
+
+
+@dataclass
+class GridRow:
+    challenge_key: str
+    case_key: str
+    cells: list[RunItem | None]
+
+
+def grid_page(
+    run: Run, lanes: Sequence[RunLane], *, after: str | None = None
+) -> tuple[list[GridRow], Page[Any]]:
+    """One page of the case x deployment grid: the first lane's items (repetition 1) in
+    keyset order name the rows, one more query fetches every lane's items of those cases.
+    Two queries per page, whatever the run's size."""
+    if not lanes:
+        return [], Page(items=[], next_cursor=None)
+    keys_qs = RunItem.objects.filter(run=run, lane=lanes[0], repetition=1).only(
+        "id", "challenge_key", "case_key"
+    )
+    page = keyset_page(keys_qs, sort="id", after=after, size=GRID_PAGE)
+    keys = [(i.challenge_key, i.case_key) for i in page.items]
+    if not keys:
+        return [], page
+    cells = RunItem.objects.filter(
+        run=run,
+        repetition=1,
+        challenge_key__in={k[0] for k in keys},
+        case_key__in={k[1] for k in keys},
+    ).only("id", "lane_id", "challenge_key", "case_key", "status", "state", "last_category", "score")
+    cells = cells.order_by()  # RunItem's default ordering would join the run table
+    by_key: dict[tuple[str, str, int], RunItem] = {(c.challenge_key, c.case_key, c.lane_id): c for c in cells}
+    rows = [GridRow(ch, case, [by_key.get((ch, case, lane.id)) for lane in lanes]) for ch, case in keys]
+    return rows, page
+
+
+# --- the case list --------------------------------------------------------------------------
+
+CASE_FILTERS = {
+    "passed": Q(status="PASSED"),
+    "failed": Q(status="FAILED"),
+    "unavailable": Q(status__in=("UNAVAILABLE", "NOT_EVALUATED")),
+    "error": Q(status="ERROR"),
+    "infra_error": Q(status="", last_category__in=("infra_error", "config_error")),
+    "pending": Q(state__in=(ItemState.PENDING, ItemState.CLAIMED)),
+}
+CASE_SORTS = {"id": "id", "score": "score", "-score": "-score"}
+CASE_LIST_FIELDS = (
+    "id",
+    "lane_id",
+    "challenge_key",
+    "case_key",
+    "repetition",
+    "status",
+    "state",
+    "last_category",
+    "outcome_class",
+    "score",
+    "latency_ms",
+    "attempt_count",
+)
+
+
+@dataclass(frozen=True)
+class CaseQuery:
+    status: str = ""
+    challenge: str = ""
+    lane: int | None = None
+    q: str = ""
+    sort: str = "id"
+    after: str | None = None
+
+
+def case_page(run: Run, query: CaseQuery) -> Page[RunItem]:
+    """One keyset page of the run's items under ``query``: one query (two on the page where
+    a score sort runs from scored into unscored items)."""
+    qs: QuerySet[RunItem] = RunItem.objects.filter(run=run).only(*CASE_LIST_FIELDS)
+    if query.status in CASE_FILTERS:
+        qs = qs.filter(CASE_FILTERS[query.status])
+    if query.challenge:
+        qs = qs.filter(challenge_key=query.challenge)
+    if query.lane is not None:
+        qs = qs.filter(lane_id=query.lane)
+    if query.q:
+        qs = qs.filter(case_key__icontains=query.q)
+    sort = CASE_SORTS.get(query.sort, "id")
+    return keyset_page(qs, sort=sort, after=query.after, size=CASE_PAGE, nullable=sort != "id")
+
+
+def challenge_keys(run: Run) -> list[str]:
+    """The run's challenge keys, from the lane counters' per-challenge tallies (no item scan)."""
+    keys: list[str] = []
+    for lane in (
+        RunLane.objects.filter(run=run).annotate(ch=F("counters__challenges")).values_list("ch", flat=True)
+    ):
+        for key in lane or {}:
+            if key not in keys:
+                keys.append(key)
+    return sorted(keys)
+
+
+# --- one case -----------------------------------------------------------------------------
+
+
+def attempts_of(item: RunItem) -> list[Attempt]:
+    return list(Attempt.objects.filter(item=item).order_by("number"))
+
+
+def siblings_of(item: RunItem) -> list[RunItem]:
+    """The same case (and repetition) in the run's other lanes, for the side-by-side view."""
+    return list(
+        RunItem.objects.filter(
+            run_id=item.run_id,
+            challenge_key=item.challenge_key,
+            case_key=item.case_key,
+            repetition=item.repetition,
+        )
+        .exclude(id=item.id)
+        .select_related("lane")
+        .defer("evidence")
+        .order_by("lane__position")
+    )
+
+
+def lane_counters(lane: RunLane) -> LaneCounters:
+    return LaneCounters.from_dict(lane.counters)
+
+
+# --- comparisons ------------------------------------------------------------------------------
+
+
+COMPARE_FILTERS = (
+    "regression",
+    "improvement",
+    "unchanged_pass",
+    "unchanged_fail",
+    "not_comparable",
+    "added",
+    "removed",
+)
+
+
+def comparison_cases(
+    comparison: RunComparison, *, change: str = "", after: str | None = None
+) -> Page[ComparisonCase]:
+    qs = ComparisonCase.objects.filter(comparison=comparison)
+    if change in COMPARE_FILTERS:
+        qs = qs.filter(change=change)
+    return keyset_page(qs, sort="id", after=after, size=CASE_PAGE)

@@ -1,0 +1,96 @@
+"""Formatting filters of the result pages: percentages, intervals, durations, money,
+evidence-id anchors and dictionary lookups. Every filter returns plain text (autoescaped)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from runs.charts import format_ms
+from runs.transcript import anchor_for
+
+register = template.Library()
+DASH = "–"
+
+
+@register.filter
+def pct(value: Any, digits: int = 1) -> str:
+    """0.756 -> "75.6%"; None -> "–"."""
+    if value is None or isinstance(value, bool):
+        return DASH
+    try:
+        return f"{float(value) * 100:.{int(digits)}f}%"
+    except (TypeError, ValueError):
+        return DASH
+
+
+@register.filter
+def interval(value: Any) -> str:
+    """[0.62, 0.84] -> "62.0–84.0%"; scores use :func:`score_interval`."""
+    if not value or len(value) != 2 or value[0] is None:
+        return ""
+    return f"{value[0] * 100:.1f}{DASH}{value[1] * 100:.1f}%"
+
+
+@register.filter
+def score_interval(value: Any) -> str:
+    if not value or len(value) != 2 or value[0] is None:
+        return ""
+    return f"{value[0]:.3f}{DASH}{value[1]:.3f}"
+
+
+@register.filter
+def score(value: Any) -> str:
+    """Scores show 4 decimals (grading.md §2)."""
+    if value is None or isinstance(value, bool):
+        return DASH
+    try:
+        return f"{float(value):.4f}"
+    except (TypeError, ValueError):
+        return DASH
+
+
+@register.filter
+def ms(value: Any) -> str:
+    if value is None:
+        return DASH
+    try:
+        return format_ms(float(value))
+    except (TypeError, ValueError):
+        return DASH
+
+
+@register.filter
+def usd(value: Any) -> str:
+    if value is None:
+        return DASH
+    try:
+        amount = float(value)
+    except (TypeError, ValueError):
+        return DASH
+    return f"${amount:.4f}" if amount < 1 else f"${amount:,.2f}"
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    if isinstance(mapping, dict):
+        return mapping.get(key, mapping.get(str(key)))
+    return None
+
+
+@register.filter
+def anchor(evidence_id: Any) -> str:
+    """The transcript anchor of an evidence id, "" when the transcript has no such item."""
+    return anchor_for(evidence_id) or "" if isinstance(evidence_id, str) else ""
+
+
+@register.filter
+def heat(value: Any) -> str:
+    """A CSS class for a score cell of the grid: h0 (0) ... h4 (1)."""
+    if value is None:
+        return "hna"
+    try:
+        return f"h{min(4, max(0, int(float(value) * 4 + 0.5)))}"
+    except (TypeError, ValueError):
+        return "hna"

@@ -1,0 +1,224 @@
+"""Case pages: the keyset-paged case list (filters, score sort, rows that expand in place to
+their expectations), the grader-style case result page and the transcript viewer.
+
+A case is one RunItem (case x deployment x repetition). Items are looked up inside their
+run, and the run through the workspace-scoped helper, so an outsider gets 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from agentclash_site.lib.pagination import InvalidCursor
+from grading.engine.evidence import ProtocolError, evidence_from_response
+from grading.engine.types import Evidence, Timing
+from runs.models import Run, RunItem
+from runs.results import (
+    CASE_FILTERS,
+    CaseQuery,
+    attempts_of,
+    case_page,
+    challenge_keys,
+    file_check_paths,
+    item_for_run,
+    lanes_of,
+    run_for_user,
+    siblings_of,
+)
+from runs.transcript import anchor_for, transcript_items, transcript_markdown
+
+TEMPLATES = "runs/"
+STATUS_FILTERS = (
+    ("", "All"),
+    ("passed", "Passed"),
+    ("failed", "Failed"),
+    ("unavailable", "Unavailable / not evaluated"),
+    ("error", "Evaluator error"),
+    ("infra_error", "Infra / config error"),
+    ("pending", "Pending"),
+)
+SORTS = (("id", "Run order"), ("score", "Score, lowest first"), ("-score", "Score, highest first"))
+
+
+def _lane_param(value: str) -> int | None:
+    return int(value) if value.isdigit() else None
+
+
+@login_required
+def case_list(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = run_for_user(request, run_id)
+    lanes = lanes_of(run)
+    query = CaseQuery(
+        status=request.GET.get("status", "") if request.GET.get("status", "") in CASE_FILTERS else "",
+        challenge=request.GET.get("challenge", "").strip(),
+        lane=_lane_param(request.GET.get("deployment", "")),
+        q=request.GET.get("q", "").strip()[:200],
+        sort=request.GET.get("sort", "id"),
+        after=request.GET.get("after") or None,
+    )
+    context: dict[str, Any] = {
+        "run": run,
+        "lanes": lanes,
+        "lane_names": {lane.id: lane.deployment_name for lane in lanes},
+        "query": query,
+        "status_filters": STATUS_FILTERS,
+        "sorts": SORTS,
+        "challenges": challenge_keys(run),
+        "params": _params_without_after(request),
+    }
+    try:
+        page = case_page(run, query)
+    except InvalidCursor as exc:
+        context.update(page=None, items=[], error=str(exc))
+        return render(request, TEMPLATES + "case_list.html", context, status=400)
+    context.update(page=page, items=page.items)
+    if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
+        return render(request, TEMPLATES + "case_list.html#rows", context)
+    return render(request, TEMPLATES + "case_list.html", context)
+
+
+def _params_without_after(request: HttpRequest) -> str:
+    params = request.GET.copy()
+    for key in ("after", "partial"):
+        params.pop(key, None)
+    return params.urlencode()
+
+
+def _ref(ref: str, files: dict[str, str]) -> dict[str, Any]:
+    """An evidence id with its transcript anchor; ``file:<check>`` goes to the captured file."""
+    if ref.startswith("file:") and ref[5:] in files:
+        return {"id": ref, "anchor": anchor_for("path:" + files[ref[5:]])}
+    return {"id": ref, "anchor": anchor_for(ref)}
+
+
+def _expectations(item: RunItem, files: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The grade's expectations with the transcript anchor of each evidence ref."""
+    out = []
+    for e in (item.grade or {}).get("expectations") or []:
+        refs = [_ref(ref, files or {}) for ref in e.get("evidence_refs") or [] if isinstance(ref, str)]
+        out.append({**e, "refs": refs, "details_items": _details(e.get("details"))})
+    return out
+
+
+def _details(details: Any) -> list[tuple[str, Any]]:
+    if not isinstance(details, dict):
+        return []
+    return [(k, v) for k, v in details.items() if k not in ("citations",)]
+
+
+@login_required
+def case_expectations(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse:
+    """The in-place expansion of a case-list row (htmx), or the case page without htmx."""
+    run = run_for_user(request, run_id)
+    item = item_for_run(run, item_id)
+    if not request.htmx:  # type: ignore[attr-defined]
+        return case_detail(request, run_id, item_id)
+    return render(
+        request,
+        TEMPLATES + "case_list.html#expansion",
+        {"run": run, "item": item, "expectations": _expectations(item)},
+    )
+
+
+def _claims(item: RunItem, files: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for c in (item.grade or {}).get("claims") or []:
+        refs = [_ref(ref, files) for ref in c.get("evidence_refs") or [] if isinstance(ref, str)]
+        verdict = {True: "verified", False: "contradicted"}.get(c.get("verified"), "unverifiable")
+        out.append({**c, "refs": refs, "verdict": verdict})
+    return out
+
+
+@login_required
+def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse:
+    run = run_for_user(request, run_id)
+    item = item_for_run(run, item_id)
+    grade = item.grade or {}
+    if request.GET.get("format") == "json":
+        if not grade:
+            raise Http404("This case has no grade.")
+        response = JsonResponse(grade, json_dumps_params={"ensure_ascii": False, "indent": 2})
+        response["Content-Disposition"] = f'attachment; filename="grading-{item.id}.json"'
+        return response
+    files = file_check_paths(run)
+    context = {
+        "run": run,
+        "item": item,
+        "lane": item.lane,
+        "grade": grade,
+        "expectations": _expectations(item, files),
+        "claims": _claims(item, files),
+        "feedback": grade.get("eval_feedback") or {},
+        "scorecard": grade.get("scorecard") or {},
+        "gates": grade.get("gates") or {},
+        "metrics": grade.get("execution_metrics") or {},
+        "timing": grade.get("timing") or {},
+        "notes": grade.get("user_notes_summary") or {},
+        "attempts": attempts_of(item),
+        "siblings": siblings_of(item),
+        "has_transcript": bool(item.evidence),
+        "agent_metrics": ((item.evidence or {}).get("response") or {}).get("metrics") or {},
+    }
+    return render(request, TEMPLATES + "case.html", context)
+
+
+def evidence_of(item: RunItem, run: Run) -> Evidence | None:
+    """The item's evidence rebuilt from the stored response, as grading saw it (the same
+    door, ``evidence_from_response``, so message and call indexes match the grade's ids)."""
+    stored = item.evidence or {}
+    response = stored.get("response")
+    if not isinstance(response, dict):
+        return None
+    instructions = ""
+    if not response.get("messages"):
+        # Without messages the transcript is "rendered prompt + final output" (grading.md
+        # §1.1): the rendered prompt comes from the pack version (cached per process).
+        instructions = _rendered_instructions(run, item)
+    deployment = item.lane.deployment
+    try:
+        return evidence_from_response(
+            response,
+            deployment_kind=item.lane.deployment_kind,
+            evidence_level=deployment.evidence_level,
+            rendered_instructions=instructions,
+            timing=Timing(**{k: v for k, v in (stored.get("timing") or {}).items() if k in Timing.__slots__}),
+        )
+    except (ProtocolError, TypeError, ValueError):
+        return None
+
+
+def _rendered_instructions(run: Run, item: RunItem) -> str:
+    from runs.packdata import PackDataError, version_data
+
+    try:
+        data = version_data(run.pack_version, run.input_set.key if run.input_set else None)
+        _case, context = data.case(item.challenge_key, item.case_key)
+    except (PackDataError, KeyError, LookupError):
+        return ""
+    return context.rendered_instructions
+
+
+@login_required
+def transcript(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse:
+    run = run_for_user(request, run_id)
+    item = item_for_run(run, item_id)
+    evidence = evidence_of(item, run)
+    items = transcript_items(evidence) if evidence is not None else []
+    if request.GET.get("format") == "md":
+        response = HttpResponse(transcript_markdown(items), content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'inline; filename="transcript-{item.id}.md"'
+        return response
+    context = {
+        "run": run,
+        "item": item,
+        "items": items,
+        "markdown": transcript_markdown(items) if items else "",
+        "metrics": (evidence.metrics if evidence is not None else None),
+        "channels": (evidence.channels if evidence is not None else None),
+        "has_evidence": evidence is not None,
+    }
+    return render(request, TEMPLATES + "transcript.html", context)

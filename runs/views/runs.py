@@ -1,0 +1,276 @@
+"""Run pages: the run list (filters, pick two to compare), the new-run form, and the run
+overview at ``/runs/<uuid>/`` with its live progress, leaderboard, charts, assertion health,
+case x deployment grid and export links.
+
+Everything on the overview comes from the run row, its lanes (counters and stats) and the
+stored ``RunResultSummary``; the grid is a keyset page. Fragments are named partials of
+``runs/overview.html``, rendered alone when htmx asks (``?partial=``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from agentclash_site.lib.pagination import InvalidCursor, keyset_page
+from agentclash_site.workspaces.access import check_write, membership_for
+from runs import charts
+from runs.models import Deployment, Run, RunLane, RunStatus
+from runs.result_tasks import result_summary_request
+from runs.results import (
+    RUN_PAGE,
+    grid_page,
+    lanes_of,
+    leaderboard,
+    progress_of,
+    run_for_user,
+    summary_is_current,
+    summary_of,
+)
+
+TEMPLATES = "runs/"
+POLL_SECONDS = 2
+EXPORT_FORMATS = (
+    ("csv", "CSV", "one row per case per deployment"),
+    ("jsonl", "JSONL", "one case result per line"),
+    ("junit", "JUnit XML", "one testcase per case, failures with evidence"),
+    ("grading", "grading.json", "JSONL of every case's grading.json"),
+)
+
+
+def _workspace(request: HttpRequest) -> Any:
+    workspace = request.workspace  # type: ignore[attr-defined]
+    if not workspace:
+        raise Http404("You are not a member of any workspace.")
+    return workspace
+
+
+def _can_write(request: HttpRequest, workspace: Any) -> bool:
+    membership = membership_for(request, workspace)
+    return bool(membership and membership.can_write)
+
+
+# --- run list ---------------------------------------------------------------------------------
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    workspace = _workspace(request)
+    filters = {
+        "pack": request.GET.get("pack", "").strip(),
+        "status": request.GET.get("status", "").strip(),
+        "deployment": request.GET.get("deployment", "").strip(),
+    }
+    qs = (
+        Run.objects.filter(workspace=workspace)
+        .select_related("pack_version__pack", "input_set")
+        .defer("pack_version__manifest", "pack_version__source", "stats", "case_findings")
+    )
+    if filters["pack"]:
+        qs = qs.filter(pack_version__pack__slug=filters["pack"])
+    if filters["status"] in RunStatus.values:
+        qs = qs.filter(status=filters["status"])
+    if filters["deployment"]:
+        qs = qs.filter(lanes__deployment__name=filters["deployment"])
+    qs = qs.prefetch_related(
+        Prefetch("lanes", queryset=RunLane.objects.defer("counters", "stats").order_by("position"))
+    )
+    try:
+        page = keyset_page(qs, sort="-created_at", after=request.GET.get("after") or None, size=RUN_PAGE)
+    except InvalidCursor as exc:
+        return render(
+            request, TEMPLATES + "run_list.html", {"error": str(exc), "filters": filters}, status=400
+        )
+    packs = sorted(
+        {slug for slug in workspace.packs.values_list("slug", flat=True)}  # type: ignore[attr-defined]
+    )
+    context = {
+        "workspace": workspace,
+        "page": page,
+        "runs": page.items,
+        "filters": filters,
+        "statuses": RunStatus.values,
+        "packs": packs,
+        "deployments": list(Deployment.objects.for_workspace(workspace).values_list("name", flat=True)),
+        "can_write": _can_write(request, workspace),
+        "query": _query_without_after(request),
+    }
+    if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
+        return render(request, TEMPLATES + "run_list.html#rows", context)
+    return render(request, TEMPLATES + "run_list.html", context)
+
+
+def _query_without_after(request: HttpRequest) -> str:
+    params = request.GET.copy()
+    params.pop("after", None)
+    params.pop("partial", None)
+    return params.urlencode()
+
+
+# --- new run ----------------------------------------------------------------------------------
+
+
+class RunForm(forms.Form):
+    pack_version = forms.ModelChoiceField(queryset=None, label="Pack version", empty_label=None)  # type: ignore[arg-type]
+    input_set = forms.CharField(
+        required=False,
+        label="Input set",
+        help_text="An input set key or id; empty: the version's only set (pack-format §13).",
+    )
+    deployments = forms.ModelMultipleChoiceField(
+        queryset=None,  # type: ignore[arg-type]
+        widget=forms.CheckboxSelectMultiple,
+        label="Deployments",
+    )
+    repetitions = forms.IntegerField(min_value=1, max_value=10, initial=1, label="Repetitions")
+    name = forms.CharField(required=False, max_length=200, label="Name")
+
+    def __init__(self, *args: Any, workspace: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from packs.models import PackVersion
+
+        self.fields["pack_version"].queryset = (  # type: ignore[attr-defined]
+            PackVersion.objects.filter(pack__workspace=workspace)
+            .select_related("pack")
+            .order_by("pack__slug", "-number")
+        )
+        self.fields["pack_version"].label_from_instance = lambda v: f"{v.pack.slug} v{v.number}"  # type: ignore[attr-defined]
+        self.fields["deployments"].queryset = Deployment.objects.for_workspace(workspace)  # type: ignore[attr-defined]
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    from runs.services.runs import RunError, run_create
+
+    workspace = _workspace(request)
+    check_write(request, workspace)
+    form = RunForm(request.POST or None, workspace=workspace)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                run = run_create(
+                    workspace=workspace,
+                    user=request.user,
+                    pack_version=data["pack_version"],
+                    input_set=data["input_set"] or None,
+                    deployments=list(data["deployments"]),
+                    repetitions=data["repetitions"],
+                    name=data["name"],
+                )
+            except RunError as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            else:
+                return redirect("run-detail", run_id=run.id)
+        status = 400
+    return render(request, TEMPLATES + "run_new.html", {"form": form, "workspace": workspace}, status=status)
+
+
+# --- overview ---------------------------------------------------------------------------------
+
+
+def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    lanes = lanes_of(run)
+    summary = summary_of(run)
+    if run.is_finished and not summary_is_current(run, summary):
+        summary = result_summary_request(run=run)
+    ready = summary_is_current(run, summary)
+    rows = leaderboard(run, lanes, summary if ready else None)
+    segments, total = progress_of(lanes)
+    lane_names = {str(lane.id): lane.deployment_name for lane in lanes}
+    charts_by_lane = [
+        {
+            "lane": row.lane,
+            "latency": charts.latency_histogram_svg(row.latency, deployment=row.lane.deployment_name),
+            "scores": (
+                charts.score_histogram_svg(
+                    (summary.score_bins or {}).get(str(row.lane.id), []), deployment=row.lane.deployment_name
+                )
+                if ready and summary
+                else None
+            ),
+        }
+        for row in rows
+    ]
+    health = []
+    if ready and summary:
+        for entry in summary.assertion_health or []:
+            if entry.get("kind") == "gate":
+                continue
+            cells = []
+            for lane in lanes:
+                tally = (entry.get("lanes") or {}).get(str(lane.id)) or {"PASSED": 0, "FAILED": 0, "other": 0}
+                graded = tally["PASSED"] + tally["FAILED"]
+                cells.append({"tally": tally, "rate": tally["PASSED"] / graded if graded else None})
+            health.append({**entry, "cells": cells})
+    stats = run.stats or {}
+    return {
+        "run": run,
+        "lanes": lanes,
+        "lane_names": lane_names,
+        "leaderboard": rows,
+        "progress": charts.progress_svg(segments, total),
+        "segments": segments,
+        "total": total,
+        "done": total - segments["pending"],
+        "charts": charts_by_lane,
+        "summary": summary,
+        "summary_ready": ready,
+        "health": health,
+        "eval_feedback": stats.get("eval_feedback") or {},
+        "stats_error": stats.get("error"),
+        "poll_seconds": POLL_SECONDS,
+        "export_formats": EXPORT_FORMATS,
+        "took": (run.finished_at - run.started_at) if run.finished_at and run.started_at else None,
+        "can_write": _can_write(request, run.workspace),
+    }
+
+
+@login_required
+def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = run_for_user(request, run_id)
+    partial = request.GET.get("partial", "")
+    if request.htmx and partial == "grid":  # type: ignore[attr-defined]
+        return _grid(request, run)
+    context = _overview_context(request, run)
+    if request.htmx and partial == "live":  # type: ignore[attr-defined]
+        response = render(request, TEMPLATES + "overview.html#live", context)
+        if run.is_finished and request.GET.get("was") == "running":
+            # The run just ended: reload once to show the charts and the final ranking.
+            response["HX-Refresh"] = "true"
+        return response
+    if request.htmx and partial == "summary":  # type: ignore[attr-defined]
+        return render(request, TEMPLATES + "overview.html#summary", context)
+    lanes = context["lanes"]
+    try:
+        grid_rows, grid = grid_page(run, lanes)
+    except InvalidCursor:  # pragma: no cover - the first page has no cursor
+        grid_rows, grid = [], None
+    context.update(grid_rows=grid_rows, grid=grid)
+    return render(request, TEMPLATES + "overview.html", context)
+
+
+def _grid(request: HttpRequest, run: Run) -> HttpResponse:
+    lanes = lanes_of(run)
+    try:
+        rows, page = grid_page(run, lanes, after=request.GET.get("after") or None)
+    except InvalidCursor as exc:
+        return HttpResponse(str(exc), status=400)
+    return render(
+        request,
+        TEMPLATES + "overview.html#grid_rows",
+        {"run": run, "lanes": lanes, "grid_rows": rows, "grid": page},
+    )
+
+
+def overview_url(run: Run) -> str:
+    return reverse("run-detail", kwargs={"run_id": run.id})
