@@ -223,3 +223,44 @@ def test_n_wise_offline_ranks_deployments(fake, tmp_path):
     assert sum(1 for b in fake.requests if "(mode: n_wise)" in b["messages"][0]["content"]) == 2
     ranking_usage = by_dep["good"]["judge_usage"]["calls"] + by_dep["bad"]["judge_usage"]["calls"]
     assert ranking_usage >= 2
+
+
+def test_flaky_judge_across_repetitions_and_budget_in_eval_feedback(fake, tmp_path):
+    judge = {
+        "key": "ok",
+        "mode": "assertion",
+        "assertion": "names Paris",
+        "model": "gpt-4o-mini",
+        "samples": 1,
+    }
+    lines = [{"case_key": "c0", "repetition": r, "final_output": "Paris"} for r in (1, 2)]
+    lines += [{"case_key": "c1", "repetition": r, "final_output": "Paris"} for r in (1, 2)]
+    args = small_pack(tmp_path, judge, lines, cases=2)
+    answers = iter([True, False, True, True])
+
+    def flip(body):
+        return {"pass": next(answers)}
+
+    fake.default = by_mode(assertion=verdict(flip), other=content("{}"))
+    code, doc = run_grade(*args, "--judge-provider", "openai", "--judge-base-url", fake.base_url)
+    statuses = [
+        next(e for e in c["grading"]["expectations"] if e["key"] == "ok")["status"] for c in doc["cases"]
+    ]
+    assert statuses == ["PASSED", "FAILED", "PASSED", "PASSED"]
+    found = {s["finding"]: s for s in doc["eval_feedback"]["suggestions"]}
+    flaky = found["unstable_across_repeats"]
+    assert flaky["assertion"] == "ok" and "1 lane/case pair" in flaky["reason"] and "c0" in flaky["reason"]
+
+
+def test_budget_exhausted_listed_in_eval_feedback(fake, tmp_path):
+    judge = {"key": "ok", "mode": "assertion", "assertion": "names Paris", "model": "acme/unpriced-model"}
+    args = small_pack(tmp_path, judge, [{"case_key": "c0", "final_output": "Paris"}])
+    pack = yaml.safe_load((tmp_path / "pack.yaml").read_text())
+    pack["version"]["evaluation_spec"]["scorecard"]["judge_limits"] = {"max_calls_usd": 1.0}
+    (tmp_path / "pack.yaml").write_text(yaml.safe_dump(pack))
+    fake.default = by_mode(assertion=verdict({"pass": True}), other=content("{}"))
+    code, doc = run_grade(*args, "--judge-provider", "openai", "--judge-base-url", fake.base_url)
+    result = next(e for e in doc["cases"][0]["grading"]["expectations"] if e["key"] == "ok")
+    assert result["reason_code"] == "judge_budget_exhausted" and "no price known" in result["evidence"]
+    assert any(s["finding"] == "budget_exhausted" for s in doc["eval_feedback"]["suggestions"])
+    assert sum(1 for b in fake.requests if "(mode: assertion)" in b["messages"][0]["content"]) == 0
