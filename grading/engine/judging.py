@@ -1,5 +1,10 @@
-"""The LLM-judge seam (grading.md §6). The judge implementation lives elsewhere; this module
-defines what ``grade_case`` hands it and what it returns.
+"""The LLM-judge seam (grading.md §6). The judge implementation lives in ``grading.judges``
+(``LLMJudge``; no import from here, the engine stays provider-free); this module defines what
+``grade_case`` hands it and what it returns.
+
+n_wise judges are not run per case: ``grade_case`` asks ``judge.ranked_result(key)`` (when the
+judge has that method) for the result of the rank_case second pass, else leaves them
+NOT_EVALUATED, reason ``pending_rank`` (``grading.judges.nwise``).
 
 With ``judge=None`` every judge expectation is NOT_EVALUATED / unavailable, reason
 ``no_judge_provider``: visible in the grade, never skipped.
@@ -47,7 +52,9 @@ class JudgeRequest:
 
 class Judge(Protocol):
     def evaluate(self, request: JudgeRequest) -> ExpectationResult:
-        """Run the judge's samples and return its expectation (kind ``judge``)."""
+        """Run the judge's samples and return its expectation (kind ``judge``). Synchronous;
+        must be safe to call from any thread (``grading.judges.LLMJudge`` runs its HTTP on a
+        private event-loop thread)."""
         ...
 
 
