@@ -44,7 +44,7 @@ class JudgeProviderConfig(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=[k.value for k in ProviderKind]), name="grading_judgeprovider_kind_valid"
+                condition=Q(kind__in=ProviderKind.values), name="grading_judgeprovider_kind_valid"
             )
         ]
 

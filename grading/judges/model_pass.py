@@ -202,7 +202,7 @@ def model_critique(
     case_inputs: Mapping[str, Sequence[CaseDef]],
     *,
     run_id: str = "offline",
-    budget: JudgeBudget | None = None,
+    budget: Any = None,  # a JudgeBudget or a SharedBudget
     usage: JudgeUsage | None = None,
 ) -> list[Suggestion]:
     """One critic call per challenge; the kept suggestions (``source: llm``)."""

@@ -177,8 +177,10 @@ def loads_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
         s = m.group("body").strip()
     try:
         value = json.loads(s)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return None, f"not a single JSON object ({exc.msg} at character {exc.pos})"
+    except RecursionError:
+        return None, "JSON nested too deeply"
     if not isinstance(value, dict):
         return None, f"a JSON {type(value).__name__}, not an object"
     return value, None

@@ -141,7 +141,8 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
         raise ProviderError(
             "provider answered a non-object JSON body", "evaluator_error", "judge_bad_response"
         )
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    raw_usage = data.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     if config.kind == "anthropic":
         blocks = data.get("content")
         if not isinstance(blocks, list):

@@ -280,3 +280,31 @@ def test_judge_crash_in_output_schema_is_contained(fake):
         r = judge_result(grade(judge, spec(j)))
     assert r.status.value == "ERROR" and r.reason_code == "unparseable_output" and "severity" in r.evidence
     _ = evidence
+
+
+def test_deeply_nested_json_is_invalid_not_a_crash(fake):
+    fake.default = content("[" * 100_000)
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert r.reason_code == "unparseable_output"
+
+
+def test_parallel_threads_share_one_budget(fake):
+    from grading.judges import JudgeBudget
+
+    fake.default = verdict({"pass": True})
+    budget = JudgeBudget(max_tokens=10_000_000)
+    out = []
+    with make_judge(fake, budget=budget) as judge:
+        threads = [
+            threading.Thread(
+                target=lambda i=i: out.append(judge_result(grade(judge, spec(assertion()), c=case(f"c{i}"))))
+            )
+            for i in range(6)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+    assert [r.status.value for r in out] == ["PASSED"] * 6
+    assert fake.calls == 18 and budget.spent_tokens == 18 * 150 and len(judge.call_log) == 18
