@@ -38,7 +38,7 @@ from .refs import (
     resolve_reference,
     walk,
 )
-from .rules import DEFAULT_SHELL_TOOLS, RuleOutcome, compliance, derive_tasks, grade_rule, prepare_rule
+from .rules import DEFAULT_SHELL_TOOLS, compliance, derive_tasks, grade_rule, prepare_rule, rule_result
 from .scorecard import (
     DimPlan,
     GatingInput,
@@ -149,7 +149,7 @@ class _RulePlan:
     key: str
     scope: str
     rule: dict[str, Any]
-    run: Callable[[Evidence, list[Task]], RuleOutcome]
+    run: Callable[[Evidence, list[Task]], ExpectationResult]
 
 
 @dataclass(slots=True)
@@ -176,6 +176,7 @@ class _Plan:
     scorecard: Any
     claims_gate: bool
     metric_collectors: dict[str, str]
+    has_ground_truth: bool = False
 
 
 def _parse_ref(text: Any) -> tuple[Ref | None, str | None]:
@@ -352,6 +353,7 @@ def compile_plan(spec: Any) -> _Plan:
         metric_collectors={
             str(cfg(m, "key")): str(cfg(m, "collector", "")) for m in (cfg(spec, "metrics", []) or [])
         },
+        has_ground_truth=any(vp.ground_truth for vp in validators),
     )
 
 
@@ -471,7 +473,7 @@ class CaseGrade:
         "eval_feedback",
         "judge_usage",
         "_execution_metrics",
-        "timing",
+        "_timing",
         "_user_notes_summary",
         "message",
         "_claims_fn",
@@ -491,7 +493,7 @@ class CaseGrade:
         eval_feedback: dict[str, Any] | None = None,
         judge_usage: JudgeUsage | None = None,
         execution_metrics: dict[str, Any] | _Lazy[dict[str, Any]] | None = None,
-        timing: dict[str, float] | None = None,
+        timing: dict[str, float] | _Lazy[dict[str, float]] | None = None,
         user_notes_summary: dict[str, list[str]] | _Lazy[dict[str, list[str]]] | None = None,
         message: str | None = None,
         _claims_fn: Callable[[], list[dict[str, Any]]] | None = None,
@@ -512,7 +514,7 @@ class CaseGrade:
         )
         self.judge_usage = JudgeUsage() if judge_usage is None else judge_usage
         self._execution_metrics = {} if execution_metrics is None else execution_metrics
-        self.timing: dict[str, float] = {} if timing is None else timing
+        self._timing = {} if timing is None else timing
         self._user_notes_summary = _empty_notes() if user_notes_summary is None else user_notes_summary
         self.message = message
         self._claims_fn = _claims_fn
@@ -545,6 +547,15 @@ class CaseGrade:
     @execution_metrics.setter
     def execution_metrics(self, value: dict[str, Any]) -> None:
         self._execution_metrics = value
+
+    @property
+    def timing(self) -> dict[str, float]:
+        v = self._timing = _now(self._timing)
+        return v  # type: ignore[no-any-return]
+
+    @timing.setter
+    def timing(self, value: dict[str, float] | _Lazy[dict[str, float]]) -> None:
+        self._timing = value
 
     @property
     def user_notes_summary(self) -> dict[str, list[str]]:
@@ -874,20 +885,6 @@ def _timeout_result() -> VResult:
     )
 
 
-def _rule_result(o: RuleOutcome) -> ExpectationResult:
-    return ExpectationResult(
-        key=o.key,
-        kind=o.kind,
-        text=o.text,
-        status=o.status,
-        outcome_class=o.outcome_class,
-        evidence=o.evidence or f"{o.status.value}",
-        score=o.score,
-        reason_code=o.reason_code,
-        gating=o.gating,
-    )
-
-
 def _run_judge(
     jp: _JudgePlan, judge: Judge | None, plan: _Plan, env: Env, usage: JudgeUsage
 ) -> ExpectationResult:
@@ -1122,7 +1119,7 @@ def grade_case(
     judge: Judge | None = None,
 ) -> CaseGrade:
     """Grade one case execution. Deterministic for the same inputs (timing aside)."""
-    started = time.perf_counter()
+    started = _clock()
     try:
         grade = _grade(evidence, case, spec, context, judge)
     except Exception as exc:  # the last net: never let one case sink a batch
@@ -1134,18 +1131,19 @@ def grade_case(
             OutcomeClass.EVALUATOR_ERROR,
             Validity.INVALID,
         )
-    grader = time.perf_counter() - started
+    grade.timing = _Lazy(_timing, evidence.timing, _clock() - started)
+    return grade
+
+
+def _timing(timing: Any, grader: float) -> dict[str, float]:
     executor = (
-        float(getattr(evidence.timing, "executor_duration_seconds", 0.0) or 0.0)
-        if isinstance(evidence.timing, Timing)
-        else 0.0
+        float(getattr(timing, "executor_duration_seconds", 0.0) or 0.0) if isinstance(timing, Timing) else 0.0
     )
-    grade.timing = {
+    return {
         "executor_duration_seconds": executor,
         "grader_duration_seconds": grader,
         "total_duration_seconds": executor + grader,
     }
-    return grade
 
 
 def _grade(
@@ -1161,7 +1159,7 @@ def _grade(
     if plan.allowed_hosts is not None:
         guard_results.append(guards_mod.check_allowed_hosts(plan.allowed_hosts, evidence))
     if guard_results:
-        expectations.extend(_rule_result(g) for g in guard_results)
+        expectations.extend(guard_results)
 
     v_results: list[ExpectationResult] = []
     code_details: dict[str, Any] = {}
@@ -1173,7 +1171,7 @@ def _grade(
             code_details[vp.key] = r.details
     expectations += v_results
 
-    rule_outcomes: list[RuleOutcome] = []
+    rule_outcomes: list[ExpectationResult] = []
     if plan.rules:
         tasks = derive_tasks(evidence, context, plan.shell_tools)
         for rp in plan.rules:
@@ -1182,7 +1180,7 @@ def _grade(
             except Exception as exc:
                 required = bool(cfg(rp.rule, "required", True))
                 rule_outcomes.append(
-                    RuleOutcome(
+                    rule_result(
                         rp.key,
                         str(cfg(rp.rule, "label", rp.key)),
                         Status.ERROR,
@@ -1191,10 +1189,9 @@ def _grade(
                         None,
                         "exception",
                         required,
-                        required,
                     )
                 )
-        expectations.extend(_rule_result(o) for o in rule_outcomes)
+        expectations.extend(rule_outcomes)
 
     usage = JudgeUsage()
     judge_results = {}
@@ -1235,7 +1232,7 @@ def _grade(
     if plan.has_rules:
         assert c_status is not None
         inputs.append(GatingInput("compliance gate", c_status, c_class))
-        gt = _ground_truth_gate(plan.validators, v_results) or GatingInput(
+        gt = (plan.has_ground_truth and _ground_truth_gate(plan.validators, v_results)) or GatingInput(
             "resolution gate", c_status, c_class
         )
         inputs.append(gt)

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from .rules import RuleOutcome
-from .types import Evidence, OutcomeClass, ResultKind, Status, ToolCall
+from .rules import rule_result
+from .types import Evidence, ExpectationResult, OutcomeClass, ResultKind, Status, ToolCall
 from .validators.common import clip
 
 NETWORK_TOOLS = frozenset(
@@ -128,8 +128,8 @@ def _call_ref(c: ToolCall) -> str:
     return f"tool_call:{c.index}" + (f" (id {c.id})" if c.id else "")
 
 
-def _unavailable(key: str, text: str) -> RuleOutcome:
-    return RuleOutcome(
+def _unavailable(key: str, text: str) -> ExpectationResult:
+    return rule_result(
         key,
         text,
         Status.UNAVAILABLE,
@@ -138,27 +138,26 @@ def _unavailable(key: str, text: str) -> RuleOutcome:
         None,
         "channel_unavailable",
         True,
-        True,
         ResultKind.GUARD,
     )
 
 
-def _verdict(key: str, text: str, offenders: list[str], ok_text: str) -> RuleOutcome:
+def _verdict(key: str, text: str, offenders: list[str], ok_text: str) -> ExpectationResult:
     if offenders:
         ev = (
             "violation: "
             + "; ".join(offenders[:20])
             + (f"; ... {len(offenders)} in all" if len(offenders) > 20 else "")
         )
-        return RuleOutcome(
-            key, text, Status.FAILED, OutcomeClass.FAIL, clip(ev), 0.0, None, True, True, ResultKind.GUARD
+        return rule_result(
+            key, text, Status.FAILED, OutcomeClass.FAIL, clip(ev), 0.0, None, True, ResultKind.GUARD
         )
-    return RuleOutcome(
-        key, text, Status.PASSED, OutcomeClass.PASS, clip(ok_text), 1.0, None, True, True, ResultKind.GUARD
+    return rule_result(
+        key, text, Status.PASSED, OutcomeClass.PASS, clip(ok_text), 1.0, None, True, ResultKind.GUARD
     )
 
 
-def check_allowed_tools(allowed: Sequence[str], evidence: Evidence) -> RuleOutcome:
+def check_allowed_tools(allowed: Sequence[str], evidence: Evidence) -> ExpectationResult:
     key = "rules.allowed_tools"
     text = "only allowed tools are called: " + (", ".join(allowed) if allowed else "(none)")
     if not evidence.channels.tool_calls:
@@ -171,7 +170,7 @@ def check_allowed_tools(allowed: Sequence[str], evidence: Evidence) -> RuleOutco
     return _verdict(key, text, offenders, f"{len(evidence.tool_calls)} calls, all allowed")
 
 
-def check_allowed_hosts(allowed: Sequence[str], evidence: Evidence) -> RuleOutcome:
+def check_allowed_hosts(allowed: Sequence[str], evidence: Evidence) -> ExpectationResult:
     key = "rules.allowed_hosts"
     text = "only allowed hosts are contacted: " + (", ".join(allowed) if allowed else "(none)")
     if not evidence.channels.tool_calls:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import Any
 
 from .types import (
     Evidence,
     EvidenceText,
+    ExpectationResult,
     GradeContext,
     OutcomeClass,
     ResultKind,
@@ -35,18 +35,19 @@ TASK_FIELDS = frozenset(
 JOB_FIELDS = frozenset({"job_resolution", "job_plan", "gateway_messages", "gateway_summary"})
 
 
-@dataclass(slots=True)
-class RuleOutcome:
-    key: str
-    text: str
-    status: Status
-    outcome_class: OutcomeClass
-    evidence: EvidenceText
-    score: float | None
-    reason_code: str | None
-    gating: bool
-    required: bool
-    kind: ResultKind = ResultKind.RULE
+def rule_result(
+    key: str,
+    text: str,
+    status: Status,
+    klass: OutcomeClass,
+    evidence: EvidenceText,
+    score: float | None,
+    reason: str | None,
+    required: bool,
+    kind: ResultKind = ResultKind.RULE,
+) -> ExpectationResult:
+    """A rule's or guard's expectation; a required one gates (``gating``, grading.md §5.4)."""
+    return ExpectationResult(key, kind, text, status, klass, evidence, score, None, reason, required)
 
 
 def _command_text(args: dict[str, Any]) -> str | None:
@@ -214,22 +215,20 @@ def _line_at(text: str, offset: int) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
-def _outcome(key: str, label: str, ok: bool, evidence: EvidenceText, required: bool) -> RuleOutcome:
+def _outcome(key: str, label: str, ok: bool, evidence: EvidenceText, required: bool) -> ExpectationResult:
     if ok:
-        return RuleOutcome(
-            key, label, Status.PASSED, OutcomeClass.PASS, evidence, 1.0, None, required, required
-        )
-    return RuleOutcome(key, label, Status.FAILED, OutcomeClass.FAIL, evidence, 0.0, None, required, required)
+        return rule_result(key, label, Status.PASSED, OutcomeClass.PASS, evidence, 1.0, None, required)
+    return rule_result(key, label, Status.FAILED, OutcomeClass.FAIL, evidence, 0.0, None, required)
 
 
 def _ungraded(
     key: str, label: str, status: Status, klass: OutcomeClass, evidence: str, reason: str, required: bool
-) -> RuleOutcome:
-    return RuleOutcome(key, label, status, klass, clip(evidence), None, reason, required, required)
+) -> ExpectationResult:
+    return rule_result(key, label, status, klass, clip(evidence), None, reason, required)
 
 
 # A rule bound to its declaration: (evidence, tasks) -> outcome.
-PreparedRule = Callable[[Evidence, list[Task]], RuleOutcome]
+PreparedRule = Callable[[Evidence, list[Task]], ExpectationResult]
 
 
 def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> PreparedRule:
@@ -244,7 +243,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
     suffix = " (negated)" if negate else ""
 
     def constant(status: Status, klass: OutcomeClass, evidence: str, reason: str) -> PreparedRule:
-        def grade(evidence_: Evidence, tasks: list[Task]) -> RuleOutcome:
+        def grade(evidence_: Evidence, tasks: list[Task]) -> ExpectationResult:
             return _ungraded(key, label, status, klass, evidence, reason, required)
 
         return grade
@@ -253,7 +252,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
         lo, hi = cfg(rule, "min"), cfg(rule, "max")
         bounds = f"[{'' if lo is None else lo}, {'' if hi is None else hi}]"
 
-        def task_count(evidence: Evidence, tasks: list[Task]) -> RuleOutcome:
+        def task_count(evidence: Evidence, tasks: list[Task]) -> ExpectationResult:
             if not evidence.channels.tasks and evidence.tasks is None:
                 return _ungraded(
                     key,
@@ -292,7 +291,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
 
     if validator == "job_resolution_status":
 
-        def resolution_status(evidence: Evidence, tasks: list[Task]) -> RuleOutcome:
+        def resolution_status(evidence: Evidence, tasks: list[Task]) -> ExpectationResult:
             status = derived_status(evidence)
             cond = rx.search(status) is not None
             source = (
@@ -315,7 +314,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
 
     where = str(cfg(rule, "where", ""))
 
-    def pattern_match(evidence: Evidence, tasks: list[Task]) -> RuleOutcome:
+    def pattern_match(evidence: Evidence, tasks: list[Task]) -> ExpectationResult:
         try:
             values = field_values(where, evidence, tasks, job)
         except FieldUnavailable as exc:
@@ -345,12 +344,12 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
 
 def grade_rule(
     key: str, scope: str, rule: Any, evidence: Evidence, tasks: list[Task], compiled: Any = None
-) -> RuleOutcome:
+) -> ExpectationResult:
     """One rule on one case (``prepare_rule`` once per spec is the fast way)."""
     return prepare_rule(key, scope, rule, compiled)(evidence, tasks)
 
 
-def compliance(outcomes: list[RuleOutcome]) -> tuple[float | None, str, Status, OutcomeClass | None]:
+def compliance(outcomes: list[ExpectationResult]) -> tuple[float | None, str, Status, OutcomeClass | None]:
     """(compliance score, gate, gate status for the verdict, its outcome class).
 
     The score is the pass rate of the graded rules; the gate fails on a failed required rule,
@@ -366,8 +365,8 @@ def compliance(outcomes: list[RuleOutcome]) -> tuple[float | None, str, Status, 
             graded += 1
         elif st is Status.FAILED:
             graded += 1
-            failed_required = failed_required or o.required
-        elif not o.required:
+            failed_required = failed_required or o.gating
+        elif not o.gating:  # a required rule gates
             continue
         elif st is Status.ERROR:
             error = error or o
