@@ -1,0 +1,180 @@
+"""Run comparison: requested once, computed by the task into stored rows, shown by the page
+(computing… then the verdict, regressions only, keyset pages) and the API (202 then 200)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from grading.engine.aggregate import CaseRecord
+from grading.engine.compare import compare_records
+from runs.compare_tasks import CompareError, comparison_request, compute_comparison
+from runs.models import ComparisonCase, RunComparison, RunItem, RunLane
+from runs.seeding import seed_run
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def login(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def runs(personas):
+    baseline = seed_run(workspace=personas.workspace, items=80, lanes=2, name="base", seed=1)
+    candidate = seed_run(
+        workspace=personas.workspace, items=80, lanes=2, name="cand", seed=2, pass_rates=(0.4, 0.9)
+    )
+    return baseline, candidate
+
+
+def url(baseline, candidate, extra=""):
+    return f"/runs/compare/?baseline={baseline.id}&candidate={candidate.id}{extra}"
+
+
+def test_the_task_stores_what_the_engine_computes(runs, django_capture_on_commit_callbacks):
+    baseline, candidate = runs
+    with django_capture_on_commit_callbacks() as callbacks:
+        comparison = comparison_request(baseline=baseline, candidate=candidate)
+        comparison_request(baseline=baseline, candidate=candidate)
+    assert len(callbacks) == 1 and comparison.status == "pending"
+    assert compute_comparison(comparison.id) == "ready"
+    comparison.refresh_from_db()
+    lane = next(x for x in comparison.result["lanes"] if x["deployment"] == "careful")
+
+    def records(run):
+        rows = RunItem.objects.filter(run=run, lane__deployment_name="careful").values_list(
+            "case_key", "status", "last_category", "score"
+        )
+        return [
+            CaseRecord("careful", "sum-open-invoices", k, status or category, score=score if status else None)
+            for k, status, category, score in rows
+        ]
+
+    expected = compare_records(
+        records(baseline), records(candidate), run_id=str(candidate.id), deployment="careful"
+    )
+    assert lane["verdict"] == expected.verdict
+    assert lane["counts"] == expected.counts
+    assert lane["pass_rate_delta_interval"] == expected.to_dict()["pass_rate_delta_interval"]
+    stored = ComparisonCase.objects.filter(comparison=comparison, deployment="careful")
+    assert stored.count() == 40
+    assert stored.filter(change="regression").count() == expected.counts["regression"]
+    regression = stored.filter(change="regression").first()
+    assert RunItem.objects.get(id=regression.baseline_item_id).status == "PASSED"
+    assert RunItem.objects.get(id=regression.candidate_item_id).status == "FAILED"
+    # Idempotent: computing again gives the same rows, not twice as many.
+    compute_comparison(comparison.id)
+    assert ComparisonCase.objects.filter(comparison=comparison).count() == 80
+
+
+def test_the_page_says_computing_then_shows_the_verdict(personas, runs):
+    baseline, candidate = runs
+    owner = login(personas.owner)
+    body = owner.get(url(baseline, candidate)).content.decode()
+    assert 'data-testid="computing"' in body and 'hx-trigger="every 2s"' in body
+    compute_comparison(RunComparison.objects.get().id)
+    fragment = owner.get(url(baseline, candidate, "&partial=result"), **HTMX).content.decode()
+    assert "<html" not in fragment and 'data-testid="verdict"' in fragment and "hx-trigger" not in fragment
+    result = RunComparison.objects.get().result
+    assert f">{result['verdict']}<" in fragment
+    for lane in result["lanes"]:
+        assert lane["deployment"] in fragment
+
+
+def test_regressions_only_lists_regressions_and_pages(personas, runs, django_assert_num_queries):
+    baseline, candidate = runs
+    comparison = comparison_request(baseline=baseline, candidate=candidate)
+    compute_comparison(comparison.id)
+    owner = login(personas.owner)
+    body = owner.get(url(baseline, candidate, "&change=regression")).content.decode()
+    changes = re.findall(r'class="badge change-(\w+)"', body)
+    assert changes and set(changes) == {"regression"}
+    assert len(changes) == ComparisonCase.objects.filter(comparison=comparison, change="regression").count()
+    body = owner.get(url(baseline, candidate)).content.decode()
+    cursor = re.search(r'after=([^"&]+)&amp;partial=rows"', body).group(1)
+    with django_assert_num_queries(6):
+        more = owner.get(url(baseline, candidate, f"&after={cursor}&partial=rows"), **HTMX).content.decode()
+    assert len(re.findall(r'class="badge change-', more)) == 30  # 80 cases, pages of 50
+
+
+def test_two_runs_picked_in_the_list_compare_older_against_newer(personas, runs):
+    baseline, candidate = runs
+    body = login(personas.owner).get(f"/runs/compare/?run={candidate.id}&run={baseline.id}").content.decode()
+    assert re.search(r"Baseline</h2><p><a href=\"/runs/" + str(baseline.id), body)
+    response = login(personas.owner).get(f"/runs/compare/?run={baseline.id}")
+    assert response.status_code == 400 and "exactly two runs" in response.content.decode()
+
+
+def test_runs_of_different_packs_are_refused(personas, runs):
+    from packs.services import pack_version_publish
+    from tests.packs.publish_fixtures import mental_math
+
+    baseline, _ = runs
+    other = pack_version_publish(workspace=personas.workspace, data=mental_math().encode()).version
+    stray = type(baseline).objects.create(workspace=personas.workspace, pack_version=other, name="other pack")
+    with pytest.raises(CompareError, match="different packs"):
+        comparison_request(baseline=baseline, candidate=stray)
+    response = login(personas.owner).get(url(baseline, stray))
+    assert response.status_code == 400 and "different packs" in response.content.decode()
+
+
+def test_an_outsider_gets_404_on_the_page_and_the_api(personas, runs):
+    baseline, candidate = runs
+    assert login(personas.outsider).get(url(baseline, candidate)).status_code == 404
+    api = personas.api(personas.outsider)
+    response = api.get(f"/api/v1/workspaces/acme/compare?baseline={baseline.id}&candidate={candidate.id}")
+    assert response.status_code == 404
+    theirs = personas.api(personas.outsider)
+    response = theirs.get(
+        f"/api/v1/workspaces/globex/compare?baseline={baseline.id}&candidate={candidate.id}"
+    )
+    assert response.status_code == 404 and response.json()["error"]["field"] == "baseline"
+
+
+def test_the_api_answers_202_while_computing_then_200_with_pages(personas, runs):
+    baseline, candidate = runs
+    api = personas.api(personas.viewer)
+    base = f"/api/v1/workspaces/acme/compare?baseline={baseline.id}&candidate={candidate.id}"
+    first = api.get(base)
+    assert first.status_code == 202 and first.json()["status"] == "pending"
+    compute_comparison(first.json()["id"])
+    ready = api.get(base + "&change=regression")
+    body = ready.json()
+    assert ready.status_code == 200 and body["result"]["verdict"] in ("regressed", "improved", "within_noise")
+    assert all(c["change"] == "regression" for c in body["cases"])
+    assert api.get(base + "&change=bogus").json()["error"]["choices"][0] == "regression"
+    assert api.get(base + "&after=zzz").status_code == 400
+
+
+def test_the_api_compares_two_lanes_of_one_run(personas, runs):
+    baseline, _ = runs
+    careful, sloppy = RunLane.objects.filter(run=baseline).order_by("position")
+    api = personas.api(personas.owner)
+    base = f"/api/v1/workspaces/acme/compare?baseline={careful.id}&candidate={sloppy.id}"
+    pending = api.get(base).json()
+    compute_comparison(pending["id"])
+    body = api.get(base).json()
+    assert body["baseline"]["lane"] == careful.id and body["candidate"]["lane"] == sloppy.id
+    assert [lane["deployment"] for lane in body["result"]["lanes"]] == ["careful → sloppy"]
+    assert api.get(f"/api/v1/workspaces/acme/compare?baseline=x&candidate={sloppy.id}").status_code == 400
+    assert (
+        api.get(f"/api/v1/workspaces/acme/compare?candidate={sloppy.id}").json()["error"]["field"]
+        == "baseline"
+    )
+
+
+def test_a_rescored_run_makes_the_comparison_stale(runs, django_capture_on_commit_callbacks):
+    baseline, candidate = runs
+    comparison = comparison_request(baseline=baseline, candidate=candidate)
+    compute_comparison(comparison.id)
+    type(candidate).objects.filter(id=candidate.id).update(scoring_revision=2)
+    candidate.refresh_from_db()
+    with django_capture_on_commit_callbacks() as callbacks:
+        again = comparison_request(baseline=baseline, candidate=candidate)
+    assert again.status == "pending" and len(callbacks) == 1
