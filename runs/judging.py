@@ -9,9 +9,10 @@ Who calls what (R2 / the lead wire these):
   minus what the lane already spent (its ``judge_*`` counters, which ``runs.recording``
   keeps from each grade's ``judge_usage``). Every judge shares one process-wide event-loop
   thread, so a judge needs no closing; ``close_judge`` exists for symmetry.
-- ``with_model_claims(judge, grade, evidence=..., case=..., spec=..., context=...)``: after
-  ``grade_case`` (when ``judge`` is not None) adds the model's claims (``source: llm``) and
-  their spend to the grade.
+- ``grade_case_with_judge(evidence, case, spec, context=..., judge=...)``: a drop-in for
+  ``grade_case`` in ``runs.recording.grade_evidence``: ``grade_case`` plus, when a judge is
+  configured, the model's claims (``source: llm``) and their spend
+  (``with_model_claims`` does the second half on an existing grade).
 - ``rank_run(run) -> int``: the n_wise second pass, from the scoring stage before
   ``compute_stats``: for every n_wise judge and every (challenge, case, repetition) graded in
   two or more lanes, ranks the lanes' answers, re-grades each item with its ranked result
@@ -122,6 +123,20 @@ def with_model_claims(judge: Any, grade: Any, *, evidence: Any, case: Any, spec:
     """Add the model's claims (and their spend) to a ``CaseGrade`` of ``grade_case``."""
     if isinstance(judge, LLMJudge) and not isinstance(judge, _BrokenJudge):
         merge_claims(grade, model_claims(judge, evidence, case, context, spec, usage=grade.judge_usage))
+    return grade
+
+
+def grade_case_with_judge(evidence: Any, case: Any, spec: Any, *, context: Any, judge: Any = None) -> Any:
+    from grading.engine.grade import grade_case
+
+    grade = grade_case(evidence, case, spec, context=context, judge=judge)
+    if judge is not None:
+        try:
+            with_model_claims(judge, grade, evidence=evidence, case=case, spec=spec, context=context)
+        except Exception as exc:  # the claims pass never costs a case its grade
+            grade.eval_feedback.setdefault("notes", []).append(
+                f"model claims failed: {type(exc).__name__}: {exc}"
+            )
     return grade
 
 

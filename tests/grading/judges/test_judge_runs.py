@@ -145,3 +145,54 @@ def test_with_model_claims(personas, fake):
         }
     ]
     assert g.judge_usage.calls == 1
+
+
+def test_run_model_critique_and_grade_case_with_judge(personas, fake):
+    from grading.engine import evidence_from_response
+    from runs.judging import grade_case_with_judge, judge_for_workspace, run_model_critique
+    from tests.grading.judges.helpers import CTX, case
+
+    ws = personas.workspace
+    setup_provider(ws, fake)
+    version = publish_with_judges(
+        ws, [{"key": "j", "mode": "assertion", "assertion": "says it", "model": "gpt-4o-mini", "samples": 1}]
+    )
+    with FakeAgent() as agent:
+        run = create_run(ws, version, [hosted(ws, agent.url)])
+
+    def critique(body):
+        return {
+            "suggestions": [
+                {"assertion": "answer", "reason": "2 of 2 cases pass; add a negative case"},
+                {"assertion": "nope", "reason": "unknown: dropped"},
+                {"reason": "pack-wide advice"},
+            ],
+            "overall": "x",
+        }
+
+    fake.default = by_mode(critique=verdict(critique, cite=False), other=content("{}"))
+    records = [{"challenge_key": "echo", "expectations": {"answer": ["PASSED", "pass", None]}}]
+    found = run_model_critique(run, records)
+    assert [s.get("assertion") for s in found] == ["answer", None]
+    assert {s["source"] for s in found} == {"llm"} and {s["finding"] for s in found} == {"llm"}
+    lane = RunLane.objects.get(run=run)
+    assert lane.judge_calls == 1  # critic spend charged to the lanes, apart from agent spend
+    assert lane.agent_input_tokens == 0
+
+    fake.default = by_mode(
+        assertion=verdict({"pass": True}), claims=content('{"claims": []}'), other=content("{}")
+    )
+    judge = judge_for_workspace(ws.pk)
+    sp = {
+        "validators": [
+            {"key": "v", "type": "contains", "target": "final_output", "expected_from": "literal:a"}
+        ],
+        "llm_judges": [
+            {"key": "j", "mode": "assertion", "assertion": "x", "model": "gpt-4o-mini", "samples": 1}
+        ],
+        "scorecard": {"dimensions": ["correctness"]},
+    }
+    g = grade_case_with_judge(
+        evidence_from_response({"final_output": "a"}), case(), sp, context=CTX, judge=judge
+    )
+    assert g.judge_usage.calls == 2  # the judge sample and the claims call
