@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentclash_site.workspaces.access import scoped_get
-from runs.models import Deployment
+from runs.models import Deployment, Run
 
 
 def get_deployment_for_user(
@@ -22,3 +22,13 @@ def get_deployment_for_user(
     if workspace_slug is not None:
         lookup["workspace__slug"] = workspace_slug
     return scoped_get(request, Deployment.objects.all(), write=write, **lookup)
+
+
+def get_run_for_user(
+    request: Any, run_id: Any, *, write: bool = False, workspace_slug: str | None = None
+) -> Run:
+    """A run of a workspace the user belongs to, by id (a UUID)."""
+    lookup: dict[str, Any] = {"pk": run_id}
+    if workspace_slug is not None:
+        lookup["workspace__slug"] = workspace_slug
+    return scoped_get(request, Run.objects.all(), write=write, **lookup)

@@ -34,6 +34,7 @@ from runs.executors import DeploymentTarget, ExecutionRequest, executor_for
 from runs.executors.attempts import run_attempts
 from runs.executors.base import AttemptOutcome
 from runs.executors.openai_chat import protocol_response
+from runs.judging import judge_for_lane
 from runs.models import (
     Deployment,
     DeploymentKind,
@@ -72,9 +73,9 @@ class DispatchResult:
 
 
 def _judge_for(lane: RunLane) -> Any:
-    """The judge of this lane's workspace. Judge providers come with ``runs/judging.py``;
-    until then judge expectations are NOT_EVALUATED, reason ``no_judge_provider``."""
-    return None
+    """The judge of this lane's workspace (None without a judge provider: judge
+    expectations are then NOT_EVALUATED, reason ``no_judge_provider``)."""
+    return judge_for_lane(lane)
 
 
 def item_budget_seconds(deployment: Deployment) -> float:
@@ -169,6 +170,19 @@ def renew_lease(lane_id: int) -> None:
     RunLane.objects.filter(pk=lane_id).update(
         dispatch_until=timezone.now() + timedelta(seconds=TIME_SLICE_SECONDS + LEASE_MARGIN_SECONDS)
     )
+
+
+_graders: concurrent.futures.ThreadPoolExecutor | None = None
+_graders_lock = threading.Lock()
+
+
+def graders() -> concurrent.futures.ThreadPoolExecutor:
+    """A small process-wide pool for grading with judges (blocking provider calls)."""
+    global _graders
+    with _graders_lock:
+        if _graders is None:
+            _graders = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grade")
+        return _graders
 
 
 class _LoopThread:
@@ -350,6 +364,7 @@ def dispatch_lane(
                 done = set(done) | set(more)
             t1 = time.perf_counter()
             result.timings["wait"] += t1 - t0
+            finished = []
             for future in done:
                 row = futures.pop(future)
                 outcomes = future.result()
@@ -364,7 +379,12 @@ def dispatch_lane(
                 if response is not None and lane.deployment_kind == DeploymentKind.OPENAI_CHAT:
                     converted = protocol_response(_request(ctx, target, row), response)
                     response = converted if isinstance(converted, dict) else response
-                batch.append(grade_outcomes(ctx, item, outcomes, response))
+                finished.append((item, outcomes, response))
+            if ctx.judge is not None and len(finished) > 1:
+                # Judges make blocking HTTP calls: grade the batch in parallel threads.
+                batch.extend(graders().map(lambda f: grade_outcomes(ctx, *f), finished))
+            else:
+                batch.extend(grade_outcomes(ctx, *f) for f in finished)
             result.timings["grade"] += time.perf_counter() - t1
     finally:
         for future in list(futures):

@@ -173,7 +173,14 @@ def grade_evidence(
     case, base = ctx.data.case(item.challenge_key, item.case_key)
     findings = case_findings(ctx, case, base)
     context = grade_context(ctx, item, base, attempt=attempt, findings=findings)
-    doc = grade_case(evidence, case, ctx.data.spec, context=context, judge=ctx.judge).to_dict()
+    grade = grade_case(evidence, case, ctx.data.spec, context=context, judge=ctx.judge)
+    if ctx.judge is not None:
+        from runs.judging import with_model_claims
+
+        grade = with_model_claims(
+            ctx.judge, grade, evidence=evidence, case=case, spec=ctx.data.spec, context=context
+        )
+    doc = grade.to_dict()
     metrics = evidence.metrics
     record = record_from_grade(doc, metrics=metrics, content_hash=case.content_hash)
     return ItemResult(

@@ -65,8 +65,9 @@ def lane_records(lane: RunLane) -> list[CaseRecord]:
     return records
 
 
-def compute_stats(run: Run) -> dict[str, Any]:
-    """Every lane's aggregate, the ranking and run health; stores the lane stats too."""
+def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
+    """Every lane's aggregate, the ranking and run health (plus, with ``critique``, the
+    judge model's critique suggestions); stores the lane stats too."""
     lanes = list(RunLane.objects.filter(run_id=run.pk).order_by("position"))
     by_lane: dict[str, list[CaseRecord]] = {}
     aggregates = {}
@@ -84,6 +85,12 @@ def compute_stats(run: Run) -> dict[str, Any]:
     spec = version_data(run.pack_version, run.input_set.key if run.input_set_id else None).spec
     all_records = [r for rows in by_lane.values() for r in rows]
     feedback = run_health(all_records, spec).to_dict()
+    if critique:
+        from runs.judging import run_model_critique
+
+        extra = run_model_critique(run, all_records)
+        if extra:
+            feedback["suggestions"] = [*feedback.get("suggestions", []), *extra]
     stats = {
         "scoring_revision": run.scoring_revision,
         "lanes": lane_docs,
@@ -94,9 +101,14 @@ def compute_stats(run: Run) -> dict[str, Any]:
 
 
 def finalize_run(run: Run) -> None:
-    """From ``scoring``: compute and store the stats, complete lanes and run."""
+    """From ``scoring``: the n_wise judge pass, then the stats (with the model critique of
+    the eval when a judge provider is set), then lanes and run complete."""
+    from runs.judging import rank_run, record_run_judge_usage
+
     try:
-        stats = compute_stats(run)
+        rank_run(run)
+        stats = compute_stats(run, critique=True)
+        record_run_judge_usage(run)
     except Exception as exc:
         Run.objects.filter(pk=run.pk).update(stats={"error": str(exc)[:500]})
         for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):

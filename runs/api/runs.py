@@ -1,0 +1,354 @@
+"""Run API (spec/interfaces.md §7): list and create runs, the run document, keyset-paginated
+cases, case detail, trace import, cancel / retry-failed / rescore, streamed exports.
+
+Every run is fetched through ``runs.access.get_run_for_user`` (404 to outsiders, 403 to
+viewers on writes). Large lists stream plain values (``.values()`` + orjson), never DRF
+serializers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.db.models import Max
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentclash_site.lib.api import ApiError
+from agentclash_site.workspaces.access import get_workspace_for_user
+from packs.models import Pack, PackVersion
+from runs.access import get_run_for_user
+from runs.documents import CASE_FIELDS, case_detail, case_row, filter_cases, run_document, run_summary
+from runs.exports import FORMATS, export_response
+from runs.models import Run, RunItem
+from runs.services.operations import run_cancel, run_rescore, run_retry_failed
+from runs.services.runs import RunError, run_create
+from runs.services.trace_import import MAX_RESULTS_BYTES, run_import_results
+
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+
+
+def _api_error(exc: RunError) -> ApiError:
+    return ApiError(exc.code, exc.message, status_code=exc.status_code, field=exc.field, choices=exc.choices)
+
+
+def _json(body: Any, status_code: int = 200) -> HttpResponse:
+    return HttpResponse(orjson.dumps(body), status=status_code, content_type="application/json")
+
+
+class RunCreateInput(serializers.Serializer):
+    pack = serializers.CharField(help_text="the pack slug")
+    pack_version = serializers.IntegerField(required=False, min_value=1, help_text="default: the highest")
+    input_set = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    deployments = serializers.ListField(child=serializers.CharField(), help_text="names or ids")
+    repetitions = serializers.IntegerField(required=False, default=1)
+    name = serializers.CharField(required=False, allow_blank=True, default="")
+    max_in_flight = serializers.IntegerField(required=False, allow_null=True)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: ["unknown field"]})
+        return super().to_internal_value(data)
+
+
+RunSummaryOutput = inline_serializer(
+    "RunSummary",
+    {
+        "id": serializers.UUIDField(),
+        "status": serializers.CharField(),
+        "pack": serializers.DictField(),
+        "input_set": serializers.CharField(allow_null=True),
+        "url": serializers.CharField(),
+    },
+)
+RunDocumentOutput = inline_serializer(
+    "RunDocument", {"run": RunSummaryOutput, "lanes": serializers.ListField(child=serializers.DictField())}
+)
+
+
+def pack_version_for(workspace: Any, slug: str, number: int | None) -> PackVersion:
+    pack = Pack.objects.filter(workspace=workspace, slug=slug).first()
+    if pack is None:
+        raise RunError("invalid_pack", f"no pack {slug!r} in this workspace; publish it first", field="pack")
+    if number is None:
+        number = PackVersion.objects.filter(pack=pack).aggregate(n=Max("number"))["n"]
+    version = PackVersion.objects.filter(pack=pack, number=number).select_related("pack").first()
+    if version is None:
+        raise RunError(
+            "invalid_pack_version",
+            f"pack {slug!r} has no published version {number}",
+            field="pack_version",
+            choices=[str(n) for n in PackVersion.objects.filter(pack=pack).values_list("number", flat=True)],
+        )
+    return version
+
+
+class RunListApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("limit", int, description=f"at most {MAX_PAGE_SIZE}, default {PAGE_SIZE}")
+        ],
+        responses=inline_serializer("RunList", {"results": RunSummaryOutput}),
+        summary="List the workspace's runs, newest first",
+        operation_id="run_list",
+    )
+    def get(self, request: Request, ws: str) -> HttpResponse:
+        workspace = get_workspace_for_user(request, ws)
+        limit = _limit(request)
+        runs = Run.objects.for_workspace(workspace).select_related(
+            "pack_version", "pack_version__pack", "input_set"
+        )
+        results = []
+        for run in runs[:limit]:
+            entry = run_summary(run)
+            entry.update(name=run.name, created_at=run.created_at.isoformat(), repetitions=run.repetitions)
+            results.append(entry)
+        return _json({"results": results})
+
+    @extend_schema(
+        request=RunCreateInput,
+        responses={201: RunDocumentOutput},
+        summary="Create and queue a run",
+        operation_id="run_create",
+    )
+    def post(self, request: Request, ws: str) -> Response:
+        workspace = get_workspace_for_user(request, ws, write=True)
+        data = RunCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            version = pack_version_for(workspace, v["pack"], v.get("pack_version"))
+            run = run_create(
+                workspace=workspace,
+                user=request.user,
+                pack_version=version,
+                input_set=v.get("input_set") or None,
+                deployments=v["deployments"],
+                repetitions=v.get("repetitions", 1),
+                name=v.get("name", ""),
+                max_in_flight=v.get("max_in_flight"),
+            )
+        except RunError as exc:
+            raise _api_error(exc) from None
+        return Response(run_document(run), status=status.HTTP_201_CREATED)
+
+
+def _limit(request: Request) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return PAGE_SIZE
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(
+            "invalid_limit", f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}", field="limit"
+        ) from None
+    if not 1 <= value <= MAX_PAGE_SIZE:
+        raise ApiError(
+            "invalid_limit", f"limit must be a whole number from 1 to {MAX_PAGE_SIZE}", field="limit"
+        )
+    return value
+
+
+class RunDetailApi(APIView):
+    @extend_schema(
+        responses=RunDocumentOutput,
+        summary="The run document of `eval start --follow`, without cases",
+        operation_id="run_retrieve",
+    )
+    def get(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
+        run = get_run_for_user(request, run_id, workspace_slug=ws)
+        return _json(run_document(run))
+
+
+class RunCaseListApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "status",
+                str,
+                description="PASSED, FAILED, ..., infra_error, config_error, cancelled, pending",
+            ),
+            OpenApiParameter("challenge", str),
+            OpenApiParameter("deployment", str, description="deployment name"),
+            OpenApiParameter("after", int, description="the `next` cursor of the previous page"),
+            OpenApiParameter("limit", int),
+        ],
+        responses=inline_serializer(
+            "RunCaseList",
+            {
+                "results": serializers.ListField(child=serializers.DictField()),
+                "next": serializers.IntegerField(allow_null=True),
+            },
+        ),
+        summary="The run's cases, keyset-paginated",
+        operation_id="run_case_list",
+    )
+    def get(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
+        run = get_run_for_user(request, run_id, workspace_slug=ws)
+        limit = _limit(request)
+        qs = RunItem.objects.filter(run=run)
+        params = request.query_params
+        try:
+            qs = filter_cases(qs, params.get("status"))
+        except ValueError:
+            raise ApiError(
+                "invalid_status",
+                "status must be a grade status (PASSED, FAILED, NOT_EVALUATED, UNAVAILABLE, ERROR), "
+                "infra_error, config_error, cancelled or pending",
+                field="status",
+            ) from None
+        if params.get("challenge"):
+            qs = qs.filter(challenge_key=params["challenge"])
+        if params.get("deployment"):
+            qs = qs.filter(lane__deployment_name=params["deployment"])
+        if params.get("after"):
+            try:
+                qs = qs.filter(id__gt=int(params["after"]))
+            except ValueError:
+                raise ApiError(
+                    "invalid_cursor", "after must be the `next` value of a previous page", field="after"
+                ) from None
+        rows = [case_row(v) for v in qs.order_by("id").values(*CASE_FIELDS)[: limit + 1]]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return _json({"results": rows, "next": rows[-1]["id"] if more else None})
+
+
+class RunCaseDetailApi(APIView):
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        summary="One case: its grading.json, attempts and earlier revisions",
+        operation_id="run_case_retrieve",
+    )
+    def get(self, request: Request, ws: str, run_id: Any, case_id: int) -> HttpResponse:
+        run = get_run_for_user(request, run_id, workspace_slug=ws)
+        item = RunItem.objects.select_related("lane").filter(run=run, pk=case_id).first()
+        if item is None:
+            raise ApiError("not_found", "no such case in this run", status_code=404)
+        return _json(case_detail(item))
+
+
+class _RawParser(BaseParser):
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:
+        data = stream.read(MAX_RESULTS_BYTES + 1) if stream is not None else b""
+        if len(data) > MAX_RESULTS_BYTES:
+            raise ApiError("payload_too_large", "results are limited to 64 MB per upload", status_code=413)
+        return data
+
+
+class RunResultsApi(APIView):
+    parser_classes = [_RawParser]
+
+    @extend_schema(
+        request={"application/x-ndjson": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+        summary="Upload results for trace_import lanes: JSONL of the response shape, or OTLP JSON",
+        operation_id="run_results_upload",
+    )
+    def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
+        run = get_run_for_user(request, run_id, workspace_slug=ws, write=True)
+        data = request.data if isinstance(request.data, bytes) else b""
+        try:
+            outcome = run_import_results(run=run, data=data)
+        except RunError as exc:
+            raise _api_error(exc) from None
+        if outcome.bad_lines:
+            return _json(outcome.error_body(), status.HTTP_400_BAD_REQUEST)
+        run.refresh_from_db()
+        return _json({"accepted": outcome.accepted, "run": {"id": str(run.pk), "status": run.status}})
+
+
+class _OperationApi(APIView):
+    parser_classes = [JSONParser]
+    operation: str = ""
+
+    def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
+        run = get_run_for_user(request, run_id, workspace_slug=ws, write=True)
+        try:
+            body = self.perform(run)
+        except RunError as exc:
+            raise _api_error(exc) from None
+        run.refresh_from_db()
+        return _json({"run": {"id": str(run.pk), "status": run.status}, **body})
+
+    def perform(self, run: Run) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+_OP_OUT = inline_serializer("RunOperation", {"run": serializers.DictField()})
+
+
+class RunCancelApi(_OperationApi):
+    @extend_schema(request=None, responses=_OP_OUT, summary="Cancel the run", operation_id="run_cancel")
+    def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
+        return super().post(request, ws, run_id)
+
+    def perform(self, run: Run) -> dict[str, Any]:
+        run_cancel(run=run)
+        return {}
+
+
+class RunRetryFailedApi(_OperationApi):
+    @extend_schema(
+        request=None,
+        responses=_OP_OUT,
+        summary="Send infra/config failures again",
+        operation_id="run_retry_failed",
+    )
+    def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
+        return super().post(request, ws, run_id)
+
+    def perform(self, run: Run) -> dict[str, Any]:
+        return {"retried": run_retry_failed(run=run)}
+
+
+class RunRescoreApi(_OperationApi):
+    @extend_schema(
+        request=None,
+        responses=_OP_OUT,
+        summary="Re-grade the recorded evidence with the current engine (a new scoring revision)",
+        operation_id="run_rescore",
+    )
+    def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
+        return super().post(request, ws, run_id)
+
+    def perform(self, run: Run) -> dict[str, Any]:
+        done = run_rescore(run=run)
+        return {"scoring_revision": done.scoring_revision}
+
+
+class RunExportApi(APIView):
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # ``?format=`` names the export here, not a DRF renderer.
+        return super().perform_content_negotiation(request, force=True)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=list(FORMATS), required=True)],
+        responses={200: OpenApiTypes.BINARY},
+        summary="Stream the run's results (jsonl, csv, junit or grading)",
+        operation_id="run_export",
+    )
+    def get(self, request: Request, ws: str, run_id: Any) -> StreamingHttpResponse:
+        run = get_run_for_user(request, run_id, workspace_slug=ws)
+        fmt = request.query_params.get("format", "")
+        if fmt not in FORMATS:
+            raise ApiError(
+                "invalid_format",
+                f"format must be one of {', '.join(FORMATS)}",
+                field="format",
+                choices=list(FORMATS),
+            )
+        return export_response(run, fmt)

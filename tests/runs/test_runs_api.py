@@ -1,0 +1,182 @@
+"""The run API: create, document, keyset cases, case detail, results, operations, exports;
+outsiders get 404 everywhere, viewers 403 on writes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from runs.models import Run, RunItem
+from runs.services.deployments import deployment_create
+from tests.fakes.agent_server import FakeAgent, ok
+from tests.runs.runfactory import create_run, drive, echo_answer, hosted, publish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BASE = "/api/v1/workspaces/acme/runs"
+
+
+def _body(response):
+    return json.loads(b"".join(response.streaming_content) if response.streaming else response.content)
+
+
+def _finished_run(personas, cases=3):
+    version = publish(personas.workspace, cases=cases)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(ok({"final_output": "nope"}), case="c1")
+        dep = hosted(personas.workspace, agent.url)
+        return drive(create_run(personas.workspace, version, [dep]))
+
+
+def test_create_run_and_read_its_document(personas, enqueued):
+    publish(personas.workspace, cases=2, sets=2)
+    deployment_create(workspace=personas.workspace, name="ci", kind="trace_import")
+    api = personas.api(personas.editor)
+    missing = api.post(BASE, {"pack": "echo", "deployments": ["ci"]}, format="json")
+    assert missing.status_code == 400
+    assert _body(missing)["error"] == {
+        "code": "missing_challenge_input_set_id",
+        "message": "the pack version has several input sets; choose one",
+        "field": "input_set",
+        "choices": ["set0", "set1"],
+    }
+    assert _body(api.post(BASE, {"pack": "nope", "deployments": ["ci"]}, format="json"))["error"]["code"] == (
+        "invalid_pack"
+    )
+    assert (
+        _body(api.post(BASE, {"pack": "echo", "pack_version": 9, "deployments": ["ci"]}, format="json"))[
+            "error"
+        ]["code"]
+        == "invalid_pack_version"
+    )
+    bad = api.post(BASE, {"pack": "echo", "deployments": ["ci", "ci"], "input_set": "set0"}, format="json")
+    assert _body(bad)["error"]["code"] == "duplicate_deployment"
+    created = api.post(
+        BASE, {"pack": "echo", "input_set": "set1", "deployments": ["ci"], "repetitions": 2}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    assert enqueued.names() == ["runs.check_run"]  # a trace_import lane is not dispatched
+    doc = _body(created)
+    run_id = doc["run"]["id"]
+    assert doc["run"] == {
+        "id": run_id,
+        "status": "queued",
+        "pack": {"slug": "echo", "number": 1},
+        "input_set": "set1",
+        "url": f"http://127.0.0.1:8000/runs/{run_id}/",
+    }
+    assert doc["lanes"][0]["counts"]["pending"] == 4
+    assert _body(api.get(f"{BASE}/{run_id}"))["run"]["id"] == run_id
+    listed = _body(api.get(BASE))["results"]
+    assert [r["id"] for r in listed] == [run_id]
+
+
+def test_cases_are_keyset_paginated_and_filtered(personas):
+    run = _finished_run(personas, cases=5)
+    api = personas.api(personas.viewer)
+    page = _body(api.get(f"{BASE}/{run.pk}/cases?limit=2"))
+    assert [c["case_key"] for c in page["results"]] == ["c0", "c1"]
+    second = _body(api.get(f"{BASE}/{run.pk}/cases?limit=2&after={page['next']}"))
+    assert [c["case_key"] for c in second["results"]] == ["c2", "c3"]
+    failed = _body(api.get(f"{BASE}/{run.pk}/cases?status=FAILED"))
+    assert [(c["case_key"], c["status"], c["score"], c["attempts"]) for c in failed["results"]] == [
+        ("c1", "FAILED", 0.0, 1)
+    ]
+    assert failed["next"] is None
+    assert _body(api.get(f"{BASE}/{run.pk}/cases?deployment=nobody"))["results"] == []
+    assert _body(api.get(f"{BASE}/{run.pk}/cases?status=weird"))["error"]["code"] == "invalid_status"
+    detail = _body(api.get(f"{BASE}/{run.pk}/cases/{failed['results'][0]['id']}"))
+    assert detail["grading"]["status"] == "FAILED"
+    assert detail["attempts"][0]["category"] == "ok"
+    doc = _body(api.get(f"{BASE}/{run.pk}"))
+    lane = doc["lanes"][0]
+    assert (lane["pass_rate"], lane["counts"]["PASSED"], lane["counts"]["FAILED"]) == (0.8, 4, 1)
+    assert lane["pass_rate_interval"] and lane["mean_score_interval"]
+
+
+def test_exports_stream_every_format(personas):
+    run = _finished_run(personas, cases=3)
+    api = personas.api(personas.viewer)
+    jsonl = api.get(f"{BASE}/{run.pk}/export?format=jsonl")
+    assert jsonl.streaming and jsonl["Content-Type"] == "application/x-ndjson"
+    rows = [json.loads(line) for line in b"".join(jsonl.streaming_content).decode().splitlines()]
+    assert [(r["case_key"], r["status"]) for r in rows] == [
+        ("c0", "PASSED"),
+        ("c1", "FAILED"),
+        ("c2", "PASSED"),
+    ]
+    text = b"".join(api.get(f"{BASE}/{run.pk}/export?format=csv").streaming_content).decode()
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert len(table) == 3 and table[1]["status"] == "FAILED" and table[1]["deployment"] == "agent"
+    xml = b"".join(api.get(f"{BASE}/{run.pk}/export?format=junit").streaming_content)
+    suite = ET.fromstring(xml).find("testsuite")
+    assert suite.get("tests") == "3" and suite.get("failures") == "1"
+    failure = suite.findall("testcase")[1].find("failure")
+    assert "answer" in failure.get("message") and "evidence" in failure.text
+    grading = b"".join(api.get(f"{BASE}/{run.pk}/export?format=grading").streaming_content).decode()
+    docs = [json.loads(line) for line in grading.splitlines()]
+    assert [d["status"] for d in docs] == ["PASSED", "FAILED", "PASSED"]
+    assert _body(api.get(f"{BASE}/{run.pk}/export?format=pdf"))["error"]["code"] == "invalid_format"
+
+
+def test_results_upload_and_operations(personas):
+    version = publish(personas.workspace, cases=2)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep])
+    api = personas.api(personas.editor)
+    url = f"{BASE}/{run.pk}/results"
+    lines = json.dumps({"case_key": "c0", "final_output": "answer-0"}) + "\nnot json\n"
+    bad = api.generic("POST", url, lines, content_type="application/x-ndjson")
+    assert bad.status_code == 400
+    error = _body(bad)["error"]
+    assert (error["code"], error["accepted"], error["lines"][0]["line"]) == ("invalid_results", 1, 2)
+    good = api.generic(
+        "POST", url, json.dumps({"case_key": "c1", "final_output": "x"}), content_type="application/x-ndjson"
+    )
+    assert _body(good) == {"accepted": 1, "run": {"id": str(run.pk), "status": "completed"}}
+    rescored = api.post(f"{BASE}/{run.pk}/rescore")
+    assert _body(rescored)["scoring_revision"] == 2
+    assert _body(api.post(f"{BASE}/{run.pk}/cancel"))["error"]["code"] == "run_finished"
+    assert api.post(f"{BASE}/{run.pk}/cancel").status_code == 409
+    assert _body(api.post(f"{BASE}/{run.pk}/retry-failed"))["error"]["code"] == "nothing_to_retry"
+
+
+def test_cancel_through_the_api(personas):
+    version = publish(personas.workspace, cases=2)
+    run = create_run(personas.workspace, version, [hosted(personas.workspace, "http://127.0.0.1:9/a")])
+    body = _body(personas.api(personas.owner).post(f"{BASE}/{run.pk}/cancel"))
+    assert body["run"]["status"] == "cancelled"
+    assert set(RunItem.objects.filter(run=run).values_list("state", flat=True)) == {"cancelled"}
+
+
+def test_outsiders_get_404_and_viewers_403_on_writes(personas):
+    version = publish(personas.workspace, cases=1)
+    run = create_run(personas.workspace, version, [hosted(personas.workspace, "http://127.0.0.1:9/a")])
+    item = RunItem.objects.get(run=run)
+    reads = [
+        BASE,
+        f"{BASE}/{run.pk}",
+        f"{BASE}/{run.pk}/cases",
+        f"{BASE}/{run.pk}/cases/{item.pk}",
+        f"{BASE}/{run.pk}/export?format=csv",
+    ]
+    writes = [f"{BASE}/{run.pk}/{op}" for op in ("results", "cancel", "retry-failed", "rescore")] + [BASE]
+    outsider = personas.api(personas.outsider)
+    for url in reads:
+        assert outsider.get(url).status_code == 404, url
+    for url in writes:
+        assert outsider.post(url, {}, format="json").status_code == 404, url
+    # the run seen through another workspace's path is 404 too
+    assert outsider.get(f"/api/v1/workspaces/globex/runs/{run.pk}").status_code == 404
+    viewer = personas.api(personas.viewer)
+    for url in writes:
+        assert (
+            viewer.post(url, {"pack": "echo", "deployments": ["agent"]}, format="json").status_code == 403
+        ), url
+    for url in reads:
+        assert viewer.get(url).status_code == 200, url
+    assert Run.objects.get(pk=run.pk).status == "queued"
