@@ -1,0 +1,160 @@
+"""``manage.py eval start ...`` (spec/interfaces.md §6): create a run; with ``--follow`` wait
+for it and exit with a CI-friendly code.
+
+Exit codes with ``--follow``, first match wins: 2 usage or validation error; 3 the run ended
+with any case still infra_error or config_error, or the run failed; 1 some lane's pass rate is
+below ``--fail-under`` (a fraction, default 1.0) or null; 0 otherwise. Without ``--follow``:
+``{"run": {...}}`` and exit 0 once the run is queued. The progress bar goes to stderr, and only
+when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from agentclash_site.lib.cli import CliError, JsonCommand
+from agentclash_site.workspaces.models import Workspace
+from runs.api.runs import pack_version_for
+from runs.documents import run_document
+from runs.models import Run, RunStatus
+from runs.services.runs import RunError, run_create
+
+FINISHED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+POLL_SECONDS = 0.25
+FOLLOW_LIMIT_SECONDS = float(os.environ.get("AGENTCLASH_FOLLOW_TIMEOUT", "") or 7 * 24 * 3600)
+
+
+def follow_exit_code(document: dict[str, Any], fail_under: float) -> int:
+    """3 / 1 / 0 of interfaces.md §6 for a finished run's document (2 is raised earlier)."""
+    if document["run"]["status"] == RunStatus.FAILED:
+        return 3
+    for lane in document["lanes"]:
+        counts = lane["counts"]
+        if counts.get("infra_error") or counts.get("config_error"):
+            return 3
+    for lane in document["lanes"]:
+        rate = lane.get("pass_rate")
+        if rate is None or rate < fail_under:
+            return 1
+    return 0
+
+
+def render_text(document: dict[str, Any]) -> str:
+    run = document["run"]
+    pack = run["pack"]
+    lines = [
+        f"Run {run['id']}: {run['status']} (pack {pack['slug']} v{pack['number']}, "
+        f"input set {run['input_set'] or '(none)'})",
+        run["url"],
+        "",
+    ]
+    for lane in document["lanes"]:
+        c = lane["counts"]
+        rate = lane["pass_rate"]
+        interval = lane.get("pass_rate_interval")
+        shown = "-" if rate is None else f"{rate:.4f}"
+        if rate is not None and interval:
+            shown += f" [{interval[0]:.4f}, {interval[1]:.4f}]"
+        lines.append(
+            f"  {lane['deployment']}: pass rate {shown}; passed {c['PASSED']}, failed {c['FAILED']}, "
+            f"not evaluated {c['NOT_EVALUATED']}, unavailable {c['UNAVAILABLE']}, error {c['ERROR']}, "
+            f"infra_error {c['infra_error']}, config_error {c['config_error']}, cancelled {c['cancelled']}, "
+            f"pending {c['pending']}"
+        )
+    for case in document.get("cases") or []:
+        if case["status"] != "PASSED":
+            lines.append(
+                f"    {case['deployment']} {case['challenge_key']}/{case['case_key']} #{case['repetition']}: "
+                f"{case['status']} (attempts {case['attempts']})"
+            )
+    return "\n".join(lines) + "\n"
+
+
+class Command(JsonCommand):
+    help = "Start an evaluation run (and follow it)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        start = sub.add_parser("start", help="create a run of a published pack version")
+        start.add_argument("--workspace", required=True, help="workspace slug")
+        start.add_argument("--pack", required=True, help="pack slug")
+        start.add_argument("--pack-version", type=int, help="default: the highest published version")
+        start.add_argument("--input-set", help="input set id, key or exact name (pack-format §13)")
+        start.add_argument(
+            "--deployment", required=True, action="extend", nargs="+", help="deployment name(s); repeatable"
+        )
+        start.add_argument("--repetitions", type=int, default=1)
+        start.add_argument("--name", default="", help="an optional run name")
+        start.add_argument("--follow", action="store_true", help="wait for the run and exit with its verdict")
+        start.add_argument(
+            "--fail-under",
+            type=float,
+            default=None,
+            help="with --follow: exit 1 when a lane's pass rate is lower",
+        )
+        self.add_json_argument(start)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        fail_under = options.get("fail_under")
+        if fail_under is not None and not options["follow"]:
+            raise CliError("usage", "--fail-under needs --follow", field="fail_under")
+        if fail_under is not None and not 0.0 <= fail_under <= 1.0:
+            raise CliError("usage", "--fail-under is a fraction from 0 to 1", field="fail_under")
+        workspace = Workspace.objects.filter(slug=options["workspace"]).first()
+        if workspace is None:
+            raise CliError("unknown_workspace", f"no workspace {options['workspace']!r}", field="workspace")
+        try:
+            version = pack_version_for(workspace, options["pack"], options.get("pack_version"))
+            run = run_create(
+                workspace=workspace,
+                user=None,
+                pack_version=version,
+                input_set=options.get("input_set"),
+                deployments=options["deployment"],
+                repetitions=options["repetitions"],
+                name=options.get("name") or "",
+            )
+        except RunError as exc:
+            raise CliError(exc.code, exc.message, field=exc.field, choices=exc.choices) from exc
+        if not options["follow"]:
+            document = {"run": run_document(run)["run"]}
+            self.emit(document, f"Run {run.pk} queued: {document['run']['url']}\n")
+            return
+        document = self.follow(run)
+        self.emit(document, render_text(document))
+        code = follow_exit_code(document, 1.0 if fail_under is None else fail_under)
+        if code:
+            self.stdout.flush()
+            sys.exit(code)
+
+    def follow(self, run: Run) -> dict[str, Any]:
+        tty = self.stderr.isatty()
+        deadline = time.monotonic() + FOLLOW_LIMIT_SECONDS
+        total = max(1, run.items_total)
+        while True:
+            row = Run.objects.filter(pk=run.pk).values("status", "items_open").get()
+            if tty:
+                done = total - max(0, row["items_open"])
+                width = 30
+                filled = int(width * done / total)
+                self.stderr.write(
+                    f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {row['status']}  ", ending=""
+                )
+                self.stderr.flush()
+            if row["status"] in FINISHED:
+                break
+            if time.monotonic() >= deadline:
+                raise CliError(
+                    "follow_timeout",
+                    f"the run did not finish within {FOLLOW_LIMIT_SECONDS:.0f}s; it goes on: run status {run.pk}",
+                    exit_code=3,
+                )
+            time.sleep(POLL_SECONDS)
+        if tty:
+            self.stderr.write("")
+        return run_document(run, cases=True)

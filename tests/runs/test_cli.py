@@ -1,0 +1,137 @@
+"""``eval start`` (with --follow, --fail-under, exit codes 0/1/2/3), ``run status``, ``run export``."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from runs.models import Run
+from runs.services.deployments import deployment_create
+from tests.fakes.agent_server import FakeAgent, ok, raw
+from tests.runs.runfactory import echo_answer, hosted, publish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def inline_tasks(monkeypatch):
+    """Run the dispatch and check tasks in this process as they are enqueued."""
+    from runs import tasks
+    from runs.dispatch import dispatch_lane
+    from runs.scoring import check_run
+
+    def dispatch(lane_id):
+        for _ in range(20):
+            if not dispatch_lane(lane_id, time_slice=30).requeue:
+                break
+
+    monkeypatch.setattr(tasks.dispatch_lane, "delay", dispatch)
+    monkeypatch.setattr(tasks.check_run, "delay", check_run)
+
+
+def _cli(*args):
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        call_command(*args, stdout=out, stderr=err)
+    except SystemExit as exc:
+        code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def _start(*extra):
+    return _cli("eval", "start", "--workspace", "acme", "--pack", "echo", "--deployment", "agent", *extra)
+
+
+def test_follow_prints_the_document_and_exits_0_or_1(personas, inline_tasks):
+    publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        hosted(personas.workspace, agent.url)
+        code, out, err = _start("--follow", "--json")
+        assert code == 0, out
+        assert err == ""  # no progress bar: stderr is not a terminal
+        doc = json.loads(out)
+        run_id = doc["run"]["id"]
+        assert doc["run"] == {
+            "id": run_id,
+            "status": "completed",
+            "pack": {"slug": "echo", "number": 1},
+            "input_set": "set0",
+            "url": f"http://127.0.0.1:8000/runs/{run_id}/",
+        }
+        lane = doc["lanes"][0]
+        assert lane["deployment"] == "agent" and lane["pass_rate"] == 1.0
+        assert lane["pass_rate_interval"] == [0.4385, 1.0]
+        assert lane["counts"] == {
+            "PASSED": 3, "FAILED": 0, "NOT_EVALUATED": 0, "UNAVAILABLE": 0, "ERROR": 0,
+            "infra_error": 0, "config_error": 0, "cancelled": 0, "pending": 0,
+        }  # fmt: skip
+        assert doc["cases"][0] == {
+            "deployment": "agent", "challenge_key": "echo", "case_key": "c0", "repetition": 1,
+            "status": "PASSED", "score": 1.0, "attempts": 1,
+        }  # fmt: skip
+        agent.queue(ok({"final_output": "no"}), case="c2")
+        code, out, _ = _start("--follow", "--json")
+        assert code == 1 and json.loads(out)["lanes"][0]["pass_rate"] == 0.6667
+        agent.queue(ok({"final_output": "no"}), case="c2")
+        code, _, _ = _start("--follow", "--json", "--fail-under", "0.5")
+        assert code == 0
+
+
+def test_infra_or_config_errors_exit_3(personas, inline_tasks):
+    publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(raw("{}", status=404), case="c1")
+        hosted(personas.workspace, agent.url)
+        code, out, _ = _start("--follow", "--json", "--fail-under", "0")
+    assert code == 3
+    cases = json.loads(out)["cases"]
+    assert cases[1]["status"] == "config_error" and cases[1]["score"] is None and cases[1]["attempts"] == 1
+
+
+def test_usage_and_validation_errors_exit_2(personas):
+    publish(personas.workspace, cases=1, sets=2)
+    deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")
+    code, out, _ = _start("--fail-under", "0.5", "--json")
+    assert code == 2 and json.loads(out)["error"]["code"] == "usage"
+    code, out, _ = _start("--follow", "--json")
+    error = json.loads(out)["error"]
+    assert (
+        code == 2
+        and error["code"] == "missing_challenge_input_set_id"
+        and error["choices"] == ["set0", "set1"]
+    )
+    code, out, _ = _start("--json", "--input-set", "set0", "--repetitions", "11")
+    assert code == 2 and json.loads(out)["error"]["code"] == "invalid_repetitions"
+    code, out, _ = _cli(
+        "eval", "start", "--workspace", "nope", "--pack", "echo", "--deployment", "x", "--json"
+    )
+    assert code == 2 and json.loads(out)["error"]["code"] == "unknown_workspace"
+
+
+def test_start_without_follow_status_and_export(personas, tmp_path):
+    publish(personas.workspace, cases=2)
+    deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")
+    code, out, _ = _start("--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert list(doc) == ["run"] and doc["run"]["status"] == "queued"
+    run_id = doc["run"]["id"]
+    code, out, _ = _cli("run", "status", run_id, "--json")
+    status = json.loads(out)
+    assert code == 0 and "cases" not in status and status["lanes"][0]["counts"]["pending"] == 2
+    code, out, _ = _cli("run", "status", run_id, "--cases", "--json")
+    assert [c["status"] for c in json.loads(out)["cases"]] == ["pending", "pending"]
+    code, out, _ = _cli("run", "export", run_id, "--format", "csv")
+    assert code == 0 and out.splitlines()[0].startswith("deployment,challenge_key,case_key")
+    target = tmp_path / "out.jsonl"
+    code, out, _ = _cli("run", "export", run_id, "--format", "jsonl", "--output", str(target))
+    assert code == 0 and out == "" and len(target.read_text().splitlines()) == 2
+    code, out, _ = _cli("run", "status", "not-a-run", "--json")
+    assert code == 2 and json.loads(out)["error"]["code"] == "unknown_run"
+    assert Run.objects.count() == 1
