@@ -38,7 +38,15 @@ from .refs import (
     resolve_reference,
     walk,
 )
-from .rules import DEFAULT_SHELL_TOOLS, compliance, derive_tasks, grade_rule, prepare_rule, rule_result
+from .rules import (
+    DEFAULT_SHELL_TOOLS,
+    compliance,
+    derive_tasks,
+    grade_rule,
+    prepare_rule,
+    rule_needs_tasks,
+    rule_result,
+)
 from .scorecard import (
     DimPlan,
     GatingInput,
@@ -149,7 +157,7 @@ class _RulePlan:
     key: str
     scope: str
     rule: dict[str, Any]
-    run: Callable[[Evidence, list[Task]], ExpectationResult]
+    run: Callable[[Evidence, list[Task] | None], ExpectationResult]
 
 
 @dataclass(slots=True)
@@ -177,6 +185,7 @@ class _Plan:
     claims_gate: bool
     metric_collectors: dict[str, str]
     has_ground_truth: bool = False
+    rules_need_tasks: bool = True
 
 
 def _parse_ref(text: Any) -> tuple[Ref | None, str | None]:
@@ -242,10 +251,10 @@ def _bind(grader: Any, config: dict[str, Any]) -> Any:
     return bound
 
 
-def _compile_rule(key: str, scope: str, rule: Any) -> _RulePlan:
+def _compile_rule(key: str, scope: str, rule: Any, shell_tools: frozenset[str]) -> _RulePlan:
     rule = _config_dict(rule)  # plain dict: no model attribute lookups per case
     try:
-        run = prepare_rule(key, scope, rule)
+        run = prepare_rule(key, scope, rule, shell_tools=shell_tools)
     except Exception:  # a declaration prepare_rule cannot read: raised again per case, that rule's ERROR
         run = functools.partial(grade_rule, key, scope, rule)
     return _RulePlan(key, scope, rule, run)
@@ -312,10 +321,13 @@ def compile_plan(spec: Any) -> _Plan:
     validators = [_compile_validator(v) for v in (cfg(spec, "validators", []) or [])]
     rules_spec = cfg(spec, "rules")
     rules: list[_RulePlan] = []
+    shell_tools = frozenset(
+        (cfg(rules_spec, "shell_tool_names", None) if rules_spec is not None else None) or DEFAULT_SHELL_TOOLS
+    )
     if rules_spec is not None:
         for scope in ("job", "tasks"):
             for i, r in enumerate(cfg(rules_spec, scope, []) or []):
-                rules.append(_compile_rule(f"rules.{scope}[{i}]", scope, r))
+                rules.append(_compile_rule(f"rules.{scope}[{i}]", scope, r, shell_tools))
     judges = []
     for j in cfg(spec, "llm_judges", []) or []:
         key = str(cfg(j, "key", ""))
@@ -344,7 +356,8 @@ def compile_plan(spec: Any) -> _Plan:
         has_rules=has_rules,
         allowed_tools=None if allowed_tools is None else [str(x) for x in allowed_tools],
         allowed_hosts=None if allowed_hosts is None else [str(x) for x in allowed_hosts],
-        shell_tools=frozenset(cfg(rules_spec, "shell_tool_names", None) or DEFAULT_SHELL_TOOLS),
+        shell_tools=shell_tools,
+        rules_need_tasks=any(rule_needs_tasks(rp.rule) for rp in rules),
         judges=judges,
         checks=checks,
         dims=plan_dimensions(raw_scorecard, cfg(spec, "runtime_limits")),
@@ -1173,7 +1186,7 @@ def _grade(
 
     rule_outcomes: list[ExpectationResult] = []
     if plan.rules:
-        tasks = derive_tasks(evidence, context, plan.shell_tools)
+        tasks = derive_tasks(evidence, context, plan.shell_tools) if plan.rules_need_tasks else None
         for rp in plan.rules:
             try:
                 rule_outcomes.append(rp.run(evidence, tasks))

@@ -59,6 +59,29 @@ def _command_text(args: dict[str, Any]) -> str | None:
     return None
 
 
+def _calls_of(evidence: Evidence, inv: Any) -> list[Any]:
+    calls = evidence.tool_calls
+    n = len(calls)
+    return [calls[k] for k in inv.tool_call_indexes if k < n]
+
+
+def _shell_commands(calls: list[Any], shell: Collection[str]) -> list[str]:
+    out = []
+    for x in calls:
+        if x.name in shell:
+            cmd = _command_text(x.args)
+            if cmd is not None:
+                out.append(cmd)
+    return out
+
+
+def task_commands(evidence: Evidence, shell_tools: Collection[str] = DEFAULT_SHELL_TOOLS) -> list[list[str]]:
+    """Each task's executed_commands, without deriving the other task fields."""
+    if evidence.tasks is not None:
+        return [t.executed_commands for t in evidence.tasks]
+    return [_shell_commands(_calls_of(evidence, inv), shell_tools) for inv in evidence.invocations]
+
+
 def derive_tasks(
     evidence: Evidence,
     context: GradeContext | None = None,
@@ -67,29 +90,14 @@ def derive_tasks(
     """The response's tasks when reported, else one task per invocation (§5.2)."""
     if evidence.tasks is not None:
         return evidence.tasks
-    shell = shell_tools if isinstance(shell_tools, (set, frozenset)) else frozenset(shell_tools)
-    calls = evidence.tool_calls
-    n_calls = len(calls)
     tasks = []
     last = len(evidence.invocations) - 1
     for i, inv in enumerate(evidence.invocations):
-        commands = []
-        plans = []
-        has_calls = False
-        for k in inv.tool_call_indexes:
-            if k >= n_calls:
-                continue
-            x = calls[k]
-            has_calls = True
-            if x.name in shell:
-                cmd = _command_text(x.args)
-                if cmd is not None:
-                    commands.append(cmd)
-            if x.name in PLAN_TOOLS:
-                plans.append(canonical_json(x.args))
+        inv_calls = _calls_of(evidence, inv)
+        plans = [canonical_json(x.args) for x in inv_calls if x.name in PLAN_TOOLS]
         if plans:
             plan = "\n".join(plans)
-        elif i == 0 and has_calls:
+        elif i == 0 and inv_calls:
             plan = next((m.content for m in evidence.messages if m.role == "assistant"), "")
         else:
             plan = ""
@@ -103,8 +111,16 @@ def derive_tasks(
             if inv.user_content is not None
             else (evidence.rendered_prompt.instructions if i == 0 else "")
         )
-        tasks.append(Task(description or "", plan, summary or "", commands))
+        tasks.append(Task(description or "", plan, summary or "", _shell_commands(inv_calls, shell_tools)))
     return tasks
+
+
+def rule_needs_tasks(rule: Any) -> bool:
+    """Whether grading the rule reads derived tasks beyond their executed_commands."""
+    validator = cfg(rule, "validator")
+    if validator == "job_resolution_status":
+        return False
+    return not (validator == "pattern_match" and cfg(rule, "where") == "executed_commands")
 
 
 class FieldUnavailable(Exception):
@@ -146,9 +162,21 @@ def _channel_check(where: str, evidence: Evidence) -> None:
         )
 
 
-def field_values(where: str, evidence: Evidence, tasks: list[Task], job: bool) -> list[str]:
-    """One text per task for task scope; a single text for job scope."""
+def field_values(
+    where: str,
+    evidence: Evidence,
+    tasks: list[Task] | None,
+    job: bool,
+    shell_tools: Collection[str] = DEFAULT_SHELL_TOOLS,
+) -> list[str]:
+    """One text per task for task scope; a single text for job scope. ``tasks`` None: derive
+    what the field needs (only the commands for executed_commands)."""
     _channel_check(where, evidence)
+    if where == "executed_commands" and tasks is None:
+        values = ["\n".join(c) for c in task_commands(evidence, shell_tools)]
+        return ["\n".join(values)] if job else values
+    if tasks is None:
+        tasks = derive_tasks(evidence, None, shell_tools)
     if where in TASK_FIELDS:
         values = [_task_field(t, where, evidence) for t in tasks]
         if where == "agent_messages" and evidence.tasks is None:
@@ -228,10 +256,12 @@ def _ungraded(
 
 
 # A rule bound to its declaration: (evidence, tasks) -> outcome.
-PreparedRule = Callable[[Evidence, list[Task]], ExpectationResult]
+PreparedRule = Callable[[Evidence, list[Task] | None], ExpectationResult]
 
 
-def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> PreparedRule:
+def prepare_rule(
+    key: str, scope: str, rule: Any, compiled: Any = None, shell_tools: Collection[str] = DEFAULT_SHELL_TOOLS
+) -> PreparedRule:
     """The rule's declaration read once (label, required, negate, pattern compiled); the
     result grades one case's evidence. Never raises on a bad declaration: it is graded as a
     pack error."""
@@ -243,7 +273,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
     suffix = " (negated)" if negate else ""
 
     def constant(status: Status, klass: OutcomeClass, evidence: str, reason: str) -> PreparedRule:
-        def grade(evidence_: Evidence, tasks: list[Task]) -> ExpectationResult:
+        def grade(evidence_: Evidence, tasks: list[Task] | None) -> ExpectationResult:
             return _ungraded(key, label, status, klass, evidence, reason, required)
 
         return grade
@@ -252,7 +282,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
         lo, hi = cfg(rule, "min"), cfg(rule, "max")
         bounds = f"[{'' if lo is None else lo}, {'' if hi is None else hi}]"
 
-        def task_count(evidence: Evidence, tasks: list[Task]) -> ExpectationResult:
+        def task_count(evidence: Evidence, tasks: list[Task] | None) -> ExpectationResult:
             if not evidence.channels.tasks and evidence.tasks is None:
                 return _ungraded(
                     key,
@@ -263,7 +293,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
                     "channel_unavailable",
                     required,
                 )
-            n = len(tasks)
+            n = len(tasks if tasks is not None else derive_tasks(evidence, None, shell_tools))
             cond = (lo is None or n >= lo) and (hi is None or n <= hi)
             return _outcome(key, label, cond != negate, f"{n} tasks; bounds {bounds}{suffix}", required)
 
@@ -291,7 +321,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
 
     if validator == "job_resolution_status":
 
-        def resolution_status(evidence: Evidence, tasks: list[Task]) -> ExpectationResult:
+        def resolution_status(evidence: Evidence, tasks: list[Task] | None) -> ExpectationResult:
             status = derived_status(evidence)
             cond = rx.search(status) is not None
             source = (
@@ -314,9 +344,9 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
 
     where = str(cfg(rule, "where", ""))
 
-    def pattern_match(evidence: Evidence, tasks: list[Task]) -> ExpectationResult:
+    def pattern_match(evidence: Evidence, tasks: list[Task] | None) -> ExpectationResult:
         try:
-            values = field_values(where, evidence, tasks, job)
+            values = field_values(where, evidence, tasks, job, shell_tools)
         except FieldUnavailable as exc:
             return _ungraded(key, label, exc.status, exc.klass, exc.message, exc.reason, required)
         for i, text in enumerate(values):
@@ -343,7 +373,7 @@ def prepare_rule(key: str, scope: str, rule: Any, compiled: Any = None) -> Prepa
 
 
 def grade_rule(
-    key: str, scope: str, rule: Any, evidence: Evidence, tasks: list[Task], compiled: Any = None
+    key: str, scope: str, rule: Any, evidence: Evidence, tasks: list[Task] | None, compiled: Any = None
 ) -> ExpectationResult:
     """One rule on one case (``prepare_rule`` once per spec is the fast way)."""
     return prepare_rule(key, scope, rule, compiled)(evidence, tasks)

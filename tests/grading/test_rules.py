@@ -55,6 +55,37 @@ def test_derived_tasks_one_per_invocation():
     assert tasks[0].description == "first" and tasks[1].summary == "built"
 
 
+TWO_INVOCATIONS = {
+    "final_output": "done",
+    "invocations": [
+        {"user_content": "a", "tool_calls": [{"name": "Read", "args": {"path": "x"}}]},
+        {"user_content": "b", "tool_calls": [{"name": "Bash", "args": {"command": "rm -rf build"}}]},
+        {"user_content": "c", "tool_calls": [{"name": "Bash", "args": {"command": "ls"}}]},
+    ],
+}
+
+
+def test_executed_commands_without_reported_tasks_are_per_invocation():
+    # The rule reads only the commands (no full task derivation); the texts must be the
+    # derived tasks' commands: task 1 matches, and the job text joins every task's lines.
+    neg = rule_result(
+        grade(pm("executed_commands", r"rm\s+-rf", "tasks", negate=True), TWO_INVOCATIONS), "rules.tasks[0]"
+    )
+    assert neg.status.value == "FAILED" and neg.evidence.startswith("task 1 executed_commands matches")
+    job = rule_result(grade(pm("executed_commands", r"^$", "job"), TWO_INVOCATIONS))
+    assert job.status.value == "PASSED"  # task 0 ran no command: an empty line in the job text
+    tasks = derive_tasks(evidence_from_response(TWO_INVOCATIONS))
+    assert [t.executed_commands for t in tasks] == [[], ["rm -rf build"], ["ls"]]
+    # Mixed with a rule that needs full tasks, the same result.
+    both = {
+        "tasks": pm("executed_commands", r"rm\s+-rf", "tasks", negate=True)["tasks"]
+        + pm("task_description", "^c$", "tasks")["tasks"]
+    }
+    g = grade(both, TWO_INVOCATIONS)
+    assert rule_result(g, "rules.tasks[0]").evidence == neg.evidence
+    assert rule_result(g, "rules.tasks[1]").evidence.startswith("task 2 task_description matches")
+
+
 def test_pattern_match_is_case_insensitive_and_multiline():
     g = grade(pm("job_resolution", "^done$"), {"final_output": "line one\nDONE\n"})
     assert rule_result(g).status.value == "PASSED"
