@@ -15,7 +15,7 @@ Who calls what (R2 / the lead wire these):
   (``with_model_claims`` does the second half on an existing grade).
 - ``rank_run(run) -> int``: the n_wise second pass, from the scoring stage before
   ``compute_stats``: for every n_wise judge and every (challenge, case, repetition) graded in
-  two or more lanes, ranks the lanes' answers, re-grades each item with its ranked result
+  two or more lanes and still ``pending_rank`` (so a second call pays nothing), ranks the lanes' answers, re-grades each item with its ranked result
   (other judges replayed, not re-run), writes the item's grade fields and moves the lane's
   counters (status columns, score sum, ``LaneCounters``) from the old record to the new.
 - ``run_model_critique(run, records) -> list[dict]``: the §9(c) critique suggestions to merge
@@ -251,6 +251,9 @@ def rank_run(run: Any) -> int:
     changed = 0
     checks = {str(get(c, "key")): c for c in get(spec, "post_execution_checks", []) or []}
     for (challenge, case_key, rep), group in groups.items():
+        pending = [d for d in decls if any(_pending(item.grade, str(get(d, "key"))) for item in group)]
+        if not pending:
+            continue  # already ranked (finalize ran before): never pay twice
         prepared = []
         for item in group:
             ctx = contexts[item.lane_id]
@@ -263,7 +266,7 @@ def rank_run(run: Any) -> int:
         answers = [LaneAnswer(str(item.lane_id), ev, case, context) for item, case, ev, context in prepared]
         ranked: dict[str, dict[str, ExpectationResult]] = {}
         shares: dict[str, JudgeUsage] = {}
-        for decl in decls:
+        for decl in pending:
             out = rank_case(judge, decl, answers, checks=checks, budget=shared)  # type: ignore[arg-type]
             for (lane_key, result), share in zip(
                 sorted(out.results.items()), split_usage(out.usage, len(out.results)), strict=True
@@ -292,6 +295,13 @@ def rank_run(run: Any) -> int:
             _write_item(item, grade.to_dict(), shares.get(lane_key), STATUS_COLUMNS)
             changed += 1
     return changed
+
+
+def _pending(grade: Any, key: str) -> bool:
+    for e in (grade or {}).get("expectations") or []:
+        if e.get("key") == key:
+            return e.get("reason_code") == "pending_rank"
+    return False
 
 
 def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, columns: dict[str, str]) -> None:

@@ -7,11 +7,10 @@ import yaml
 
 from grading.models import JudgeProviderConfig
 from packs.services import pack_version_publish
-from runs import dispatch
 from runs.judging import judge_for_lane, rank_run, record_run_judge_usage, with_model_claims
 from runs.models import Run, RunItem, RunLane
 from tests.fakes.agent_server import FakeAgent, ok
-from tests.fakes.judge_provider import blocks, by_mode, content, rank, verdict
+from tests.fakes.judge_provider import blocks, by_mode, content, mode_of, rank, verdict
 from tests.runs.runfactory import create_run, drive, hosted, pack_yaml
 
 
@@ -44,7 +43,7 @@ def test_no_provider_means_no_judge(personas):
     assert judge_for_lane(lane) is None
 
 
-def test_run_lanes_judged_with_budget_share_and_n_wise(personas, fake, monkeypatch):
+def test_run_lanes_judged_with_budget_share_and_n_wise(personas, fake):
     ws = personas.workspace
     setup_provider(ws, fake)
     judges = [
@@ -64,8 +63,12 @@ def test_run_lanes_judged_with_budget_share_and_n_wise(personas, fake, monkeypat
         good = next(bid.split("/")[0] for bid, text in found.items() if not text.startswith("maybe"))
         return rank(lambda labels: [good] + [x for x in labels if x != good])(body, path)
 
-    fake.default = by_mode(assertion=verdict({"pass": True}), n_wise=n_wise, other=content("{}"))
-    monkeypatch.setattr(dispatch, "_judge_for", judge_for_lane)
+    fake.default = by_mode(
+        assertion=verdict({"pass": True}),
+        n_wise=n_wise,
+        claims=content('{"claims": []}'),
+        critique=content('{"suggestions": [], "overall": "fine"}'),
+    )
     with FakeAgent() as agent:
         agent.route(
             "/good", ok(lambda rec: {"final_output": rec.json["challenge"]["instructions"].split()[-1]})
@@ -76,26 +79,32 @@ def test_run_lanes_judged_with_budget_share_and_n_wise(personas, fake, monkeypat
         )
         good = hosted(ws, agent.url_for("/good"), name="good")
         meh = hosted(ws, agent.url_for("/meh"), name="meh")
-        run = drive(create_run(ws, version, [good, meh]))
+        run = drive(create_run(ws, version, [good, meh]))  # dispatch grades with judge_for_lane
+    assert run.status == "completed"  # the scoring stage ran rank_run (wired in runs.scoring)
     lanes = {lane.deployment_name: lane for lane in RunLane.objects.filter(run=run)}
     budget = judge_for_lane(lanes["good"]).budget
     assert budget.max_tokens == 100000 and budget.max_samples == 2 and budget.spent_tokens > 0
-    items = list(RunItem.objects.filter(run=run))
+    items = list(RunItem.objects.filter(run=run).select_related("lane"))
     assert len(items) == 4
     for item in items:
         exps = {e["key"]: e for e in item.grade["expectations"]}
-        assert exps["j"]["status"] == "PASSED" and exps["best"]["reason_code"] == "pending_rank"
-    assert lanes["good"].judge_calls == 4  # 2 cases x 2 samples, on the lane's counters
-    assert rank_run(run) == 4
-    for item in RunItem.objects.filter(run=run).select_related("lane"):
-        best = next(e for e in item.grade["expectations"] if e["key"] == "best")
-        assert best["score"] == (1.0 if item.lane.deployment_name == "good" else 0.0)
-        assert best["details"]["labels"] and "good" not in str(fake.requests[-1])
-    lanes = {lane.deployment_name: lane for lane in RunLane.objects.filter(run=run)}
-    assert lanes["good"].judge_calls == 4 + 2  # half of the 4 ranking calls
+        assert exps["j"]["status"] == "PASSED"
+        assert exps["best"]["score"] == (1.0 if item.lane.deployment_name == "good" else 0.0)
+        assert exps["best"]["details"]["labels"]
+    assert "good" not in str([b for b in fake.requests if "(mode: n_wise)" in str(b)])  # opaque labels
+    ranking_calls = sum(1 for b in fake.requests if "(mode: n_wise)" in str(b))
+    assert ranking_calls == 4  # 2 cases x 2 samples
+    modes = [mode_of(b) for b in fake.requests]
+    assert (modes.count("assertion"), modes.count("claims"), modes.count("critique")) == (8, 4, 1)
+    # per lane: 2 cases x 2 samples, 2 claims calls, half of the 4 rankings; the critique call
+    # is split between the lanes (its remainder to the first)
+    assert sorted([lanes["good"].judge_calls, lanes["meh"].judge_calls]) == [8, 9]
+    assert lanes["good"].agent_input_tokens == lanes["meh"].agent_input_tokens
+    calls_before = fake.calls
+    assert rank_run(run) == 0 and fake.calls == calls_before  # already ranked: nothing paid twice
     record_run_judge_usage(run)
     run = Run.objects.get(pk=run.pk)
-    assert run.judge_calls == lanes["good"].judge_calls + lanes["meh"].judge_calls == fake.calls
+    assert run.judge_calls == 17 == fake.calls
 
 
 def test_with_model_claims(personas, fake):
