@@ -220,6 +220,9 @@ CELERY_TIMEZONE = "UTC"
 RUNS_SWEEP_SECONDS = float(os.environ.get("RUNS_SWEEP_SECONDS", "").strip() or 30)
 # Grace after an item's own deadline before the sweeper takes its claim back.
 RUNS_CLAIM_MARGIN_SECONDS = float(os.environ.get("RUNS_CLAIM_MARGIN_SECONDS", "").strip() or 60)
+# One lane-dispatch task's time slice, and the margin of its lease past the slice.
+RUNS_DISPATCH_SLICE_SECONDS = float(os.environ.get("RUNS_DISPATCH_SLICE_SECONDS", "").strip() or 20)
+RUNS_LEASE_MARGIN_SECONDS = float(os.environ.get("RUNS_LEASE_MARGIN_SECONDS", "").strip() or 30)
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": RUNS_SWEEP_SECONDS},
 }

@@ -47,11 +47,14 @@ from runs.models import (
 )
 from runs.packdata import version_data
 from runs.recording import ItemKey, ItemResult, LaneContext, grade_outcomes, record_results
+from runs.retry import backoff_ceiling
 from runs.states import transition_lane, transition_run
 
-TIME_SLICE_SECONDS = 20.0
-LEASE_MARGIN_SECONDS = 30.0
-LEASE_RENEW_SECONDS = 5.0
+TIME_SLICE_SECONDS = float(getattr(settings, "RUNS_DISPATCH_SLICE_SECONDS", 20.0))
+# A live dispatcher's lease (``RunLane.dispatch_until``) lasts a slice plus this margin and
+# is renewed as it works; the sweeper re-dispatches lanes whose lease lapsed.
+LEASE_MARGIN_SECONDS = float(getattr(settings, "RUNS_LEASE_MARGIN_SECONDS", 30.0))
+LEASE_RENEW_SECONDS = min(5.0, TIME_SLICE_SECONDS / 2)
 BATCH_WAIT_SECONDS = 0.005  # after the first completion, gather a few more before writing
 CANCEL_CHECK_SECONDS = 0.5
 
@@ -79,9 +82,11 @@ def _judge_for(lane: RunLane) -> Any:
 
 
 def item_budget_seconds(deployment: Deployment) -> float:
-    """How long one item may take: every attempt's timeout plus the capped backoffs."""
+    """How long one item may take (its deadline): every attempt's timeout plus the backoff
+    ceilings between them (agent-protocol.md: no attempt runs past the deadline)."""
     attempts = max(1, int(deployment.max_attempts))
-    return float(deployment.timeout_seconds) * attempts + 30.0 * (attempts - 1)
+    backoffs = sum(backoff_ceiling(n) for n in range(1, attempts))
+    return float(deployment.timeout_seconds) * attempts + backoffs
 
 
 def lane_limit(lane: RunLane, run: Run, deployment: Deployment) -> int:

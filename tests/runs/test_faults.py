@@ -1,0 +1,151 @@
+"""Fault tests with real processes: a worker SIGKILLed mid-run, its broker restarted mid-run.
+
+Each test starts its own ``redis-server`` on a free loopback port and real ``celery worker
+-B`` processes pointed at the test database; nothing is enqueued from the test: the beat
+sweeper (every second here) finds the queued lane and dispatches it, as it recovers any lost
+work. Polls use bounded deadlines.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runs.models import Attempt, GradeRevision, Run, RunItem, RunLane
+from tests.fakes.agent_server import FakeAgent, ok, slow
+from tests.processes import ROOT, child_env, redis_server, wait_until
+from tests.runs.runfactory import create_run, echo_answer, hosted, publish
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+FAST_RECOVERY = {
+    "RUNS_SWEEP_SECONDS": "0.5",
+    "RUNS_CLAIM_MARGIN_SECONDS": "1",
+    "RUNS_DISPATCH_SLICE_SECONDS": "3",
+    "RUNS_LEASE_MARGIN_SECONDS": "1",
+}
+
+
+class BeatWorker:
+    """``celery worker -B`` with its own beat schedule file, in its own process group."""
+
+    def __init__(self, broker_url: str, tmp: Path, name: str) -> None:
+        self.log_path = tmp / f"{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115
+        argv = [
+            sys.executable, "-m", "celery", "-A", "agentclash_site", "worker", "-B",
+            "-s", str(tmp / f"{name}-beat"), "--loglevel", "INFO", "--concurrency", "2",
+            "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}-{os.getpid()}@%h",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=child_env(CELERY_BROKER_URL=broker_url, **FAST_RECOVERY),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+def _graded(run: Run) -> int:
+    return RunItem.objects.filter(run=run).exclude(status="").count()
+
+
+def _assert_graded_exactly_once(run: Run, cases: int) -> None:
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert RunItem.objects.filter(run=run, status="PASSED").count() == cases
+    # one recorded attempt per item (a second grading would have written a second one)
+    assert Attempt.objects.filter(item__run=run).count() == cases
+    assert set(Attempt.objects.filter(item__run=run).values_list("number", flat=True)) == {1}
+    assert GradeRevision.objects.filter(item__run=run).count() == 0
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.pending, lane.infra_error) == (cases, 0, 0)
+    assert lane.counters["tally"]["executions"] == cases  # counted once each
+
+
+def test_a_worker_killed_mid_run_loses_nothing_and_grades_nothing_twice(personas, tmp_path):
+    cases = 24
+    version = publish(personas.workspace, cases=cases)
+    with FakeAgent() as agent, redis_server() as port:
+        agent.default = slow(0.4, ok(echo_answer))
+        dep = hosted(personas.workspace, agent.url, max_in_flight=4, timeout_seconds=2, max_attempts=2)
+        run = create_run(personas.workspace, version, [dep])
+        broker = f"redis://127.0.0.1:{port}/0"
+        first = BeatWorker(broker, tmp_path, "first")
+        try:
+            wait_until(lambda: _graded(run) >= 4, timeout=60, message=f"4 graded items\n{first.log()}")
+            wait_until(
+                lambda: RunItem.objects.filter(run=run, state="claimed").exists(),
+                timeout=10,
+                message="a claim",
+            )
+            first.kill()
+        finally:
+            first.stop()
+        in_flight = RunItem.objects.filter(run=run, state="claimed").count()
+        assert in_flight > 0 and _graded(run) < cases
+        second = BeatWorker(broker, tmp_path, "second")
+        try:
+            wait_until(
+                lambda: Run.objects.get(pk=run.pk).status == "completed",
+                timeout=90,
+                interval=0.2,
+                message=f"the run to complete after the restart\n{second.log()}",
+            )
+        finally:
+            second.stop()
+        assert agent.calls >= cases + 1  # the lost claims were sent again
+    _assert_graded_exactly_once(run, cases)
+
+
+def test_the_run_completes_when_its_broker_restarts_mid_run(personas, tmp_path):
+    cases = 24
+    version = publish(personas.workspace, cases=cases)
+    with FakeAgent() as agent:
+        agent.default = slow(0.3, ok(echo_answer))
+        dep = hosted(personas.workspace, agent.url, max_in_flight=3, timeout_seconds=2, max_attempts=2)
+        run = create_run(personas.workspace, version, [dep])
+        with redis_server() as port:
+            broker = f"redis://127.0.0.1:{port}/0"
+            worker = BeatWorker(broker, tmp_path, "worker")
+            try:
+                wait_until(lambda: _graded(run) >= 3, timeout=60, message=f"3 graded items\n{worker.log()}")
+            except BaseException:
+                worker.stop()
+                raise
+        # the broker is gone (and its queue with it: no persistence); bring up a new one
+        assert _graded(run) < cases
+        try:
+            with redis_server(port):
+                wait_until(
+                    lambda: Run.objects.get(pk=run.pk).status == "completed",
+                    timeout=120,
+                    interval=0.2,
+                    message=f"the run to complete after the broker restart\n{worker.log()}",
+                )
+        finally:
+            worker.stop()
+    _assert_graded_exactly_once(run, cases)
