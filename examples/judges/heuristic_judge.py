@@ -151,6 +151,7 @@ def judge(system: str, user: str) -> dict[str, Any]:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out without a delayed-ACK stall
     server_version = "ExampleHeuristicJudge/1"
 
     def log_message(self, fmt: str, *args: Any) -> None:
@@ -212,8 +213,13 @@ class Handler(BaseHTTPRequestHandler):
         )
 
 
+class Server(ThreadingHTTPServer):
+    request_queue_size = 128  # socketserver's default of 5 drops concurrent connects
+    daemon_threads = True
+
+
 def make_server(host: str = "127.0.0.1", port: int = 8765, *, quiet: bool = False) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = Server((host, port), Handler)
     server.daemon_threads = True
     server.quiet = quiet  # type: ignore[attr-defined]
     return server

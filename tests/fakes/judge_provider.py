@@ -119,6 +119,10 @@ def rank(order: Callable[[list[str]], list[str]]) -> Behaviour:
     return behave
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # socketserver's default of 5 drops concurrent connects (1 s SYN retry)
+
+
 class FakeJudgeProvider:
     def __init__(self) -> None:
         self.default: Behaviour = verdict({"pass": True, "confidence": 0.9, "reasoning": "ok"})
@@ -132,6 +136,7 @@ class FakeJudgeProvider:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out without a delayed-ACK stall
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -162,7 +167,7 @@ class FakeJudgeProvider:
                 except OSError:
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
