@@ -76,6 +76,7 @@ from .types import (
 )
 from .validators import DEFAULTS, GRADERS, threshold_of
 from .validators.common import (
+    DEFAULT_CLASS,
     VALIDATOR_TIME_LIMIT,
     Env,
     ValidatorTimeout,
@@ -85,6 +86,7 @@ from .validators.common import (
 )
 
 SCHEMA_VERSION = 1
+_PASSED, _FAILED = Status.PASSED, Status.FAILED
 _EVIDENCE_TYPES = frozenset({"tool_call_assertion", "tool_trajectory", "skills_trajectory"})
 _TRAJECTORY = frozenset({"tool_trajectory", "skills_trajectory"})
 _ABSENCE_OK = frozenset({"file_exists", "postcondition"})
@@ -150,6 +152,7 @@ class _VPlan:
     resolve_target: Any = None
     resolve_expected: Any = None
     time_limited: bool = True
+    extra_refs: bool = False  # code:<key> or the matched tool_call:<i> ids join the refs
 
 
 @dataclass(slots=True)
@@ -232,6 +235,7 @@ def _compile_validator(v: Any) -> _VPlan:
         refs=refs,
         grader=_bind(GRADERS.get(vtype), config),
         time_limited=vtype not in _NO_TIME_LIMIT,
+        extra_refs=vtype in ("code_execution", "tool_call_assertion"),
     )
     return plan
 
@@ -434,12 +438,13 @@ def summarize(expectations: list[ExpectationResult]) -> dict[str, Any]:
     passed = failed = 0
     ungraded: dict[str, int] = {}
     for r in expectations:
-        if r.status is Status.PASSED:
+        st = r.status
+        if st is _PASSED:
             passed += 1
-        elif r.status is Status.FAILED:
+        elif st is _FAILED:
             failed += 1
         else:
-            k = r.outcome_class.value
+            k = str(r.outcome_class)  # a StrEnum: its value
             ungraded[k] = ungraded.get(k, 0) + 1
     total = passed + failed
     return {
@@ -851,16 +856,17 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
         if vp.time_limited and _clock() - start > VALIDATOR_TIME_LIMIT:
             r = _timeout_result()
         refs = list(vp.refs)
-        if vp.vtype == "code_execution":
-            refs.append(f"code:{vp.key}")
-        elif vp.vtype == "tool_call_assertion":
-            refs.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
+        if vp.extra_refs:
+            if vp.vtype == "code_execution":
+                refs.append(f"code:{vp.key}")
+            else:
+                refs.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
         return ExpectationResult(  # positional: this runs once per check on the hot path
             vp.key,
             vp.kind,
             vp.text,
             r.status,
-            r.outcome_class or r.klass(),
+            r.outcome_class or DEFAULT_CLASS[r.status],
             r.raw_evidence,  # rendered, defaulted and clipped on first read
             r.score,
             vp.threshold,
@@ -884,7 +890,6 @@ def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
 
 
 _clock = time.perf_counter
-_FAILED = Status.FAILED
 _INF = float("inf")
 
 
@@ -1102,12 +1107,11 @@ def _suggestion_dict(s: Suggestion) -> dict[str, Any]:
     return d
 
 
+_GATE_OF = {Status.PASSED: Gate.PASSED.value, Status.FAILED: Gate.FAILED.value}
+
+
 def _gate_from(status: Status) -> str:
-    if status is Status.PASSED:
-        return Gate.PASSED.value
-    if status is Status.FAILED:
-        return Gate.FAILED.value
-    return Gate.NOT_GRADED.value
+    return _GATE_OF.get(status, _NOT_GRADED)
 
 
 def _ground_truth_gate(plans: list[_VPlan], results: list[ExpectationResult]) -> GatingInput | None:
@@ -1206,13 +1210,15 @@ def _grade(
                 )
         expectations.extend(rule_outcomes)
 
-    usage = JudgeUsage()
-    judge_results = {}
-    for jp in plan.judges:
-        env.key = jp.key
-        r = _run_judge(jp, judge, plan, env, usage)
-        judge_results[jp.key] = r
-        expectations.append(r)
+    usage = None
+    judge_results: dict[str, ExpectationResult] = {}
+    if plan.judges:
+        usage = JudgeUsage()
+        for jp in plan.judges:
+            env.key = jp.key
+            r = _run_judge(jp, judge, plan, env, usage)
+            judge_results[jp.key] = r
+            expectations.append(r)
 
     claims_exp = None
     claims_fn: Callable[[], list[dict[str, Any]]] | None = None

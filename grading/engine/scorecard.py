@@ -217,21 +217,20 @@ def _dim_result(
 def evaluate_dimension(
     d: DimPlan,
     evidence: Evidence,
-    validators: Mapping[str, ExpectationResult] | Sequence[ExpectationResult],
+    validators: Sequence[ExpectationResult],
     judges: Mapping[str, ExpectationResult],
     compliance_score: float | None,
     metric_collectors: Mapping[str, str],
 ) -> tuple[DimensionResult, list[ExpectationResult]]:
     """The dimension and the expectations it used (for validity). ``validators``: the
-    validator results by key, or in spec order (keys are read from the results then)."""
+    validator results in spec order (by key, the last of a repeated key wins)."""
     src = d.source
     if src == "validators":
-        results = list(validators.values()) if isinstance(validators, Mapping) else validators
         if d.validators:
-            by_key = validators if isinstance(validators, Mapping) else {r.key: r for r in results}
+            by_key = {r.key: r for r in validators}
             members = [by_key[k] for k in d.validators if k in by_key]
         else:
-            members = list(results)
+            members = list(validators)
         # One pass: the first ERROR wins, else the first UNAVAILABLE; else the mean score of
         # the graded members.
         unavailable = None
@@ -283,7 +282,7 @@ def evaluate_dimension(
             value = collect(
                 collector,
                 evidence,
-                list(validators.values()) if isinstance(validators, Mapping) else list(validators),
+                list(validators),
             )
         if d.target is None or d.max is None:
             return _dim_result(d, None, Status.NOT_EVALUATED, OutcomeClass.PACK_ERROR), []

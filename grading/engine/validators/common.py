@@ -26,7 +26,7 @@ from ..types import (
 
 VALIDATOR_TIME_LIMIT = 5.0
 
-_DEFAULT_CLASS = {
+DEFAULT_CLASS = {
     Status.PASSED: OutcomeClass.PASS,
     Status.FAILED: OutcomeClass.FAIL,
     Status.NOT_EVALUATED: OutcomeClass.PACK_ERROR,
@@ -83,7 +83,7 @@ class VResult:
         self.raw_evidence = value
 
     def klass(self) -> OutcomeClass:
-        return self.outcome_class or _DEFAULT_CLASS[self.status]
+        return self.outcome_class or DEFAULT_CLASS[self.status]
 
     def __repr__(self) -> str:
         return (
@@ -228,6 +228,9 @@ def is_number(v: Any) -> bool:
 
 def deep_equal(a: Any, b: Any) -> bool:
     """Deep JSON equality, numbers compared numerically (9 equals 9.0), bools apart."""
+    t = type(a)
+    if t is type(b) and (t is str or t is int):
+        return a == b  # type: ignore[no-any-return]
     if is_number(a) and is_number(b):
         return a == b
     if isinstance(a, bool) or isinstance(b, bool):
