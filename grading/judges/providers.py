@@ -270,6 +270,12 @@ async def complete(
                     status=status,
                     retries=attempt - 1,
                 )
+            if status == 400 and "response_format" in body and "response_format" in snippet:
+                # An OpenAI-compatible server without JSON mode: ask again without it (the
+                # prompt still demands one JSON object, and parsing stays strict).
+                body = {k: v for k, v in body.items() if k != "response_format"}
+                attempt -= 1
+                continue
             if status != 429 and status < 500:
                 raise ProviderError(
                     f"judge provider rejected the request ({failure})",

@@ -308,3 +308,12 @@ def test_parallel_threads_share_one_budget(fake):
             t.join(20)
     assert [r.status.value for r in out] == ["PASSED"] * 6
     assert fake.calls == 18 and budget.spent_tokens == 18 * 150 and len(judge.call_log) == 18
+
+
+def test_server_without_json_mode_is_asked_again_without_it(fake):
+    fake.queue(status(400, b'{"error": {"message": "response_format is not supported"}}'))
+    fake.default = verdict({"pass": True})
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert r.status.value == "PASSED" and fake.calls == 2
+    assert "response_format" in fake.requests[0] and "response_format" not in fake.requests[1]
