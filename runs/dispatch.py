@@ -230,6 +230,7 @@ def lane_context_for(lane: RunLane, run: Run, deployment: Deployment) -> LaneCon
         scoring_revision=run.scoring_revision,
         repetitions=run.repetitions,
         judge=_judge_for(lane),
+        pack_hash=run.pack_version.content_hash,
     )
 
 

@@ -21,7 +21,7 @@ from packs.bundle import validate_bundle
 from runs.executors.base import NO_VALUE, AssetLink, CaseInfo, CaseInputInfo, ChallengeInfo
 
 _CACHE_SIZE = 16
-_cache: OrderedDict[tuple[int, str | None], VersionData] = OrderedDict()
+_cache: OrderedDict[tuple[int, str, str | None], VersionData] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -97,7 +97,8 @@ class VersionData:
 
 def version_data(pack_version: Any, input_set_key: str | None) -> VersionData:
     """The (cached) grading and execution data of one input set of a published version."""
-    cache_key = (pack_version.pk, input_set_key)
+    # The content hash too: SQLite may reuse the id of a deleted version.
+    cache_key = (pack_version.pk, pack_version.content_hash, input_set_key)
     with _lock:
         hit = _cache.get(cache_key)
         if hit is not None:

@@ -54,7 +54,7 @@ CATEGORY_COLUMNS = {
     AttemptCategory.CANCELLED: "cancelled",
 }
 
-_findings_cache: dict[tuple[int, str | None, str, str], list[Any]] = {}
+_findings_cache: dict[tuple[int, str, str | None, str, str], list[Any]] = {}
 _findings_lock = threading.Lock()
 
 
@@ -100,12 +100,13 @@ class LaneContext:
     scoring_revision: int
     repetitions: int
     judge: Any = None
+    pack_hash: str = ""
 
 
 def case_findings(ctx: LaneContext, case: Any, base: Any) -> list[Any]:
     """Baseline-probe findings of a case, computed once per pack version and case in this
     process (they depend on the spec and the case only) and passed to ``grade_case``."""
-    key = (ctx.pack_version_id, ctx.input_set_key, case.challenge_key, case.case_key)
+    key = (ctx.pack_version_id, ctx.pack_hash, ctx.input_set_key, case.challenge_key, case.case_key)
     with _findings_lock:
         hit = _findings_cache.get(key)
     if hit is not None:

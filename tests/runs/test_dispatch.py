@@ -97,6 +97,10 @@ def _peak_tracker(delay: float):
 
 
 def test_max_in_flight_holds_across_racing_dispatchers_and_runs(personas):
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent dispatchers are a PostgreSQL setup (SQLite runs one worker process)")
     version = publish(personas.workspace, cases=10)
     behaviour, state = _peak_tracker(0.05)
     with FakeAgent() as agent:
