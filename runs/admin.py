@@ -82,3 +82,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         # The signing key is shown once at creation: create deployments on the
         # Deployments page, the API or `manage.py deployment create`.
         return False
+
+
+# Runs, lanes, items, attempts, their operations and the ops page link (runs/admin_runs.py).
+from runs import admin_runs  # noqa: E402, F401

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.views import compare, deployments, exports, results
+from runs.views import compare, deployments, exports, ops, results
 from runs.views import runs as run_views
 
 deployment_patterns = [
@@ -34,6 +34,7 @@ run_patterns = [
     ),
     path("runs/<uuid:run_id>/cases/<int:item_id>/transcript/", results.transcript, name="run-transcript"),
     path("runs/<uuid:run_id>/export/<str:fmt>/", exports.run_export, name="run-export"),
+    path("runs/operations/", ops.operations, name="run-operations"),
 ]
 
 urlpatterns = [*deployment_patterns, *run_patterns]

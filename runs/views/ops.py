@@ -1,0 +1,63 @@
+"""The operations page (staff only, linked from the admin index): queue depth, items in
+flight per deployment, stuck claims, and the sweeper's last run. Every figure is an indexed
+count (the partial indexes on claimed and pending items) or one broker call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from runs.models import ItemState, Run, RunItem, RunStatus, SweeperStatus
+
+ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SCORING)
+STUCK_LIST = 50
+
+
+def broker_queue_depth(queue: str = "celery") -> tuple[int | None, str]:
+    """Messages waiting in the broker's default queue, or (None, why it could not be read)."""
+    from agentclash_site.celery import app
+
+    try:
+        with app.connection_for_read() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+            declared = conn.default_channel.queue_declare(queue=queue, passive=True)
+            return int(declared.message_count), ""
+    except Exception as exc:  # shown on the page: the broker's own words
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@staff_member_required
+def operations(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    depth, depth_error = broker_queue_depth()
+    claimed = RunItem.objects.filter(state=ItemState.CLAIMED)
+    in_flight = list(
+        claimed.values("deployment__name", "deployment__max_in_flight", "deployment__workspace__slug")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+    )
+    stuck = claimed.filter(claim_deadline__lt=now)
+    context: dict[str, Any] = {
+        "now": now,
+        "queue_depth": depth,
+        "queue_error": depth_error,
+        "pending": RunItem.objects.filter(state=ItemState.PENDING).count(),
+        "in_flight": in_flight,
+        "stuck_count": stuck.count(),
+        "stuck": list(
+            stuck.select_related("lane").defer("evidence", "grade").order_by("claim_deadline")[:STUCK_LIST]
+        ),
+        "sweeper": SweeperStatus.objects.filter(name="runs").first(),
+        "active_runs": list(
+            Run.objects.filter(status__in=ACTIVE)
+            .select_related("workspace", "pack_version__pack")
+            .defer("stats", "case_findings", "pack_version__manifest", "pack_version__source")
+            .order_by("created_at")[:50]
+        ),
+    }
+    return render(request, "runs/operations.html", context)

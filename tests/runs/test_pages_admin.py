@@ -1,0 +1,78 @@
+"""Admin console for runs: list pages, actions (cancel, retry failed, requeue stuck) and
+the operations page (staff only, linked from the admin index)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from runs.models import ItemState, Run, RunItem, RunStatus, SweeperStatus
+from runs.seeding import seed_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(personas):
+    user = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_admin_lists_runs_items_and_attempts(personas, staff):
+    run = seed_run(workspace=personas.workspace, items=20, lanes=2, infra_error_rate=0.2)
+    body = staff.get("/admin/runs/run/").content.decode()
+    assert str(run) in body and "invoice-totals v1" in body and f"/runs/{run.id}/" in body
+    assert staff.get("/admin/runs/runitem/?claim=stuck").status_code == 200
+    assert staff.get("/admin/runs/runitem/?state__exact=done").status_code == 200
+    assert staff.get("/admin/runs/attempt/?category__exact=infra_error").status_code == 200
+    assert staff.get(f"/admin/runs/run/{run.id}/change/").status_code == 200
+
+
+def test_the_admin_index_links_the_operations_page(staff):
+    assert "/runs/operations/" in staff.get("/admin/").content.decode()
+
+
+def test_the_operations_page_is_staff_only_and_counts_stuck_claims(personas, staff):
+    run = seed_run(workspace=personas.workspace, items=10, lanes=2, status="running", done_fraction=0.5)
+    pending = RunItem.objects.filter(run=run, state=ItemState.PENDING)
+    stuck_ids = list(pending.values_list("id", flat=True)[:3])
+    RunItem.objects.filter(id__in=stuck_ids).update(
+        state=ItemState.CLAIMED,
+        claim_owner="w1",
+        claimed_at=timezone.now(),
+        claim_deadline=timezone.now() - dt.timedelta(minutes=1),
+    )
+    SweeperStatus.objects.create(name="runs", last_run_at=timezone.now(), last_result={"returned": 0})
+    member = Client()
+    member.force_login(personas.owner)
+    assert member.get("/runs/operations/").status_code == 302  # to the admin login
+    body = staff.get("/runs/operations/").content.decode()
+    assert 'data-testid="stuck-count">3<' in body
+    assert "careful" in body  # in flight per deployment
+    assert "{&#x27;returned&#x27;: 0}" in body
+    assert str(run) in body  # active runs
+
+
+def test_admin_actions_cancel_runs_and_requeue_stuck_items(personas, staff):
+    run = seed_run(workspace=personas.workspace, items=10, lanes=2, status="running", done_fraction=0.5)
+    done = seed_run(workspace=personas.workspace, items=4, lanes=2)
+    response = staff.post(
+        "/admin/runs/run/",
+        {"action": "cancel_runs", "_selected_action": [str(run.id), str(done.id)]},
+        follow=True,
+    )
+    body = response.content.decode()
+    assert "Cancelled 1 run(s)." in body and "Already finished, left alone" in body
+    assert Run.objects.get(id=run.id).status == RunStatus.CANCELLED
+    assert Run.objects.get(id=done.id).status == RunStatus.COMPLETED
+    response = staff.post(
+        "/admin/runs/run/", {"action": "requeue_stuck_items", "_selected_action": [str(done.id)]}, follow=True
+    )
+    assert "Sweeper ran:" in response.content.decode()
+    assert SweeperStatus.objects.filter(name="runs").exists()
