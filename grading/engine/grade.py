@@ -153,6 +153,7 @@ class _VPlan:
     resolve_expected: Any = None
     time_limited: bool = True
     extra_refs: bool = False  # code:<key> or the matched tool_call:<i> ids join the refs
+    check: Any = None  # (env) -> ExpectationResult, built by compile_plan
 
 
 @dataclass(slots=True)
@@ -344,6 +345,7 @@ def compile_plan(spec: Any) -> _Plan:
             vp.resolve_target = _resolver(vp.target, checks)
         if vp.literal is None:
             vp.resolve_expected = _resolver(vp.expected, checks)
+        vp.check = _make_check(vp)
     raw_scorecard = cfg(spec, "scorecard")
     scorecard = {
         "strategy": str(cfg(raw_scorecard, "strategy", "weighted") or "weighted"),
@@ -749,24 +751,6 @@ def execution_metrics(evidence: Evidence) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _result(vp: _VPlan, r: VResult, refs: list[str]) -> ExpectationResult:
-    return ExpectationResult(  # positional: this runs once per check on the hot path
-        vp.key,
-        vp.kind,
-        vp.text,
-        r.status,
-        r.outcome_class or r.klass(),
-        r.raw_evidence,  # rendered, defaulted and clipped on first read
-        r.score,
-        vp.threshold,
-        r.reason_code,
-        vp.ground_truth,
-        refs,
-        r.per_invocation_scores,
-        r.details,
-    )
-
-
 def _side_problem(res: Resolved, side: str) -> VResult | None:
     st = res.state
     if st == REFERENCE_MISSING:
@@ -820,73 +804,92 @@ def _early(vp: _VPlan, actual: Resolved | None, expected: Resolved | None) -> VR
 
 
 def _run_validator(vp: _VPlan, plan: _Plan, env: Env) -> ExpectationResult:
-    if vp.problem is not None:
-        problem = VResult(
-            Status.NOT_EVALUATED,
-            None,
-            f"NOT_EVALUATED: {vp.problem}",
-            "invalid_config",
-            OutcomeClass.PACK_ERROR,
-        )
-        return _result(vp, problem, list(vp.refs))
-    start = _clock()
-    if vp.time_limited:
-        env.deadline = start + VALIDATOR_TIME_LIMIT
-    try:
-        actual = vp.resolve_target(env) if vp.resolve_target is not None else None
-        expected = vp.literal
-        if expected is None and vp.resolve_expected is not None:
-            expected = vp.resolve_expected(env)
-        if (actual is not None and actual.state != OK) or (expected is not None and expected.state != OK):
-            early = _early(vp, actual, expected)
-            if early is not None:
-                return _result(vp, early, list(vp.refs))
-        r = vp.grader(actual, expected, env)
-        if r.status is _FAILED and actual is not None and actual.truncated:
-            r = VResult(
-                Status.UNAVAILABLE,
-                None,
-                f"UNAVAILABLE: capture {actual.path} was truncated, a failure on it is not trusted ({r.evidence})"[
-                    :1000
-                ],
-                "capture_truncated",
-                OutcomeClass.UNAVAILABLE,
-                r.details,
-            )
-        if vp.time_limited and _clock() - start > VALIDATOR_TIME_LIMIT:
-            r = _timeout_result()
-        refs = list(vp.refs)
-        if vp.extra_refs:
-            if vp.vtype == "code_execution":
-                refs.append(f"code:{vp.key}")
-            else:
-                refs.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
+    """One validator on one case (the plan's ``check`` closure does this faster)."""
+    return _make_check(vp)(env)
+
+
+def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
+    """The validator's per-case function: resolve both sides, apply the status rules of
+    grading.md §1.4, run the bound grade function under the time limit, build the result.
+    Everything that does not change between cases is read here once."""
+    key, kind, text, threshold, gating = vp.key, vp.kind, vp.text, vp.threshold, vp.ground_truth
+    refs, grader, literal = vp.refs, vp.grader, vp.literal
+    resolve_target, resolve_expected = vp.resolve_target, vp.resolve_expected
+    time_limited, extra_refs = vp.time_limited, vp.extra_refs
+    code_ref = f"code:{key}" if vp.vtype == "code_execution" else None
+
+    def result(r: VResult, refs: list[str]) -> ExpectationResult:
         return ExpectationResult(  # positional: this runs once per check on the hot path
-            vp.key,
-            vp.kind,
-            vp.text,
+            key,
+            kind,
+            text,
             r.status,
             r.outcome_class or DEFAULT_CLASS[r.status],
             r.raw_evidence,  # rendered, defaulted and clipped on first read
             r.score,
-            vp.threshold,
+            threshold,
             r.reason_code,
-            vp.ground_truth,
+            gating,
             refs,
             r.per_invocation_scores,
             r.details,
         )
-    except ValidatorTimeout:
-        return _result(vp, _timeout_result(), list(vp.refs))
-    except Exception as exc:  # a crashing validator must not sink the case
-        msg = f"ERROR: validator crashed: {type(exc).__name__}: {exc}"
-        return _result(
-            vp,
-            VResult(Status.ERROR, None, clip(msg), "exception", OutcomeClass.EVALUATOR_ERROR),
-            list(vp.refs),
-        )
-    finally:
-        env.deadline = _INF
+
+    if vp.problem is not None:
+        message = f"NOT_EVALUATED: {vp.problem}"
+
+        def problem(env: Env) -> ExpectationResult:
+            return result(
+                VResult(Status.NOT_EVALUATED, None, message, "invalid_config", OutcomeClass.PACK_ERROR),
+                list(refs),
+            )
+
+        return problem
+
+    def check(env: Env) -> ExpectationResult:
+        start = _clock()
+        if time_limited:
+            env.deadline = start + VALIDATOR_TIME_LIMIT
+        try:
+            actual = resolve_target(env) if resolve_target is not None else None
+            expected = literal
+            if expected is None and resolve_expected is not None:
+                expected = resolve_expected(env)
+            if (actual is not None and actual.state != OK) or (expected is not None and expected.state != OK):
+                early = _early(vp, actual, expected)
+                if early is not None:
+                    return result(early, list(refs))
+            r = grader(actual, expected, env)
+            if r.status is _FAILED and actual is not None and actual.truncated:
+                r = VResult(
+                    Status.UNAVAILABLE,
+                    None,
+                    f"UNAVAILABLE: capture {actual.path} was truncated, a failure on it is not trusted"
+                    f" ({r.evidence})"[:1000],
+                    "capture_truncated",
+                    OutcomeClass.UNAVAILABLE,
+                    r.details,
+                )
+            if time_limited and _clock() - start > VALIDATOR_TIME_LIMIT:
+                r = _timeout_result()
+            ids = list(refs)
+            if extra_refs:
+                if code_ref is not None:
+                    ids.append(code_ref)
+                else:
+                    ids.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
+            return result(r, ids)
+        except ValidatorTimeout:
+            return result(_timeout_result(), list(refs))
+        except Exception as exc:  # a crashing validator must not sink the case
+            msg = f"ERROR: validator crashed: {type(exc).__name__}: {exc}"
+            return result(
+                VResult(Status.ERROR, None, clip(msg), "exception", OutcomeClass.EVALUATOR_ERROR), list(refs)
+            )
+        finally:
+            env.deadline = _INF
+
+    return check
 
 
 _clock = time.perf_counter
@@ -1182,7 +1185,7 @@ def _grade(
     code_details: dict[str, Any] = {}
     for vp in plan.validators:
         env.key = vp.key
-        r = _run_validator(vp, plan, env)
+        r = vp.check(env)
         v_results.append(r)
         if vp.vtype == "code_execution" and r.details:
             code_details[vp.key] = r.details
