@@ -175,12 +175,15 @@ class Stack:
             start_new_session=True,
         )
 
-    def eval_start(self, pack: str, *, timeout: float = 3600) -> tuple[float, dict, int]:
+    def eval_start(
+        self, pack: str, *, timeout: float = 3600, repetitions: int = 1
+    ) -> tuple[float, dict, int]:
         """Run ``eval start --follow --json``: (elapsed seconds, the document, exit code)."""
         start = time.perf_counter()
         done = self.manage(
             "eval", "start", "--workspace", WORKSPACE, "--pack", pack, "--deployment", DEPLOYMENT,
-            "--follow", "--json", "--fail-under", "0", timeout=timeout, check=False,
+            "--follow", "--json", "--fail-under", "0", "--repetitions", str(repetitions),
+            timeout=timeout, check=False,
         )  # fmt: skip
         elapsed = time.perf_counter() - start
         try:
