@@ -247,4 +247,5 @@ if os.environ.get("AGENTCLASH_TESTING") == "1":
 # Steps of `manage.py demo setup` after the demo user and workspace, in order.
 AGENTCLASH_DEMO_STEPS: list[str] = []
 AGENTCLASH_DEMO_STEPS.append("packs.demo.setup")
+AGENTCLASH_DEMO_STEPS.append("grading.demo.setup")
 AGENTCLASH_DEMO_STEPS.append("runs.demo.setup")
