@@ -50,6 +50,7 @@ from .rules import (
 from .scorecard import (
     DimPlan,
     GatingInput,
+    as_float,
     evaluate_dimension,
     plan_dimensions,
     run_scorecard,
@@ -349,7 +350,7 @@ def compile_plan(spec: Any) -> _Plan:
     raw_scorecard = cfg(spec, "scorecard")
     scorecard = {
         "strategy": str(cfg(raw_scorecard, "strategy", "weighted") or "weighted"),
-        "pass_threshold": cfg(raw_scorecard, "pass_threshold"),
+        "pass_threshold": as_float(cfg(raw_scorecard, "pass_threshold")),
     }
     allowed_tools = cfg(rules_spec, "allowed_tools") if rules_spec is not None else None
     allowed_hosts = cfg(rules_spec, "allowed_hosts") if rules_spec is not None else None
@@ -1187,7 +1188,7 @@ def _grade(
         env.key = vp.key
         r = vp.check(env)
         v_results.append(r)
-        if vp.vtype == "code_execution" and r.details:
+        if vp.extra_refs and r.details and vp.vtype == "code_execution":
             code_details[vp.key] = r.details
     expectations += v_results
 
@@ -1239,7 +1240,7 @@ def _grade(
 
     # Scorecard (§10)
     compliance_score, compliance_gate, c_status, c_class = (
-        compliance(rule_outcomes) if plan.has_rules else (None, Gate.NOT_GRADED.value, None, None)
+        compliance(rule_outcomes) if plan.has_rules else (None, _NOT_GRADED, None, None)
     )
     dims, used = [], []
     for d in plan.dims:
@@ -1277,15 +1278,16 @@ def _grade(
     status, klass = verdict(inputs, guard_failed)
 
     findings = _findings(spec, case, context)
-    feedback: dict[str, Any] = {
-        "suggestions": [_suggestion_dict(s) for s in findings] if findings else [],
-        "overall": _overall_line(findings),
-    }
+    feedback: dict[str, Any] = (
+        {"suggestions": [_suggestion_dict(s) for s in findings], "overall": _overall_line(findings)}
+        if findings
+        else {"suggestions": [], "overall": _overall_line(findings)}
+    )
     if context.eval_feedback_ref:
         feedback["run"] = context.eval_feedback_ref
 
     reason = None
-    if status is not Status.PASSED and status is not Status.FAILED:
+    if status is not _PASSED and status is not _FAILED:
         reason = _case_reason(expectations, klass)
     return CaseGrade(
         case_block(case, context),

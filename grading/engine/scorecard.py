@@ -39,7 +39,8 @@ class DimPlan:
     pass_threshold: float | None = None
 
 
-def _num(v: Any) -> float | None:
+def as_float(v: Any) -> float | None:
+    """A number as float; None for None and booleans."""
     return None if v is None or isinstance(v, bool) else float(v)
 
 
@@ -58,7 +59,7 @@ def plan_dimensions(scorecard: Any, runtime_limits: Any) -> list[DimPlan]:
             legacy = _legacy(source, legacy_norm, runtime_limits)
             t, m = legacy.target, legacy.max
         else:
-            t, m = _num(cfg(norm, "target")), _num(cfg(norm, "max"))
+            t, m = as_float(cfg(norm, "target")), as_float(cfg(norm, "max"))
         out.append(
             DimPlan(
                 key=key,
@@ -73,7 +74,7 @@ def plan_dimensions(scorecard: Any, runtime_limits: Any) -> list[DimPlan]:
                 ),
                 weight=float(cfg(d, "weight", 1.0)),
                 gate=bool(cfg(d, "gate", False)),
-                pass_threshold=_num(cfg(d, "pass_threshold")),
+                pass_threshold=as_float(cfg(d, "pass_threshold")),
             )
         )
     return out
@@ -86,19 +87,19 @@ def _legacy(name: str, norm: Any, limits: Any) -> DimPlan:
         return DimPlan(name, name)
     if name == "latency":
         n = cfg(norm, "latency")
-        mx = _num(cfg(n, "max_ms"))
+        mx = as_float(cfg(n, "max_ms"))
         if mx is None:
-            mx = _num(cfg(limits, "max_duration_ms"))
+            mx = as_float(cfg(limits, "max_duration_ms"))
         return DimPlan(
-            name, "latency", target=_num(cfg(n, "target_ms")) or 0.0, max=mx, better_direction="lower"
+            name, "latency", target=as_float(cfg(n, "target_ms")) or 0.0, max=mx, better_direction="lower"
         )
     if name == "cost":
         n = cfg(norm, "cost")
-        mx = _num(cfg(n, "max_usd"))
+        mx = as_float(cfg(n, "max_usd"))
         if mx is None:
-            mx = _num(cfg(limits, "max_cost_usd"))
+            mx = as_float(cfg(limits, "max_cost_usd"))
         return DimPlan(
-            name, "cost", target=_num(cfg(n, "target_usd")) or 0.0, max=mx, better_direction="lower"
+            name, "cost", target=as_float(cfg(n, "target_usd")) or 0.0, max=mx, better_direction="lower"
         )
     return DimPlan(name, None)
 
@@ -230,7 +231,7 @@ def evaluate_dimension(
             by_key = {r.key: r for r in validators}
             members = [by_key[k] for k in d.validators if k in by_key]
         else:
-            members = list(validators)
+            members = validators  # type: ignore[assignment]  # read only
         # One pass: the first ERROR wins, else the first UNAVAILABLE; else the mean score of
         # the graded members.
         unavailable = None
@@ -368,12 +369,12 @@ def _overall_input(dims: Sequence[DimensionResult], overall: float | None, thres
 def run_scorecard(
     scorecard: Any, dims: list[DimensionResult], used: list[ExpectationResult]
 ) -> ScorecardOutcome:
-    strategy = (
-        scorecard["strategy"]
-        if type(scorecard) is dict
-        else str(cfg(scorecard, "strategy", "weighted") or "weighted")
-    )
-    explicit = _num(cfg(scorecard, "pass_threshold"))
+    if type(scorecard) is dict:  # the compiled plan's form: strategy and a float threshold
+        strategy = scorecard["strategy"]
+        explicit = scorecard["pass_threshold"]
+    else:
+        strategy = str(cfg(scorecard, "strategy", "weighted") or "weighted")
+        explicit = as_float(cfg(scorecard, "pass_threshold"))
     gates = [d for d in dims if d.gate]
     inputs: list[GatingInput] = []
     threshold: float | None = None
