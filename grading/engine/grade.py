@@ -75,7 +75,15 @@ from .types import (
     Validity,
     as_text,
 )
-from .validators import DEFAULTS, GRADERS, threshold_of
+from .validators import (
+    ABSENCE_TYPES,
+    DEFAULTS,
+    EVIDENCE_TYPES,
+    GRADERS,
+    GROUND_TRUTH_TYPES,
+    TRAJECTORY_TYPES,
+    threshold_of,
+)
 from .validators.common import (
     DEFAULT_CLASS,
     VALIDATOR_TIME_LIMIT,
@@ -88,11 +96,7 @@ from .validators.common import (
 
 SCHEMA_VERSION = 1
 _PASSED, _FAILED = Status.PASSED, Status.FAILED
-_EVIDENCE_TYPES = frozenset({"tool_call_assertion", "tool_trajectory", "skills_trajectory"})
-_TRAJECTORY = frozenset({"tool_trajectory", "skills_trajectory"})
-_ABSENCE_OK = frozenset({"file_exists", "postcondition"})
-_GROUND_TRUTH = frozenset({"code_execution", "postcondition"})
-_NO_TIME_LIMIT = frozenset({"code_execution"})
+_NO_TIME_LIMIT = frozenset({"code_execution"})  # the sandbox enforces its own limits
 
 
 # ---------------------------------------------------------------------------
@@ -208,7 +212,7 @@ def _compile_validator(v: Any) -> _VPlan:
     target_text = str(cfg(v, "target", "") or "")
     expected_text = cfg(v, "expected_from")
     config = _config_dict(cfg(v, "config"))
-    target, t_err = _parse_ref(target_text) if vtype not in _EVIDENCE_TYPES else (None, None)
+    target, t_err = _parse_ref(target_text) if vtype not in EVIDENCE_TYPES else (None, None)
     expected, e_err = _parse_ref(expected_text)
     label = cfg(v, "label")
     problem = None
@@ -216,7 +220,7 @@ def _compile_validator(v: Any) -> _VPlan:
         problem = f"{vtype!r} is not a supported validator type"
     elif t_err or e_err:
         problem = t_err or e_err
-    elif vtype not in _EVIDENCE_TYPES and target is None:
+    elif vtype not in EVIDENCE_TYPES and target is None:
         problem = "target is required"
     literal = Resolved(value=expected.name) if expected is not None and expected.kind == "literal" else None
     refs = tuple(x for x in (target_text, None if expected_text is None else str(expected_text)) if x)
@@ -230,8 +234,8 @@ def _compile_validator(v: Any) -> _VPlan:
         config=config,
         text=str(label) if label else expectation_text(vtype, target_text, expected_text, config),
         threshold=threshold_of(vtype, config) if vtype in GRADERS else None,
-        ground_truth=bool(cfg(v, "ground_truth", False)) or vtype in _GROUND_TRUTH,
-        kind=ResultKind.TRAJECTORY if vtype in _TRAJECTORY else ResultKind.VALIDATOR,
+        ground_truth=bool(cfg(v, "ground_truth", False)) or vtype in GROUND_TRUTH_TYPES,
+        kind=ResultKind.TRAJECTORY if vtype in TRAJECTORY_TYPES else ResultKind.VALIDATOR,
         problem=problem,
         literal=literal,
         refs=refs,
@@ -342,7 +346,7 @@ def compile_plan(spec: Any) -> _Plan:
         judges.append(_JudgePlan(key, _judge_text(j, key, mode, ctx), mode, j, ctx, cfg(j, "reference_from")))
     checks = {str(cfg(c, "key")): c for c in (cfg(spec, "post_execution_checks", []) or [])}
     for vp in validators:
-        if vp.vtype not in _EVIDENCE_TYPES:
+        if vp.vtype not in EVIDENCE_TYPES:
             vp.resolve_target = _resolver(vp.target, checks)
         if vp.literal is None:
             vp.resolve_expected = _resolver(vp.expected, checks)
@@ -797,7 +801,7 @@ def _early(vp: _VPlan, actual: Resolved | None, expected: Resolved | None) -> VR
                 CHANNEL_UNAVAILABLE,
                 OutcomeClass.UNAVAILABLE,
             )
-    if actual is not None and actual.state == ABSENT and vp.vtype not in _ABSENCE_OK:
+    if actual is not None and actual.state == ABSENT and vp.vtype not in ABSENCE_TYPES:
         return VResult(Status.FAILED, 0.0, actual.message or f"file not returned: {actual.path}")
     if expected is not None and expected.state == ABSENT:
         return VResult(Status.FAILED, 0.0, expected.message)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..configs import CONFIG_MODELS, DEFAULT_PIPELINE, ConfigModel
+from ..spec import GROUND_TRUTH_TYPES as _SPEC_GROUND_TRUTH_TYPES
 from .code_execution import code_execution
 from .common import Env, VResult
 from .files import directory_structure, file_content_match, file_exists, file_json_schema, postcondition
@@ -74,64 +76,31 @@ GRADED_TYPES = frozenset(
         "skills_trajectory",
     }
 )
-GROUND_TRUTH_TYPES = frozenset({"code_execution", "postcondition"})
+GROUND_TRUTH_TYPES = frozenset(_SPEC_GROUND_TRUTH_TYPES)  # grading.md §5.4, declared with the spec models
 
-# Config defaults of grading.md §3-§4 (used for expectation texts and as fallbacks).
+
+def _field_defaults(model: type[ConfigModel]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, f in model.model_fields.items():
+        if f.is_required():
+            continue
+        value = f.get_default(call_default_factory=True)
+        if value is not None:
+            out[f.alias or name] = value
+    return out
+
+
+# Defaults a config model applies in code rather than as a field default.
+_APPLIED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "normalized_match": {"pipeline": list(DEFAULT_PIPELINE)},
+    "tool_call_assertion": {"order_mode": "subsequence"},
+}
+
+# Config defaults of grading.md §3-§4 (expectation texts leave them out; fallbacks), read
+# from the config models, the one source of keys and defaults.
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "contains": {"case_insensitive": False},
-    "regex_match": {"flags": ""},
-    "json_schema": {"extract_markdown_fence": False},
-    "fuzzy_match": {"threshold": 0.8, "case_insensitive": False, "normalize": False},
-    "token_f1": {"threshold": 0.5, "normalize": False, "remove_punctuation": False, "remove_articles": False},
-    "bleu_score": {
-        "threshold": 0.3,
-        "max_ngram": 4,
-        "smoothing": "none",
-        "case_insensitive": False,
-        "normalize": False,
-    },
-    "rouge_score": {
-        "threshold": 0.3,
-        "variant": "rouge-l",
-        "beta": 1.0,
-        "case_insensitive": False,
-        "normalize": False,
-    },
-    "chrf_score": {
-        "threshold": 0.3,
-        "char_order": 6,
-        "beta": 2.0,
-        "case_insensitive": False,
-        "normalize": False,
-    },
-    "numeric_match": {"extract_number": False},
-    "normalized_match": {"pipeline": ["trim", "lowercase", "collapse_whitespace"]},
-    "math_equivalence": {"comparison_mode": "symbolic", "tolerance": 1e-6, "extract_answer": False},
-    "file_exists": {"must_exist": True},
-    "file_content_match": {"match_mode": "contains", "ignore_whitespace": False},
-    "code_execution": {
-        "timeout_ms": 30000,
-        "memory_mb": 512,
-        "scoring": "fraction_passed",
-        "pass_threshold": 1.0,
-    },
-    "tool_call_assertion": {"include_failed": False, "order_mode": "subsequence"},
-    "tool_trajectory": {
-        "match_type": "EXACT",
-        "args_match": "subset",
-        "ignore_args": False,
-        "include_failed": False,
-        "threshold": 0.5,
-    },
-    "skills_trajectory": {
-        "match_type": "ANY_ORDER",
-        "skill_tool_names": ["Skill", "activate_skill", "load_skill"],
-        "read_tool_names": ["Read", "read_file", "view", "cat"],
-        "count_tool_names": True,
-        "strip_plugin_prefix": False,
-        "include_failed": False,
-        "threshold": 0.5,
-    },
+    vtype: {**_field_defaults(model), **_APPLIED_DEFAULTS.get(vtype, {})}
+    for vtype, model in CONFIG_MODELS.items()
 }
 
 
@@ -140,7 +109,7 @@ def threshold_of(vtype: str, config: Any) -> float | None:
         return None
     key = "pass_threshold" if vtype == "code_execution" else "threshold"
     value = config.get(key) if isinstance(config, dict) else getattr(config, key, None)
-    return float(value) if value is not None else float(DEFAULTS[vtype].get(key, 0.5))
+    return float(value) if value is not None else float(DEFAULTS[vtype][key])
 
 
 __all__ = ["GRADERS", "DEFAULTS", "Env", "VResult", "threshold_of"]

@@ -6,12 +6,12 @@ import math
 import re
 from typing import Any
 
+from ..configs.models import LEGACY_DEFAULT_TOLERANCE
 from ..refs import Resolved
 from .common import Env, PreparedGrader, VResult, binary, cfg, failed, fmt_num, pack_error, prepared, quote
 from .text import strip_currency
 
 _DECIMAL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-LEGACY_DEFAULT_TOLERANCE = 0.001
 
 
 def parse_number(text: str, extract: bool) -> float | None:

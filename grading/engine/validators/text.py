@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 
+from ..configs.models import DEFAULT_PIPELINE
 from ..refs import Resolved
 from ..types import Status, canonical_json
 from .common import (
@@ -349,6 +350,7 @@ def strip_punctuation(text: str) -> str:
     return "".join(ch for ch in text if not unicodedata.category(ch).startswith(("P", "S")))
 
 
+# The functions of the steps ``configs.NORMALIZATION_STEPS`` names (same keys, same order).
 NORMALIZATION_STEPS: dict[str, Callable[[str], str]] = {
     "trim": str.strip,
     "lowercase": str.casefold,
@@ -361,7 +363,6 @@ NORMALIZATION_STEPS: dict[str, Callable[[str], str]] = {
     "sort_words": lambda s: " ".join(sorted(s.split())),
     "sort_lines": lambda s: "\n".join(sorted(s.replace("\r\n", "\n").split("\n"))),
 }
-DEFAULT_PIPELINE = ("trim", "lowercase", "collapse_whitespace")
 
 
 def normalized_match(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
