@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .evidence import metric_value, normalize_path
+from .refsyntax import RefKind, RefSyntaxError
+from .refsyntax import parse_reference as parse_syntax
 from .types import MISSING, AssetRef, CaseDef, Evidence, GradeContext, as_text, canonical_json
 
 MAX_CHAIN_DEPTH = 8
@@ -47,8 +49,8 @@ def text_of(v: Any) -> str:
     return canonical_json(v)
 
 
-class ReferenceSyntaxError(ValueError):
-    pass
+# The syntax lives in ``refsyntax`` (shared with the publish checks); this module resolves.
+ReferenceSyntaxError = RefSyntaxError
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,15 +93,6 @@ class Resolved:
         return self._text
 
 
-def _segments(rest: str, text: str) -> tuple[str, ...]:
-    if rest == "":
-        return ()
-    parts = tuple(rest.split("."))
-    if any(p == "" for p in parts):
-        raise ReferenceSyntaxError(f"{text!r}: a path segment is empty")
-    return parts
-
-
 _PARSE_CACHE: dict[str, Ref] = {}
 
 
@@ -114,52 +107,44 @@ def parse_reference(text: str) -> Ref:
     return ref
 
 
+_KINDS = {
+    RefKind.FINAL_OUTPUT: "final_output",
+    RefKind.CHALLENGE_INPUT: "challenge_input",
+    RefKind.TOOL_CALLS: "tool_calls",
+}
+_TRANSCRIPTS = {
+    "full": "transcript_full",
+    "from_mismatch": "transcript_from_mismatch",
+    "turn.expectations": "turn_expectations",
+    "last_n": "transcript_last_n",
+}
+
+
 def _parse(raw: str) -> Ref:
+    """``refsyntax.parse_reference`` (pack-format §8: trimmed, then classified) turned into
+    the resolution view: an artifact's trailing field split off, transcripts by slice."""
     if not isinstance(raw, str):
         raise ReferenceSyntaxError("a reference must be a string")
-    t = raw.strip()  # pack-format §8: the string is trimmed, then checked (a literal loses its edges)
-    if t.startswith("literal:"):
-        return Ref("literal", t, name=t[len("literal:") :])
-    if t in ("final_output", "run.final_output"):
-        return Ref("final_output", t)
-    if t == "challenge_input":
-        return Ref("challenge_input", t)
-    if t == "tool_calls":
-        return Ref("tool_calls", t)
-    if t == "transcript.full":
-        return Ref("transcript_full", t)
-    if t == "transcript.from_mismatch":
-        return Ref("transcript_from_mismatch", t)
-    if t == "turn.expectations":
-        return Ref("turn_expectations", t)
-    if t.startswith("transcript.last_n:"):
-        n = t[len("transcript.last_n:") :]
-        if not n.isdigit() or int(n) <= 0:
-            raise ReferenceSyntaxError(f"{t!r}: N must be a positive integer")
-        return Ref("transcript_last_n", t, n=int(n))
-    if t.startswith("file:"):
-        key = t[len("file:") :].strip()
-        if not key:
-            raise ReferenceSyntaxError(f"{t!r}: the check key is blank")
-        return Ref("file", t, name=key)
-    if t == "case.payload" or t.startswith("case.payload."):
-        return Ref("payload", t, path=_segments(t[len("case.payload.") :] if t != "case.payload" else "", t))
-    for prefix, kind in (("case.inputs.", "input"), ("case.expectations.", "expectation")):
-        if t.startswith(prefix):
-            segs = _segments(t[len(prefix) :], t)
-            if not segs:
-                raise ReferenceSyntaxError(f"{t!r}: a key is required")
-            return Ref(kind, t, name=segs[0], path=segs[1:])
-    if t.startswith("artifact."):
-        rest = t[len("artifact.") :]
-        _segments(rest, t)
-        if not rest:
-            raise ReferenceSyntaxError(f"{t!r}: an asset key is required")
-        for f in ARTIFACT_FIELDS:
-            if rest.endswith("." + f) and len(rest) > len(f) + 1:
-                return Ref("artifact", t, name=rest[: -len(f) - 1], field=f)
-        return Ref("artifact", t, name=rest)
-    raise ReferenceSyntaxError(f"{t!r} is not a supported evidence reference")
+    r = parse_syntax(raw)
+    t, kind = r.text, r.kind
+    if kind is RefKind.LITERAL:
+        return Ref("literal", t, name=r.literal or "")
+    if kind is RefKind.FILE:
+        return Ref("file", t, name=r.name or "")
+    if kind is RefKind.CASE_PAYLOAD:
+        return Ref("payload", t, path=r.path)
+    if kind is RefKind.CASE_INPUT or kind is RefKind.CASE_EXPECTATION:
+        return Ref(
+            "input" if kind is RefKind.CASE_INPUT else "expectation", t, name=r.name or "", path=r.path
+        )
+    if kind is RefKind.ARTIFACT:
+        segs = (r.name or "", *r.path)
+        if len(segs) > 1 and segs[-1] in ARTIFACT_FIELDS:  # an asset key may itself contain dots
+            return Ref("artifact", t, name=".".join(segs[:-1]), field=segs[-1])
+        return Ref("artifact", t, name=".".join(segs))
+    if kind is RefKind.TRANSCRIPT:
+        return Ref(_TRANSCRIPTS[r.name or ""], t, n=r.last_n or 0)
+    return Ref(_KINDS[kind], t)
 
 
 # ---------------------------------------------------------------------------
