@@ -15,7 +15,7 @@ import datetime as dt
 from typing import Any
 
 from celery import shared_task
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from grading.engine.aggregate import CaseRecord
@@ -24,6 +24,7 @@ from runs.models import ComparisonCase, ComparisonStatus, Run, RunComparison, Ru
 
 STALE_AFTER = dt.timedelta(minutes=5)
 BATCH = 5000
+ANALYZE_AFTER = 10_000
 VERDICT_ORDER = ("regressed", "improved", "within_noise", "not_comparable")
 
 
@@ -185,6 +186,12 @@ def compute_comparison(comparison_id: int) -> str:
         RunComparison.objects.filter(id=comparison.id).update(
             status=ComparisonStatus.READY, result=result, error="", computed_at=timezone.now()
         )
+    if len(rows) >= ANALYZE_AFTER and connection.vendor == "postgresql":
+        # A large insert leaves the planner's statistics stale until autovacuum gets to
+        # them; meanwhile the page's keyset query was planned as a scan of the whole
+        # comparison (77 ms instead of 0.2 ms at 100k cases). Refresh them now.
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {ComparisonCase._meta.db_table}")
     return ComparisonStatus.READY
 
 

@@ -250,7 +250,9 @@ def grid_page(
     keys_qs = RunItem.objects.filter(run=run, lane=lanes[0], repetition=1).only(
         "id", "challenge_key", "case_key"
     )
-    page = keyset_page(keys_qs, sort="id", after=after, size=GRID_PAGE)
+    page = keyset_page(
+        keys_qs, sort="id", after=after, size=GRID_PAGE, scope={"run_id": run.id, "lane_id": lanes[0].id}
+    )
     keys = [(i.challenge_key, i.case_key) for i in page.items]
     if not keys:
         return [], page
@@ -316,7 +318,14 @@ def case_page(run: Run, query: CaseQuery) -> Page[RunItem]:
     if query.q:
         qs = qs.filter(case_key__icontains=query.q)
     sort = CASE_SORTS.get(query.sort, "id")
-    return keyset_page(qs, sort=sort, after=query.after, size=CASE_PAGE, nullable=sort != "id")
+    # The columns fixed by the filters lead the index each list walks: (run, id),
+    # (run, status, id), (run, lane, id) or (run, score, id).
+    scope: dict[str, Any] = {"run_id": run.id}
+    if sort == "id" and query.status in ("passed", "failed", "error"):
+        scope["status"] = {"passed": "PASSED", "failed": "FAILED", "error": "ERROR"}[query.status]
+    elif sort == "id" and query.lane is not None:
+        scope["lane_id"] = query.lane
+    return keyset_page(qs, sort=sort, after=query.after, size=CASE_PAGE, nullable=sort != "id", scope=scope)
 
 
 def challenge_keys(run: Run) -> list[str]:
@@ -376,6 +385,8 @@ def comparison_cases(
     comparison: RunComparison, *, change: str = "", after: str | None = None
 ) -> Page[ComparisonCase]:
     qs = ComparisonCase.objects.filter(comparison=comparison)
+    scope: dict[str, Any] = {"comparison_id": comparison.id}
     if change in COMPARE_FILTERS:
         qs = qs.filter(change=change)
-    return keyset_page(qs, sort="id", after=after, size=CASE_PAGE)
+        scope["change"] = change
+    return keyset_page(qs, sort="id", after=after, size=CASE_PAGE, scope=scope)

@@ -41,6 +41,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "packs" / "invoi
 CHALLENGE = "sum-open-invoices"
 INPUT_SET = "default"
 BATCH = 2000
+OK_ATTEMPTS_UP_TO = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,23 +292,31 @@ def seed_run(
                     lane_records, run_id=str(run.id), deployment=lane.deployment_name
                 ).to_dict()
             lane.save()
-        # One attempt row per infra-errored item, so the case page can say why.
+        # Attempt rows, so the case page can say how each item went: three 503s for the
+        # infra errors, and (small runs only, to keep big seeds fast) the ok attempt.
         failed_items = RunItem.objects.filter(run=run, last_category="infra_error").values_list(
             "id", flat=True
         )
-        Attempt.objects.bulk_create(
-            [
-                Attempt(
-                    item_id=i, number=n, category="infra_error", status_code=503, error="HTTP 503 from agent"
-                )
-                for i in failed_items
-                for n in (1, 2, 3)
-            ],
-            batch_size=BATCH,
-        )
+        attempts = [
+            Attempt(item_id=i, number=n, category="infra_error", status_code=503, error="HTTP 503 from agent")
+            for i in failed_items
+            for n in (1, 2, 3)
+        ]
+        if per_lane * lanes <= OK_ATTEMPTS_UP_TO:
+            graded = RunItem.objects.filter(run=run, last_category="ok").values_list("id", "latency_ms")
+            attempts += [
+                Attempt(item_id=i, number=1, category="ok", status_code=200, latency_ms=ms)
+                for i, ms in graded
+            ]
+        Attempt.objects.bulk_create(attempts, batch_size=BATCH)
         run.items_open = open_items
         if finished:
             ranking = rank_lanes(records, run_id=str(run.id))
             run.stats = {"ranking": [s.to_dict() for s in ranking]}
         run.save()
+    if connection.vendor == "postgresql" and per_lane * lanes >= 10_000 and not connection.in_atomic_block:
+        # Fresh planner statistics, as autovacuum would have them shortly after a large
+        # insert (the keyset and grid queries are planned from them).
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {RunItem._meta.db_table}")
     return run

@@ -31,3 +31,7 @@ def sweep() -> dict[str, Any]:
     from runs.sweeper import sweep as run_sweep
 
     return run_sweep()
+
+
+# The result pages' tasks (stored summaries and comparisons) register with the worker here.
+from runs import compare_tasks, result_tasks  # noqa: E402, F401

@@ -25,6 +25,7 @@ from runs import charts
 from runs.models import Deployment, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
 from runs.results import (
+    GRID_PAGE,
     RUN_PAGE,
     grid_page,
     lanes_of,
@@ -255,7 +256,7 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
         grid_rows, grid = grid_page(run, lanes)
     except InvalidCursor:  # pragma: no cover - the first page has no cursor
         grid_rows, grid = [], None
-    context.update(grid_rows=grid_rows, grid=grid)
+    context.update(grid_rows=grid_rows, grid=grid, grid_page_size=GRID_PAGE)
     return render(request, TEMPLATES + "overview.html", context)
 
 

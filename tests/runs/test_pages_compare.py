@@ -178,3 +178,26 @@ def test_a_rescored_run_makes_the_comparison_stale(runs, django_capture_on_commi
     with django_capture_on_commit_callbacks() as callbacks:
         again = comparison_request(baseline=baseline, candidate=candidate)
     assert again.status == "pending" and len(callbacks) == 1
+
+
+def test_the_worker_knows_the_result_page_tasks():
+    """In a fresh process (this one imported the task modules already): what a worker
+    registers at start from the autodiscovered ``tasks`` modules."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import django; django.setup(); from agentclash_site.celery import app; "
+        "app.loader.import_default_modules(); "
+        "print(sorted(t for t in app.tasks if t.startswith('runs.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=dict(os.environ),
+    ).stdout
+    assert "'runs.compute_comparison'" in out and "'runs.compute_result_summary'" in out

@@ -1,0 +1,124 @@
+"""The result pages in Debian chromium: a run's progress bar finishes, a failed case opens,
+an evidence link lands on its transcript item, two runs compare, the CSV downloads.
+
+With ``UPDATE_SCREENSHOTS=1`` the overview and the case page are saved to
+``docs/screenshots/`` (overview.png, case.png) for the README.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from runs import compare_tasks, result_tasks
+from runs.compare_tasks import compute_comparison
+from runs.models import ItemState, Run, RunComparison, RunItem, RunLane, RunStatus
+from runs.result_tasks import compute_result_summary
+from runs.seeding import seed_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture
+def no_broker(monkeypatch):
+    """The live server's requests enqueue tasks on commit; no worker runs here, so record
+    them instead of sending them to a broker (the test runs the task functions itself)."""
+    sent: list[tuple[str, tuple]] = []
+    monkeypatch.setattr(compare_tasks.compute_comparison, "delay", lambda *a: sent.append(("compare", a)))
+    monkeypatch.setattr(result_tasks.compute_result_summary, "delay", lambda *a: sent.append(("summary", a)))
+    return sent
+
+
+def finish(run: Run) -> None:
+    """What the workers do when the last items land: items done, lane and run counters."""
+    for lane in RunLane.objects.filter(run=run):
+        pending = RunItem.objects.filter(lane=lane, state=ItemState.PENDING)
+        n = pending.update(state=ItemState.DONE, last_category="infra_error", attempt_count=3)
+        RunLane.objects.filter(id=lane.id).update(
+            pending=0, infra_error=lane.infra_error + n, status="completed"
+        )
+    Run.objects.filter(id=run.id).update(status=RunStatus.COMPLETED, items_open=0)
+
+
+def save_screenshot(page, name: str) -> None:
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+
+
+def test_the_progress_bar_finishes_then_a_failed_case_links_into_its_transcript(
+    personas, login, page, no_broker
+):
+    run = seed_run(
+        workspace=personas.workspace, items=40, lanes=2, status="running", done_fraction=0.5, name="live"
+    )
+    login(personas.owner)
+    page.goto(f"/runs/{run.id}/")
+    expect(page.locator('[data-testid="live-status"]')).to_have_text("running")
+    expect(page.locator('[data-testid="done"]')).to_have_text("20")
+
+    finish(run)  # the htmx poll notices, and the page reloads once with the final figures
+    expect(page.locator('[data-testid="live-status"]')).to_have_text("completed", timeout=15_000)
+    expect(page.locator("#run-status")).to_have_text("completed")
+    expect(page.locator('[data-testid="done"]')).to_have_text("40")
+    assert ("summary", (str(run.id),)) in no_broker
+
+    # A failed case, from the case list filtered to failures.
+    page.get_by_role("link", name="Failed cases").click()
+    first = page.locator("table.cases tbody tr[id^=item-] a").first
+    first.click()
+    expect(page.locator('[data-testid="case-status"]')).to_have_text("FAILED")
+    expect(page.locator(".expectation.bad").first).to_be_visible()
+
+    # Its evidence link lands on the cited transcript item.
+    page.locator("a.ref", has_text="final_output").first.click()
+    page.wait_for_url("**/transcript/#ev-final_output")
+    target = page.locator("#ev-final_output")
+    expect(target).to_be_visible()
+    expect(target).to_contain_text("Final output")
+    assert page.evaluate("document.querySelector(':target').id") == "ev-final_output"
+    assert page.js_errors == []
+
+
+def test_compare_two_runs_and_download_the_csv(personas, login, page, no_broker):
+    base = seed_run(workspace=personas.workspace, items=30, lanes=2, name="monday", seed=1)
+    cand = seed_run(
+        workspace=personas.workspace, items=30, lanes=2, name="tuesday", seed=2, pass_rates=(0.3, 0.9)
+    )
+    for run in (base, cand):
+        compute_result_summary(str(run.id))
+    login(personas.owner)
+    page.goto("/runs/")
+    page.get_by_label("Compare monday").check()
+    page.get_by_label("Compare tuesday").check()
+    page.get_by_role("button", name="Compare the two selected runs").click()
+    expect(page.locator('[data-testid="computing"]')).to_be_visible()
+
+    compute_comparison(RunComparison.objects.get(baseline=base, candidate=cand).id)  # the worker's job
+    verdict = page.locator('[data-testid="verdict"]')
+    expect(verdict).to_be_visible(timeout=15_000)
+    expect(verdict).to_have_text(RunComparison.objects.get().result["verdict"])
+    page.get_by_role("link", name="regression").first.click()
+    changes = page.locator("table.cases .badge[class*=change-]")
+    assert changes.count() > 0
+    assert set(changes.all_text_contents()) == {"regression"}
+
+    page.goto(f"/runs/{cand.id}/")
+    save_screenshot(page, "overview.png")
+    with page.expect_download() as info:
+        page.get_by_role("link", name="CSV").click()
+    download = info.value
+    text = Path(download.path()).read_text()
+    header, *rows = text.strip().splitlines()
+    assert header.startswith("deployment,challenge_key,case_key")
+    assert len(rows) == RunItem.objects.filter(run=cand).count()
+
+    failed = RunItem.objects.filter(run=cand, status="FAILED").order_by("id").first()
+    page.goto(f"/runs/{cand.id}/cases/{failed.id}/")
+    expect(page.locator('[data-testid="case-status"]')).to_have_text("FAILED")
+    save_screenshot(page, "case.png")
+    assert page.js_errors == []
