@@ -13,6 +13,8 @@ from typing import Any
 import re2
 
 from ..refs import text_of
+from ..refsyntax import JsonPathSyntaxError
+from ..refsyntax import parse_json_path as _parse_json_path
 from ..types import (
     MAX_EVIDENCE,
     CaseDef,
@@ -319,41 +321,15 @@ _PATH_CACHE: dict[str, tuple[Any, ...]] = {}
 
 
 def parse_json_path(path: str) -> tuple[Any, ...]:
-    """Segments (str keys, int indexes). Raises ValueError for anything else."""
+    """Segments (str keys, int indexes) of the JSON path subset, by the grammar the publish
+    checks use (``refsyntax.parse_json_path``), cached. Raises ValueError naming the path."""
     cached = _PATH_CACHE.get(path)
     if cached is not None:
         return cached
-    p = path.strip()
-    if not p.startswith("$"):
-        raise ValueError(f"path {path!r} must start with $")
-    segs: list[Any] = []
-    i, n = 1, len(p)
-    while i < n:
-        c = p[i]
-        if c == ".":
-            j = i + 1
-            while j < n and p[j] not in ".[":
-                j += 1
-            name = p[i + 1 : j]
-            if not name or name == "*" or name.startswith("."):
-                raise ValueError(f"path {path!r}: wildcards and recursive descent are not supported")
-            segs.append(name)
-            i = j
-        elif c == "[":
-            close = p.find("]", i)
-            if close < 0:
-                raise ValueError(f"path {path!r}: unclosed [")
-            inner = p[i + 1 : close].strip()
-            if len(inner) >= 2 and inner[0] == inner[-1] and inner[0] in "'\"":
-                segs.append(inner[1:-1])
-            elif inner.isdigit() and inner.isascii():
-                segs.append(int(inner))
-            else:
-                raise ValueError(f"path {path!r}: [{inner}] is not supported (only ['name'] and [N >= 0])")
-            i = close + 1
-        else:
-            raise ValueError(f"path {path!r}: unexpected {c!r} at {i}")
-    result = tuple(segs)
+    try:
+        result = _parse_json_path(path)
+    except JsonPathSyntaxError as exc:
+        raise JsonPathSyntaxError(f"path {path!r}: {exc}") from None
     if len(_PATH_CACHE) < 4096:
         _PATH_CACHE[path] = result
     return result
