@@ -406,13 +406,22 @@ class RunLane(models.Model):
 
 
 class RunItem(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="items")
-    lane = models.ForeignKey(RunLane, on_delete=models.CASCADE, related_name="items")
-    # Denormalised from the lane: in-flight limits count claimed items per deployment.
-    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="+")
-    challenge = models.ForeignKey("packs.Challenge", on_delete=models.PROTECT, related_name="+")
+    # No single-column FK indexes: every write of an item rewrites all its index entries
+    # (state changes are never HOT updates), so only the indexes below exist; (run, id)
+    # serves run lookups and cascades, the case unique constraint serves the lane.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="items", db_index=False)
+    lane = models.ForeignKey(RunLane, on_delete=models.CASCADE, related_name="items", db_index=False)
+    # Denormalised from the lane: in-flight limits count claimed items per deployment. The
+    # lane's PROTECT keeps a deployment with items; the database FK holds the rest.
+    deployment = models.ForeignKey(Deployment, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
+    # Immutable pack rows; the run's PROTECT of its pack version keeps them.
+    challenge = models.ForeignKey(
+        "packs.Challenge", on_delete=models.DO_NOTHING, related_name="+", db_index=False
+    )
     # Null in a zero-set run (the empty case).
-    case = models.ForeignKey("packs.Case", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    case = models.ForeignKey(
+        "packs.Case", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="+", db_index=False
+    )
     challenge_key = models.CharField(max_length=200)
     case_key = models.CharField(max_length=200)
     position = models.PositiveIntegerField(default=0)  # input-set order
@@ -481,7 +490,8 @@ class RunItem(models.Model):
 
 
 class Attempt(models.Model):
-    item = models.ForeignKey(RunItem, on_delete=models.CASCADE, related_name="attempts")
+    # Indexed by the (item, number) unique constraint.
+    item = models.ForeignKey(RunItem, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     number = models.PositiveSmallIntegerField()
     category = models.CharField(max_length=20, choices=AttemptCategoryChoice.choices)
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -506,7 +516,8 @@ class Attempt(models.Model):
 class GradeRevision(models.Model):
     """Every grade an item received; a re-score adds a revision, old ones stay viewable."""
 
-    item = models.ForeignKey(RunItem, on_delete=models.CASCADE, related_name="revisions")
+    # Indexed by the (item, revision) unique constraint.
+    item = models.ForeignKey(RunItem, on_delete=models.CASCADE, related_name="revisions", db_index=False)
     revision = models.PositiveIntegerField()
     status = models.CharField(max_length=20, choices=GradeStatus.choices)
     outcome_class = models.CharField(max_length=20, blank=True, default="")

@@ -250,18 +250,20 @@ def _json(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
 
 
-def _write_items(items: list[RunItem]) -> None:
-    """One parameterised UPDATE per item, sent with ``executemany`` (a pipeline on
-    psycopg 3): much cheaper than ``bulk_update``'s CASE expressions."""
-    table = RunItem._meta.db_table
-    cast = "::jsonb" if connection.vendor == "postgresql" else ""
-    sets = ", ".join(
-        f"{connection.ops.quote_name(c)} = %s{cast if c in _JSON_COLUMNS else ''}" for c in _ITEM_COLUMNS
-    )
-    sql = f"UPDATE {connection.ops.quote_name(table)} SET {sets} WHERE id = %s"  # noqa: S608 (our columns)
+# PostgreSQL types of the VALUES columns (a NULL-only column would otherwise be text).
+_PG_TYPES = {
+    "state": "varchar", "claim_owner": "varchar", "claim_deadline": "timestamptz", "attempt_count": "integer",
+    "last_category": "varchar", "status": "varchar", "outcome_class": "varchar", "reason_code": "varchar",
+    "score": "double precision", "grade": "jsonb", "evidence": "jsonb", "scoring_revision": "integer",
+    "latency_ms": "double precision", "input_tokens": "bigint", "output_tokens": "bigint",
+    "cost_usd": "double precision", "finished_at": "timestamptz",
+}  # fmt: skip
+
+
+def _item_rows(items: list[RunItem]) -> list[list[Any]]:
     rows = []
     for item in items:
-        row = []
+        row: list[Any] = [item.pk]
         for column in _ITEM_COLUMNS:
             value = getattr(item, column)
             if column in _JSON_COLUMNS:
@@ -269,14 +271,130 @@ def _write_items(items: list[RunItem]) -> None:
             elif isinstance(value, datetime):
                 value = connection.ops.adapt_datetimefield_value(value)
             row.append(value)
-        row.append(item.pk)
         rows.append(row)
+    return rows
+
+
+def _write_items(items: list[RunItem], *, state: str, owner: str) -> list[int]:
+    """Write the items' result columns where an item is still in ``state`` (and, when
+    claimed, still claimed by ``owner``); returns the ids written. ``attempt_count`` of each
+    item is the number of attempts to add. On PostgreSQL one ``UPDATE ... FROM (VALUES ...)
+    RETURNING`` for the batch; elsewhere one guarded UPDATE per item. Both are far cheaper
+    than ``bulk_update``'s CASE expressions."""
+    rows = _item_rows(items)
+    columns = [c for c in _ITEM_COLUMNS if c != "attempt_count"]
+    guard = "state = %s" + (" AND claim_owner = %s" if state == ItemState.CLAIMED else "")
+    guard_params = [state, owner] if state == ItemState.CLAIMED else [state]
+    if connection.vendor == "postgresql":
+        # Server-side parameters: the JSON documents go over as they are, not quoted into
+        # the SQL text (Django's psycopg cursors bind on the client).
+        connection.ensure_connection()
+        with connection.connection.cursor() as cursor:
+            sets = ", ".join(f"{c} = v.{c}::{_PG_TYPES[c]}" for c in columns)
+            names = ", ".join(("id", *_ITEM_COLUMNS))
+            one = "(" + ", ".join(["%s"] * (len(_ITEM_COLUMNS) + 1)) + ")"
+            values = ", ".join([one] * len(rows))
+            cursor.execute(
+                f"UPDATE runs_runitem AS t SET {sets}, attempt_count = t.attempt_count + v.attempt_count::integer"  # noqa: S608
+                f" FROM (VALUES {values}) AS v({names}) WHERE t.id = v.id::bigint AND t.{guard.replace(' AND ', ' AND t.')}"
+                " RETURNING t.id",
+                [*(value for row in rows for value in row), *guard_params],
+            )
+            return [r[0] for r in cursor.fetchall()]
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        written = []
+        index = {name: i + 1 for i, name in enumerate(_ITEM_COLUMNS)}
+        sets = ", ".join(f"{c} = %s" for c in columns)
+        for row in rows:
+            cursor.execute(
+                f"UPDATE runs_runitem SET {sets}, attempt_count = attempt_count + %s"  # noqa: S608 (our columns)
+                f" WHERE id = %s AND {guard}",
+                [*(row[index[c]] for c in columns), row[index["attempt_count"]], row[0], *guard_params],
+            )
+            if cursor.rowcount:
+                written.append(row[0])
+        return written
 
 
 def _locked(qs: Any) -> Any:
     return qs.select_for_update() if connection.features.has_select_for_update else qs
+
+
+def _prepare(r: ItemResult, revision: int, now: datetime) -> RunItem:
+    """The item's new result columns (``attempt_count`` holds the attempts to add)."""
+    item = RunItem(id=r.item_id)
+    item.attempt_count = len(r.attempts)
+    item.state = ItemState.DONE
+    item.claim_owner = ""
+    item.claim_deadline = None
+    item.last_category = r.category if r.attempts or r.grade is None else AttemptCategory.OK
+    item.latency_ms = r.latency_ms
+    item.input_tokens = r.input_tokens
+    item.output_tokens = r.output_tokens
+    item.cost_usd = r.cost_usd
+    item.finished_at = now
+    graded = r.grade is not None and r.record is not None
+    item.status = (r.grade.get("status") or "") if graded and r.grade else ""
+    item.outcome_class = (r.grade.get("outcome_class") or "") if graded and r.grade else ""
+    item.reason_code = ((r.grade.get("reason_code") or "") if graded and r.grade else "")[:100]
+    item.score = r.record.score if graded and r.record else None
+    item.grade = r.grade if graded else None
+    item.evidence = r.evidence if graded else None
+    item.scoring_revision = revision if graded else 0
+    return item
+
+
+def _add_deltas(deltas: dict[str, Any], counters: LaneCounters, r: ItemResult, item: RunItem) -> None:
+    if r.grade is not None and r.record is not None:
+        counters.add(r.record)
+        column = STATUS_COLUMNS.get(item.status)
+        if column:
+            deltas[column] = deltas.get(column, 0) + 1
+        if r.record.score is not None:
+            deltas["score_sum"] = deltas.get("score_sum", 0.0) + r.record.score
+            deltas["scored"] = deltas.get("scored", 0) + 1
+        for name, value in (
+            ("agent_input_tokens", r.input_tokens),
+            ("agent_output_tokens", r.output_tokens),
+            ("agent_cost_usd", r.cost_usd),
+            ("judge_calls", r.record.judge_calls),
+            ("judge_input_tokens", r.record.judge_input_tokens),
+            ("judge_output_tokens", r.record.judge_output_tokens),
+            ("judge_cost_usd", r.record.judge_cost_usd),
+        ):
+            if value:
+                deltas[name] = deltas.get(name, 0) + value
+        return
+    column = CATEGORY_COLUMNS.get(AttemptCategory(r.category))
+    if column:
+        deltas[column] = deltas.get(column, 0) + 1
+
+
+_ATTEMPT_COLUMNS = (
+    "item_id", "number", "category", "status_code", "error_code", "error", "latency_ms", "body_excerpt",
+    "retry_after", "started_at", "finished_at",
+)  # fmt: skip
+
+
+def _insert_attempts(rows: list[Attempt]) -> None:
+    if not rows:
+        return
+    adapt = connection.ops.adapt_datetimefield_value
+    one = "(" + ", ".join(["%s"] * len(_ATTEMPT_COLUMNS)) + ")"
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), 500):
+            chunk = rows[start : start + 500]
+            params: list[Any] = []
+            for a in chunk:
+                params += [
+                    a.item_id, a.number, a.category, a.status_code, a.error_code, a.error, a.latency_ms,
+                    a.body_excerpt, a.retry_after, adapt(a.started_at), adapt(a.finished_at),
+                ]  # fmt: skip
+            cursor.execute(
+                f"INSERT INTO runs_attempt ({', '.join(_ATTEMPT_COLUMNS)}) VALUES "  # noqa: S608 (our columns)
+                + ", ".join([one] * len(chunk)),
+                params,
+            )
 
 
 def record_results(
@@ -291,89 +409,36 @@ def record_results(
     """Write a batch of one lane's results; returns the item ids actually written.
 
     ``owner``: the dispatcher's claim owner (items must still be claimed by it); None for
-    a trace import (items must still be pending). Runs in the caller's transaction when
-    there is one (no savepoint), else in its own.
+    a trace import (items must still be pending). The item UPDATE itself is the guard (it
+    only matches items in that state), so a redelivered batch writes nothing. Runs in the
+    caller's transaction when there is one (no savepoint), else in its own.
     """
     if not results:
         return []
     now = now or timezone.now()
     by_id = {r.item_id: r for r in results}
+    items = {r.item_id: _prepare(r, revision, now) for r in results}
+    guard_state = ItemState.CLAIMED if owner is not None else ItemState.PENDING
     with transaction.atomic(savepoint=False):
         lane_q = RunLane.objects.filter(pk=lane_id)
         run_id, counters_doc = _locked(lane_q).values_list("run_id", "counters").get()
-        guard = RunItem.objects.filter(id__in=list(by_id))
-        if owner is not None:
-            guard = guard.filter(state=ItemState.CLAIMED, claim_owner=owner)
-        else:
-            guard = guard.filter(state=ItemState.PENDING)
-        items = [
-            RunItem(id=pk, attempt_count=count)
-            for pk, count in _locked(guard).values_list("id", "attempt_count")
-        ]
-        if not items:
+        written = _write_items(list(items.values()), state=guard_state, owner=owner or "")
+        if not written:
             return []
         counters = LaneCounters.from_dict(counters_doc) if counters_doc else LaneCounters(repetitions)
         counters.repetitions = max(counters.repetitions, repetitions)
         deltas: dict[str, Any] = {}
         attempts: list[Attempt] = []
-        for item in items:
-            r = by_id[item.pk]
-            attempts += _attempt_rows(item.pk, r)
-            item.attempt_count = (
-                (r.first_attempt_number - 1) + len(r.attempts) if r.attempts else item.attempt_count
-            )
-            item.state = ItemState.DONE
-            item.claim_owner = ""
-            item.claim_deadline = None
-            item.last_category = r.category if r.attempts or r.grade is None else AttemptCategory.OK
-            item.latency_ms = r.latency_ms
-            item.input_tokens = r.input_tokens
-            item.output_tokens = r.output_tokens
-            item.cost_usd = r.cost_usd
-            item.finished_at = now
-            if r.grade is not None and r.record is not None:
-                item.status = r.grade.get("status") or ""
-                item.outcome_class = r.grade.get("outcome_class") or ""
-                item.reason_code = (r.grade.get("reason_code") or "")[:100]
-                item.score = r.record.score
-                item.grade = r.grade
-                item.evidence = r.evidence
-                item.scoring_revision = revision
-                counters.add(r.record)
-                column = STATUS_COLUMNS.get(item.status)
-                if column:
-                    deltas[column] = deltas.get(column, 0) + 1
-                if r.record.score is not None:
-                    deltas["score_sum"] = deltas.get("score_sum", 0.0) + r.record.score
-                    deltas["scored"] = deltas.get("scored", 0) + 1
-                for name, value in (
-                    ("agent_input_tokens", r.input_tokens),
-                    ("agent_output_tokens", r.output_tokens),
-                    ("agent_cost_usd", r.cost_usd),
-                    ("judge_calls", r.record.judge_calls),
-                    ("judge_input_tokens", r.record.judge_input_tokens),
-                    ("judge_output_tokens", r.record.judge_output_tokens),
-                    ("judge_cost_usd", r.record.judge_cost_usd),
-                ):
-                    if value:
-                        deltas[name] = deltas.get(name, 0) + value
-            else:
-                item.status = ""
-                item.outcome_class = ""
-                item.reason_code = ""
-                item.score = None
-                item.grade = None
-                column = CATEGORY_COLUMNS.get(AttemptCategory(r.category))
-                if column:
-                    deltas[column] = deltas.get(column, 0) + 1
-        _write_items(items)
-        if attempts:
-            Attempt.objects.bulk_create(attempts)
-        n = len(items)
+        for pk in written:
+            r = by_id[pk]
+            attempts += _attempt_rows(pk, r)
+            _add_deltas(deltas, counters, r, items[pk])
+        _insert_attempts(attempts)
+        n = len(written)
         RunLane.objects.filter(pk=lane_id).update(
             counters=counters.to_dict(),
             pending=F("pending") - n,
             **{name: F(name) + value for name, value in deltas.items()},
         )
         Run.objects.filter(pk=run_id).update(items_open=F("items_open") - n)
-    return [item.pk for item in items]
+    return sorted(written)
