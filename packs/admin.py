@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import Count
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html
 
 from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
@@ -67,7 +69,15 @@ class InputSetInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(PackVersion)
 class PackVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("__str__", "number", "workspace", "execution_mode", "published_at", "published_by")
+    list_display = (
+        "__str__",
+        "number",
+        "workspace",
+        "execution_mode",
+        "runs",
+        "published_at",
+        "published_by",
+    )
     list_filter = ("execution_mode", "pack__workspace", "published_at")
     search_fields = ("pack__slug", "pack__name", "public_id", "content_hash")
     list_select_related = ("pack", "pack__workspace", "published_by")
@@ -87,9 +97,22 @@ class PackVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     inlines = [ChallengeInline, InputSetInline]
 
+    def get_queryset(self, request: Any) -> Any:
+        qs = super().get_queryset(request).annotate(run_count=Count("runs"))
+        match = getattr(request, "resolver_match", None)
+        if match is not None and match.url_name and match.url_name.endswith("changelist"):
+            # The list never shows the manifest (every case) or the source bytes.
+            qs = qs.defer("manifest", "source")
+        return qs
+
     @admin.display(description="workspace", ordering="pack__workspace__slug")
     def workspace(self, obj: PackVersion) -> str:
         return obj.pack.workspace.slug
+
+    @admin.display(description="runs", ordering="run_count")
+    def runs(self, obj: PackVersion) -> str:
+        url = reverse("admin:runs_run_changelist") + f"?pack_version__id__exact={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, obj.run_count)  # type: ignore[attr-defined]
 
 
 @admin.register(Case)

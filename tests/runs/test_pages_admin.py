@@ -76,3 +76,13 @@ def test_admin_actions_cancel_runs_and_requeue_stuck_items(personas, staff):
     )
     assert "Sweeper ran:" in response.content.decode()
     assert SweeperStatus.objects.filter(name="runs").exists()
+
+
+def test_the_pack_version_list_counts_runs_and_links_them(personas, staff):
+    run = seed_run(workspace=personas.workspace, items=4, lanes=2)
+    seed_run(workspace=personas.workspace, items=4, lanes=2)
+    body = staff.get("/admin/packs/packversion/").content.decode()
+    link = f"/admin/runs/run/?pack_version__id__exact={run.pack_version_id}"
+    assert f'<a href="{link}">2</a>' in body
+    listed = staff.get(link)
+    assert listed.status_code == 200 and str(run) in listed.content.decode()
