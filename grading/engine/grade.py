@@ -470,9 +470,24 @@ def _empty_notes() -> dict[str, list[str]]:
 _Lazy = functools.partial
 
 
-def _now(value: Any) -> Any:
-    """A lazily built field's value (built once, on first read)."""
-    return value() if type(value) is _Lazy else value
+class _LazyField:
+    """A ``CaseGrade`` field that may be set to a ``_Lazy`` (a ``functools.partial``): it is
+    called on first read and its result kept. The value lives in the slot ``_<name>``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = getattr(obj, self.slot)
+        if type(value) is _Lazy:
+            value = value()
+            setattr(obj, self.slot, value)
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj, self.slot, value)
 
 
 class CaseGrade:
@@ -544,6 +559,12 @@ class CaseGrade:
         self.message = message
         self._claims_fn = _claims_fn
 
+    # Described by the execution, built on first read (see the class docstring).
+    scorecard: dict[str, Any] = _LazyField()  # type: ignore[assignment]
+    execution_metrics: dict[str, Any] = _LazyField()  # type: ignore[assignment]
+    timing: dict[str, float] = _LazyField()  # type: ignore[assignment]
+    user_notes_summary: dict[str, list[str]] = _LazyField()  # type: ignore[assignment]
+
     @property
     def claims(self) -> list[dict[str, Any]]:
         if self._claims is None:
@@ -554,42 +575,6 @@ class CaseGrade:
     @claims.setter
     def claims(self, value: list[dict[str, Any]]) -> None:
         self._claims, self._claims_fn = value, None
-
-    @property
-    def scorecard(self) -> dict[str, Any]:
-        v = self._scorecard = _now(self._scorecard)
-        return v  # type: ignore[no-any-return]
-
-    @scorecard.setter
-    def scorecard(self, value: dict[str, Any]) -> None:
-        self._scorecard = value
-
-    @property
-    def execution_metrics(self) -> dict[str, Any]:
-        v = self._execution_metrics = _now(self._execution_metrics)
-        return v  # type: ignore[no-any-return]
-
-    @execution_metrics.setter
-    def execution_metrics(self, value: dict[str, Any]) -> None:
-        self._execution_metrics = value
-
-    @property
-    def timing(self) -> dict[str, float]:
-        v = self._timing = _now(self._timing)
-        return v  # type: ignore[no-any-return]
-
-    @timing.setter
-    def timing(self, value: dict[str, float] | _Lazy[dict[str, float]]) -> None:
-        self._timing = value
-
-    @property
-    def user_notes_summary(self) -> dict[str, list[str]]:
-        v = self._user_notes_summary = _now(self._user_notes_summary)
-        return v  # type: ignore[no-any-return]
-
-    @user_notes_summary.setter
-    def user_notes_summary(self, value: dict[str, list[str]]) -> None:
-        self._user_notes_summary = value
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -1156,7 +1141,7 @@ def grade_case(
             OutcomeClass.EVALUATOR_ERROR,
             Validity.INVALID,
         )
-    grade.timing = _Lazy(_timing, evidence.timing, _clock() - started)
+    grade._timing = _Lazy(_timing, evidence.timing, _clock() - started)  # built on first read
     return grade
 
 

@@ -7,6 +7,8 @@ import functools
 from collections.abc import Callable, Collection
 from typing import Any
 
+from .spec import JOB_FIELDS as SPEC_JOB_FIELDS
+from .spec import TASK_FIELDS as SPEC_TASK_FIELDS
 from .types import (
     Evidence,
     EvidenceText,
@@ -22,17 +24,9 @@ from .validators.common import PatternError, cfg, clip, compile_re2, quote
 
 DEFAULT_SHELL_TOOLS = ("Bash", "bash", "shell", "exec", "run_command", "terminal")
 PLAN_TOOLS = ("TodoWrite", "update_plan", "write_todos")
-TASK_FIELDS = frozenset(
-    {
-        "executed_commands",
-        "task_summary",
-        "task_description",
-        "task_plan",
-        "agent_messages",
-        "operational_rules",
-    }
-)
-JOB_FIELDS = frozenset({"job_resolution", "job_plan", "gateway_messages", "gateway_summary"})
+# The where targets (pack-format §7, declared with the spec models).
+TASK_FIELDS = frozenset(SPEC_TASK_FIELDS)
+JOB_FIELDS = frozenset(SPEC_JOB_FIELDS)
 
 
 def rule_result(

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .evidence import failed_call_count, run_completed_successfully, run_failure_count
+from .evidence import run_completed_successfully, run_failure_count
+from .spec import KNOWN_COLLECTORS as SPEC_KNOWN_COLLECTORS
 from .types import DimensionResult, Evidence, ExpectationResult, OutcomeClass, Status, Validity
 from .validators.common import cfg
 
@@ -80,26 +81,25 @@ def plan_dimensions(scorecard: Any, runtime_limits: Any) -> list[DimPlan]:
     return out
 
 
+_LEGACY_UNITS = {
+    "latency": ("target_ms", "max_ms", "max_duration_ms"),
+    "cost": ("target_usd", "max_usd", "max_cost_usd"),
+}
+
+
 def _legacy(name: str, norm: Any, limits: Any) -> DimPlan:
     if name == "correctness":
         return DimPlan(name, "validators")
     if name in ("reliability", "behavioral"):
         return DimPlan(name, name)
-    if name == "latency":
-        n = cfg(norm, "latency")
-        mx = as_float(cfg(n, "max_ms"))
+    if name in _LEGACY_UNITS:  # latency / cost: lower is better, limits from runtime_limits
+        target_key, max_key, limit_key = _LEGACY_UNITS[name]
+        n = cfg(norm, name)
+        mx = as_float(cfg(n, max_key))
         if mx is None:
-            mx = as_float(cfg(limits, "max_duration_ms"))
+            mx = as_float(cfg(limits, limit_key))
         return DimPlan(
-            name, "latency", target=as_float(cfg(n, "target_ms")) or 0.0, max=mx, better_direction="lower"
-        )
-    if name == "cost":
-        n = cfg(norm, "cost")
-        mx = as_float(cfg(n, "max_usd"))
-        if mx is None:
-            mx = as_float(cfg(limits, "max_cost_usd"))
-        return DimPlan(
-            name, "cost", target=as_float(cfg(n, "target_usd")) or 0.0, max=mx, better_direction="lower"
+            name, name, target=as_float(cfg(n, target_key)) or 0.0, max=mx, better_direction="lower"
         )
     return DimPlan(name, None)
 
@@ -118,27 +118,8 @@ def normalise(value: float, target: float, mx: float, direction: str) -> float:
     return (value - mx) / (target - mx)
 
 
-KNOWN_COLLECTORS = frozenset(
-    {
-        "run_total_latency_ms",
-        "run_ttft_ms",
-        "run_input_tokens",
-        "run_output_tokens",
-        "run_total_tokens",
-        "run_agent_tokens",
-        "run_race_context_tokens",
-        "run_model_cost_usd",
-        "run_completed_successfully",
-        "run_failure_count",
-        "run_tool_call_count",
-        "run_failed_tool_call_count",
-        "validator_pass_rate",
-        "behavioral_recovery_score",
-        "behavioral_exploration_efficiency_score",
-        "behavioral_error_cascade_score",
-        "behavioral_scope_adherence_score",
-    }
-)
+# pack-format §7 (declared with the spec models); anything else is NOT_EVALUATED (lint L7).
+KNOWN_COLLECTORS = frozenset(SPEC_KNOWN_COLLECTORS)
 
 
 # Upstream run_* collectors read this case's metrics (grading.md §10.1).
@@ -164,8 +145,6 @@ def collect(
         return float(run_failure_count(evidence))
     if collector == "run_tool_call_count":
         return float(len(evidence.tool_calls)) if evidence.channels.tool_calls else None
-    if collector == "run_failed_tool_call_count":
-        return float(failed_call_count(evidence)) if evidence.channels.tool_calls else None
     if collector == "validator_pass_rate":
         graded = [r for r in validator_results if r.status in GRADED]
         return sum(1 for r in graded if r.status is Status.PASSED) / len(graded) if graded else None

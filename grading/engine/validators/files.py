@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..configs.models import POSTCONDITION_CONDITIONS
 from ..refs import ABSENT, Resolved
 from .common import (
     NOT_FOUND,
@@ -151,15 +152,7 @@ def directory_structure(actual: Resolved, expected: Resolved | None, config: Any
     )
 
 
-POSTCONDITIONS = (
-    "exists",
-    "not_exists",
-    "contains",
-    "not_contains",
-    "regex_match",
-    "json_path_match",
-    "equals",
-)
+POSTCONDITIONS = POSTCONDITION_CONDITIONS
 
 
 def postcondition(actual: Resolved, expected: Resolved | None, config: Any, env: Env) -> VResult:
