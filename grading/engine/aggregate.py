@@ -750,28 +750,26 @@ class LaneCounters:
 
     def _rates(self, challenge: str | None = None) -> tuple[float, int]:
         """(sum of case pass rates, number of cases with a verdict)."""
-        if self.repetitions > 1:
-            prefix = None if challenge is None else f"{challenge}\x1f"
-            total, n = 0.0, 0
-            for key, c in self.cases.items():
-                if c[1] > 0 and (prefix is None or key.startswith(prefix)):
-                    total += c[0] / c[1]
-                    n += 1
-            return total, n
-        t = self.tally if challenge is None else self.challenges.get(challenge, _tally())
-        return float(t["passed"]), int(t["graded"])
+        return self._per_case(challenge, 0, "passed", "graded")
 
     def _scores(self, challenge: str | None = None) -> tuple[float, int]:
+        """(sum of case mean scores, number of cases with a score)."""
+        return self._per_case(challenge, 2, "score_sum", "scored")
+
+    def _per_case(self, challenge: str | None, at: int, sum_key: str, n_key: str) -> tuple[float, int]:
+        """With repetitions, the sum over cases of each case's mean (``cases[key][at]`` over
+        ``cases[key][at + 1]``) and the number of such cases; else the tallies ``sum_key`` and
+        ``n_key`` (of one challenge, or all)."""
         if self.repetitions > 1:
             prefix = None if challenge is None else f"{challenge}\x1f"
             total, n = 0.0, 0
             for key, c in self.cases.items():
-                if c[3] > 0 and (prefix is None or key.startswith(prefix)):
-                    total += c[2] / c[3]
+                if c[at + 1] > 0 and (prefix is None or key.startswith(prefix)):
+                    total += c[at] / c[at + 1]
                     n += 1
             return total, n
         t = self.tally if challenge is None else self.challenges.get(challenge, _tally())
-        return float(t["score_sum"]), int(t["scored"])
+        return float(t[sum_key]), int(t[n_key])
 
     def pass_rate(self, challenge: str | None = None) -> float | None:
         total, n = self._rates(challenge)

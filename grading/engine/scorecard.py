@@ -12,17 +12,6 @@ from .types import DimensionResult, Evidence, ExpectationResult, OutcomeClass, S
 from .validators.common import cfg
 
 GRADED = (Status.PASSED, Status.FAILED)
-SOURCES = (
-    "validators",
-    "metric",
-    "reliability",
-    "latency",
-    "cost",
-    "behavioral",
-    "llm_judge",
-    "human_preference",
-    "compliance",
-)
 
 
 @dataclass(slots=True)
