@@ -241,18 +241,24 @@ def _walk_resolved(res: Resolved, path: tuple[str, ...], text: str) -> Resolved:
     return Resolved(value=found)
 
 
+def _keyed(items: list[Any], key: str) -> Any:
+    """The first item with this key (case inputs and expectations), or None."""
+    for item in items:
+        if item.key == key:
+            return item
+    return None
+
+
+def _no_such(text: str, case: CaseDef, what: str, key: str) -> Resolved:
+    return Resolved(state=REFERENCE_MISSING, message=f"{text}: case {case.case_key!r} has no {what} {key!r}")
+
+
 def _resolve_input(key: str, case: CaseDef, context: GradeContext, depth: int, text: str) -> Resolved:
     if depth > MAX_CHAIN_DEPTH:
         return Resolved(state=INVALID_CHAIN, message=f"{text}: source chain deeper than {MAX_CHAIN_DEPTH}")
-    inp = None
-    for i in case.inputs:
-        if i.key == key:
-            inp = i
-            break
+    inp = _keyed(case.inputs, key)
     if inp is None:
-        return Resolved(
-            state=REFERENCE_MISSING, message=f"{text}: case {case.case_key!r} has no input {key!r}"
-        )
+        return _no_such(text, case, "input", key)
     if inp.value is not MISSING:
         return Resolved(value=inp.value)
     if inp.artifact_key:
@@ -266,15 +272,9 @@ def _resolve_input(key: str, case: CaseDef, context: GradeContext, depth: int, t
 
 
 def _resolve_expectation(key: str, case: CaseDef, context: GradeContext, text: str) -> Resolved:
-    exp = None
-    for e in case.expectations:
-        if e.key == key:
-            exp = e
-            break
+    exp = _keyed(case.expectations, key)
     if exp is None:
-        return Resolved(
-            state=REFERENCE_MISSING, message=f"{text}: case {case.case_key!r} has no expectation {key!r}"
-        )
+        return _no_such(text, case, "expectation", key)
     if exp.value is not MISSING:
         return Resolved(value=exp.value)
     if exp.source:
