@@ -181,12 +181,17 @@ def celery_mode(workspace, version):  # type: ignore[no-untyped-def]
         env["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{port}/0"
         log = open(Path(tmp) / "worker.log", "wb")  # noqa: SIM115
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "agentclash_site", "worker", "--loglevel", "WARNING",
+            [sys.executable, "-m", "celery", "-A", "agentclash_site", "worker", "--loglevel", "INFO",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
             start = time.perf_counter()
+            print(
+                "  eval start launched at",
+                time.strftime("%H:%M:%S", time.localtime()),
+                f"{time.time() % 60:.3f}",
+            )
             done = subprocess.run(
                 [sys.executable, "manage.py", "eval", "start", "--workspace", workspace.slug, "--pack",
                  version.pack.slug, "--deployment", "stub", "--follow", "--json", "--fail-under", "0"],
@@ -197,6 +202,9 @@ def celery_mode(workspace, version):  # type: ignore[no-untyped-def]
             os.killpg(worker.pid, 15)
             worker.wait(timeout=30)
             log.close()
+            for line in (Path(tmp) / "worker.log").read_text(errors="replace").splitlines():
+                if "runs.dispatch" in line or "succeeded in" in line:
+                    print("  worker:", line[-220:])
         doc = json.loads(done.stdout)
         return elapsed, {"exit": done.returncode, "status": doc["run"]["status"], "lanes": doc["lanes"]}
 

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from celery import shared_task
+
+logger = logging.getLogger("runs.dispatch")
 
 
 @shared_task(name="runs.dispatch_lane")
@@ -13,7 +17,13 @@ def dispatch_lane(lane_id: int) -> dict[str, Any]:
     """One time slice of a lane (runs.dispatch); re-enqueues itself while work remains."""
     from runs.dispatch import dispatch_lane as run_slice
 
+    started = time.perf_counter()
     result = run_slice(lane_id, requeue=lambda lid: dispatch_lane.delay(lid))
+    logger.info(
+        "lane %s: %s; claimed %d, recorded %d in %.2fs (peak in flight %d; seconds %s)",
+        lane_id, result.reason, result.claimed, result.recorded, time.perf_counter() - started,
+        result.peak_in_flight, {k: round(v, 2) for k, v in result.timings.items()},
+    )  # fmt: skip
     return {"claimed": result.claimed, "recorded": result.recorded, "reason": result.reason}
 
 
