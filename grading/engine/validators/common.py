@@ -308,6 +308,16 @@ def compile_re2(pattern: str) -> Any:
     return compiled
 
 
+def compile_pattern(pattern: str, prefix: str = "") -> tuple[Any, VResult | None]:
+    """``(compiled, None)``, or ``(None, the invalid_pattern pack error naming the pattern)``."""
+    try:
+        return compile_re2(prefix + pattern), None
+    except PatternError as exc:
+        return None, pack_error(
+            f"pattern {quote(pattern, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
+        )
+
+
 def flags_prefix(flags: str) -> str:
     chosen = "".join(f for f in "ims" if f in (flags or ""))
     return f"(?{chosen})" if chosen else ""

@@ -14,11 +14,10 @@ from ..refs import ABSENT, Resolved
 from .common import (
     NOT_FOUND,
     Env,
-    PatternError,
     VResult,
     binary,
     cfg,
-    compile_re2,
+    compile_pattern,
     deep_equal,
     failed,
     json_path_get,
@@ -72,12 +71,9 @@ def file_content_match(actual: Resolved, expected: Resolved | None, config: Any,
             deep_equal(a_val, e_val), f"{where}: JSON {short_json(a_val)} vs expected {short_json(e_val)}"
         )
     if mode == "regex":
-        try:
-            rx = compile_re2(exp)
-        except PatternError as exc:
-            return pack_error(
-                f"pattern {quote(exp, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
-            )
+        rx, problem = compile_pattern(exp)
+        if problem is not None:
+            return problem
         m = rx.search(text)
         if m is None:
             return binary(False, f"{where}: no match for {quote(exp, 200)} in {len(text)} code points")
@@ -182,12 +178,9 @@ def postcondition(actual: Resolved, expected: Resolved | None, config: Any, env:
             i < 0, f"{where}: {quote(value, 120)} " + (f"found at offset {i}" if i >= 0 else "does not occur")
         )
     if cond == "regex_match":
-        try:
-            rx = compile_re2(value)
-        except PatternError as exc:
-            return pack_error(
-                f"pattern {quote(value, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
-            )
+        rx, problem = compile_pattern(value)
+        if problem is not None:
+            return problem
         m = rx.search(text)
         return binary(
             m is not None,

@@ -16,12 +16,11 @@ from ..types import Status, canonical_json
 from .common import (
     NOT_FOUND,
     Env,
-    PatternError,
     PreparedGrader,
     VResult,
     binary,
     cfg,
-    compile_re2,
+    compile_pattern,
     deep_equal,
     failed,
     flags_prefix,
@@ -105,12 +104,9 @@ def regex_match(config: Any) -> PreparedGrader:
 
     def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
         pattern = expected.text if expected is not None else ""
-        try:
-            rx = compile_re2(prefix + pattern)
-        except PatternError as exc:
-            return pack_error(
-                f"pattern {quote(pattern, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
-            )
+        rx, problem = compile_pattern(pattern, prefix)
+        if problem is not None:
+            return problem
         text = actual.text
         m = rx.search(text)
         if m is None:
