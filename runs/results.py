@@ -247,9 +247,8 @@ def grid_page(
     Two queries per page, whatever the run's size."""
     if not lanes:
         return [], Page(items=[], next_cursor=None)
-    keys_qs = RunItem.objects.filter(run=run, lane=lanes[0], repetition=1).only(
-        "id", "challenge_key", "case_key"
-    )
+    # run and lane are the scope of the keyset (applied as a range on (run, lane, id)).
+    keys_qs = RunItem.objects.filter(repetition=1).only("id", "challenge_key", "case_key")
     page = keyset_page(
         keys_qs, sort="id", after=after, size=GRID_PAGE, scope={"run_id": run.id, "lane_id": lanes[0].id}
     )
@@ -308,23 +307,23 @@ class CaseQuery:
 def case_page(run: Run, query: CaseQuery) -> Page[RunItem]:
     """One keyset page of the run's items under ``query``: one query (two on the page where
     a score sort runs from scored into unscored items)."""
-    qs: QuerySet[RunItem] = RunItem.objects.filter(run=run).only(*CASE_LIST_FIELDS)
-    if query.status in CASE_FILTERS:
-        qs = qs.filter(CASE_FILTERS[query.status])
-    if query.challenge:
-        qs = qs.filter(challenge_key=query.challenge)
-    if query.lane is not None:
-        qs = qs.filter(lane_id=query.lane)
-    if query.q:
-        qs = qs.filter(case_key__icontains=query.q)
+    # The columns fixed by the filters lead the index the list walks, (run, id),
+    # (run, status, id), (run, lane, id) or (run, score, id); keyset_page applies them.
     sort = CASE_SORTS.get(query.sort, "id")
-    # The columns fixed by the filters lead the index each list walks: (run, id),
-    # (run, status, id), (run, lane, id) or (run, score, id).
     scope: dict[str, Any] = {"run_id": run.id}
+    qs: QuerySet[RunItem] = RunItem.objects.only(*CASE_LIST_FIELDS)
     if sort == "id" and query.status in ("passed", "failed", "error"):
         scope["status"] = {"passed": "PASSED", "failed": "FAILED", "error": "ERROR"}[query.status]
-    elif sort == "id" and query.lane is not None:
+    elif query.status in CASE_FILTERS:
+        qs = qs.filter(CASE_FILTERS[query.status])
+    if sort == "id" and query.lane is not None and "status" not in scope:
         scope["lane_id"] = query.lane
+    elif query.lane is not None:
+        qs = qs.filter(lane_id=query.lane)
+    if query.challenge:
+        qs = qs.filter(challenge_key=query.challenge)
+    if query.q:
+        qs = qs.filter(case_key__icontains=query.q)
     return keyset_page(qs, sort=sort, after=query.after, size=CASE_PAGE, nullable=sort != "id", scope=scope)
 
 
@@ -332,7 +331,10 @@ def challenge_keys(run: Run) -> list[str]:
     """The run's challenge keys, from the lane counters' per-challenge tallies (no item scan)."""
     keys: list[str] = []
     for lane in (
-        RunLane.objects.filter(run=run).annotate(ch=F("counters__challenges")).values_list("ch", flat=True)
+        RunLane.objects.filter(run=run)
+        .order_by()
+        .annotate(ch=F("counters__challenges"))
+        .values_list("ch", flat=True)
     ):
         for key in lane or {}:
             if key not in keys:
@@ -384,9 +386,8 @@ COMPARE_FILTERS = (
 def comparison_cases(
     comparison: RunComparison, *, change: str = "", after: str | None = None
 ) -> Page[ComparisonCase]:
-    qs = ComparisonCase.objects.filter(comparison=comparison)
-    scope: dict[str, Any] = {"comparison_id": comparison.id}
+    qs = ComparisonCase.objects.all()
+    scope: dict[str, Any] = {"comparison_id": comparison.id}  # applied by keyset_page
     if change in COMPARE_FILTERS:
-        qs = qs.filter(change=change)
         scope["change"] = change
     return keyset_page(qs, sort="id", after=after, size=CASE_PAGE, scope=scope)
