@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.db.models import Max
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -23,13 +22,12 @@ from rest_framework.views import APIView
 
 from agentclash_site.lib.api import ApiError
 from agentclash_site.workspaces.access import get_workspace_for_user
-from packs.models import Pack, PackVersion
 from runs.access import get_run_for_user
 from runs.documents import CASE_FIELDS, case_detail, case_row, filter_cases, run_document, run_summary
 from runs.exports import FORMATS, export_response
 from runs.models import Run, RunItem
 from runs.services.operations import run_cancel, run_rescore, run_retry_failed
-from runs.services.runs import RunError, run_create
+from runs.services.runs import RunError, pack_version_for, run_create
 from runs.services.trace_import import MAX_RESULTS_BYTES, run_import_results
 
 PAGE_SIZE = 100
@@ -74,23 +72,6 @@ RunSummaryOutput = inline_serializer(
 RunDocumentOutput = inline_serializer(
     "RunDocument", {"run": RunSummaryOutput, "lanes": serializers.ListField(child=serializers.DictField())}
 )
-
-
-def pack_version_for(workspace: Any, slug: str, number: int | None) -> PackVersion:
-    pack = Pack.objects.filter(workspace=workspace, slug=slug).first()
-    if pack is None:
-        raise RunError("invalid_pack", f"no pack {slug!r} in this workspace; publish it first", field="pack")
-    if number is None:
-        number = PackVersion.objects.filter(pack=pack).aggregate(n=Max("number"))["n"]
-    version = PackVersion.objects.filter(pack=pack, number=number).select_related("pack").first()
-    if version is None:
-        raise RunError(
-            "invalid_pack_version",
-            f"pack {slug!r} has no published version {number}",
-            field="pack_version",
-            choices=[str(n) for n in PackVersion.objects.filter(pack=pack).values_list("number", flat=True)],
-        )
-    return version
 
 
 class RunListApi(APIView):

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 
 from packs.bundle import SelectionError, select_input_set
-from packs.models import Case, Challenge, InputSet, PackVersion
+from packs.models import Case, Challenge, InputSet, Pack, PackVersion
 from runs.models import (
     MAX_IN_FLIGHT_LIMIT,
     Deployment,
@@ -68,6 +68,24 @@ class RunError(Exception):
         if self.choices is not None:
             error["choices"] = self.choices
         return {"error": error}
+
+
+def pack_version_for(workspace: Any, slug: str, number: int | None) -> PackVersion:
+    """The published version ``number`` (default: the highest) of the workspace's pack ``slug``."""
+    pack = Pack.objects.filter(workspace=workspace, slug=slug).first()
+    if pack is None:
+        raise RunError("invalid_pack", f"no pack {slug!r} in this workspace; publish it first", field="pack")
+    if number is None:
+        number = PackVersion.objects.filter(pack=pack).aggregate(n=Max("number"))["n"]
+    version = PackVersion.objects.filter(pack=pack, number=number).select_related("pack").first()
+    if version is None:
+        raise RunError(
+            "invalid_pack_version",
+            f"pack {slug!r} has no published version {number}",
+            field="pack_version",
+            choices=[str(n) for n in PackVersion.objects.filter(pack=pack).values_list("number", flat=True)],
+        )
+    return version
 
 
 def _is_uuid(text: str) -> bool:

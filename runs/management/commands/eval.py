@@ -19,10 +19,9 @@ from django.core.management.base import CommandParser
 
 from agentclash_site.lib.cli import CliError, JsonCommand
 from agentclash_site.workspaces.models import Workspace
-from runs.api.runs import pack_version_for
 from runs.documents import run_document
 from runs.models import Run, RunStatus
-from runs.services.runs import RunError, run_create
+from runs.services.runs import RunError, pack_version_for, run_create
 
 FINISHED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 POLL_SECONDS = 0.25
