@@ -97,9 +97,18 @@ def lane_limit(lane: RunLane, run: Run, deployment: Deployment) -> int:
 
 
 def claim_items(
-    *, lane: RunLane, run: Run, deployment: Deployment, owner: str, wanted: int | None = None
+    *,
+    lane: RunLane,
+    run: Run,
+    deployment: Deployment,
+    owner: str,
+    wanted: int | None = None,
+    finished: list[int] | tuple[int, ...] = (),
 ) -> list[dict[str, Any]]:
     """Claim up to the free slots of the deployment (and the run's override) from the lane.
+
+    ``finished``: ids of items whose calls have ended and whose results are about to be
+    written; those still claimed by this owner are not in flight, so their slots are free.
 
     The deployment row is locked (PostgreSQL) so concurrent claimers of any lane of the
     same deployment count each other's claims; on SQLite the IMMEDIATE transaction
@@ -115,16 +124,19 @@ def claim_items(
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(f"SELECT max_in_flight FROM runs_deployment WHERE id = %s{lock}", [deployment.pk])  # noqa: S608 (fixed text)
         (dep_limit,) = cursor.fetchone()
+        # Claimed items of the deployment (and of this lane), minus this owner's finished ones.
+        ids = list(finished) or [0]
+        marks = ", ".join(["%s"] * len(ids))
         cursor.execute(
-            "SELECT count(*) FROM runs_runitem WHERE deployment_id = %s AND state = 'claimed'",
-            [deployment.pk],
+            "SELECT count(*), count(*) FILTER (WHERE lane_id = %s),"  # noqa: S608 (placeholders only)
+            f" count(*) FILTER (WHERE claim_owner = %s AND id IN ({marks}))"
+            " FROM runs_runitem WHERE deployment_id = %s AND state = 'claimed'",
+            [lane.pk, owner, *ids, deployment.pk],
         )
-        free = int(dep_limit) - cursor.fetchone()[0]
+        claimed, lane_claimed, done = cursor.fetchone()
+        free = int(dep_limit) - claimed + done
         if run.max_in_flight:
-            cursor.execute(
-                "SELECT count(*) FROM runs_runitem WHERE lane_id = %s AND state = 'claimed'", [lane.pk]
-            )
-            free = min(free, int(run.max_in_flight) - cursor.fetchone()[0])
+            free = min(free, int(run.max_in_flight) - lane_claimed + done)
         if wanted is not None:
             free = min(free, wanted)
         if free <= 0:
@@ -324,30 +336,35 @@ def dispatch_lane(
             claiming = not cancelled and not drained and now < slice_end
             rows: list[dict[str, Any]] = []
             t0 = time.perf_counter()
-            with transaction.atomic():
-                if batch:
-                    written = record_results(
-                        lane.pk,
-                        batch,
-                        owner=owner,
-                        revision=ctx.scoring_revision,
-                        repetitions=run.repetitions,
-                    )
-                    result.recorded += len(written)
-                    mine = set(written)
-                    result.stale += [r.item_id for r in batch if r.item_id not in mine]
-                    batch = []
-                if claiming and len(futures) < limit:
-                    rows = claim_items(lane=lane, run=run, deployment=deployment, owner=owner)
-            result.timings["record"] += time.perf_counter() - t0
-            if rows:
-                if result.claimed == 0:
-                    _mark_running(lane, run)
-                result.claimed += len(rows)
-                for row in rows:
-                    request = _request(ctx, target, row)
-                    futures[loop.submit(_execute(executor, request, row["id"]))] = row
-                result.peak_in_flight = max(result.peak_in_flight, len(futures))
+            # Claim first (the calls of the finished batch are over, so their slots are
+            # free), so new calls run on the loop thread while this thread writes the batch.
+            if claiming and len(futures) < limit:
+                rows = claim_items(
+                    lane=lane,
+                    run=run,
+                    deployment=deployment,
+                    owner=owner,
+                    finished=[r.item_id for r in batch],
+                )
+                if rows:
+                    if result.claimed == 0:
+                        _mark_running(lane, run)
+                    result.claimed += len(rows)
+                    for row in rows:
+                        request = _request(ctx, target, row)
+                        futures[loop.submit(_execute(executor, request, row["id"]))] = row
+                    result.peak_in_flight = max(result.peak_in_flight, len(futures))
+            t1 = time.perf_counter()
+            result.timings["claim"] += t1 - t0
+            if batch:
+                written = record_results(
+                    lane.pk, batch, owner=owner, revision=ctx.scoring_revision, repetitions=run.repetitions
+                )
+                result.recorded += len(written)
+                mine = set(written)
+                result.stale += [r.item_id for r in batch if r.item_id not in mine]
+                batch = []
+            result.timings["record"] += time.perf_counter() - t1
             if not futures:
                 if not claiming:
                     break
