@@ -836,12 +836,17 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
 
         return problem
 
+    target_final = resolve_target is _final_output
+
     def check(env: Env) -> ExpectationResult:
         start = _clock()
         if time_limited:
             env.deadline = start + VALIDATOR_TIME_LIMIT
         try:
-            actual = resolve_target(env) if resolve_target is not None else None
+            if target_final:
+                actual = env.final or _final_output(env)
+            else:
+                actual = resolve_target(env) if resolve_target is not None else None
             expected = literal
             if expected is None and resolve_expected is not None:
                 expected = resolve_expected(env)
@@ -1278,29 +1283,38 @@ def _grade(
     reason = None
     if status is not _PASSED and status is not _FAILED:
         reason = _case_reason(expectations, klass)
-    return CaseGrade(
-        case_block(case, context),
-        status,
-        klass,
-        validity(dims, used),
-        expectations,
-        reason,
-        _Lazy(sc.to_dict),
-        {
-            "compliance": compliance_gate,
-            "resolution": resolution_gate,
-            "guards": guards_gate,
-            "compliance_score": compliance_score,
-        },
-        claim_dicts,
-        feedback,
-        usage,
-        _Lazy(execution_metrics, evidence),
-        None,
-        _Lazy(user_notes_summary, evidence.user_notes) if evidence.channels.user_notes else None,
-        None,
-        claims_fn,
+    # Every slot set directly: the constructor's defaulting is for callers, not this hot path.
+    g = _new_grade(CaseGrade)
+    g.case = case_block(case, context)
+    g.status = status
+    g.outcome_class = klass
+    g.validity = validity(dims, used)
+    g.expectations = expectations
+    g.reason_code = reason
+    g._scorecard = _Lazy(sc.to_dict)
+    g.gates = {
+        "compliance": compliance_gate,
+        "resolution": resolution_gate,
+        "guards": guards_gate,
+        "compliance_score": compliance_score,
+    }
+    g._claims = claim_dicts
+    g.eval_feedback = feedback
+    g.judge_usage = usage if usage is not None else JudgeUsage()
+    g._execution_metrics = _Lazy(execution_metrics, evidence)
+    g._timing = _NO_TIMING
+    g._user_notes_summary = (
+        _Lazy(user_notes_summary, evidence.user_notes)
+        if evidence.channels.user_notes
+        else _Lazy(_empty_notes)
     )
+    g.message = None
+    g._claims_fn = claims_fn
+    return g
+
+
+_new_grade = object.__new__
+_NO_TIMING: _Lazy[dict[str, float]] = _Lazy(dict)  # replaced by grade_case
 
 
 _NOT_GRADED = Gate.NOT_GRADED.value
