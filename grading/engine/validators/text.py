@@ -318,7 +318,10 @@ def json_path_match(config: Any) -> PreparedGrader:
         path, comparator, value, problem = json_path_spec(expected)
         if problem is not None:
             return problem
-        doc, bad = value_as_json(actual.value, actual.text)
+        doc = actual.value
+        bad = None
+        if isinstance(doc, str):  # a string is JSON text; any other value is JSON already
+            doc, bad = parse_json_text(actual.text)
         if bad is not None:
             return failed(f"actual is not JSON at offset {bad}; head: {head(actual.text, 120)}")
         return compare_json_path(doc, path, comparator, value)

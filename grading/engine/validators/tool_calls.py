@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..types import Evidence, ToolCall
-from .common import Env, PreparedGrader, VResult, binary, cfg, is_number, pack_error, prepared, unavailable
+from ..types import Evidence, Status, ToolCall
+from .common import Env, PreparedGrader, VResult, cfg, is_number, pack_error, prepared, unavailable
+
+_PASSED, _FAILED = Status.PASSED, Status.FAILED
 
 
 def bipartite_match(n_left: int, n_right: int, edge: Callable[[int, int], bool]) -> list[int]:
@@ -38,6 +40,13 @@ def contains_matcher(expected: Any) -> Callable[[Any], bool]:
     equality (numbers numerically, booleans only equal booleans)."""
     if isinstance(expected, dict):
         items = [(k, contains_matcher(v)) for k, v in expected.items()]
+        if len(items) == 1:  # the usual arguments_contain: one key
+            ((key, match_one),) = items
+
+            def one(actual: Any) -> bool:
+                return isinstance(actual, dict) and key in actual and match_one(actual[key])
+
+            return one
 
         def obj(actual: Any) -> bool:
             return isinstance(actual, dict) and all(k in actual and match(actual[k]) for k, match in items)
@@ -166,10 +175,13 @@ def tool_call_assertion(config: Any) -> PreparedGrader:
             if not ok:
                 what = "equal" if mode == "exact" else "contain the subsequence"
                 reasons.append(f"observed names do not {what} {ordered}")
-        return binary(
-            not reasons,
+        return VResult(
+            _FAILED if reasons else _PASSED,
+            0.0 if reasons else 1.0,
             lambda: _assertion_text(matched, names, reasons),
-            details={"matched_indices": matched, "observed_names": names, "reasons": reasons},
+            None,
+            None,
+            {"matched_indices": matched, "observed_names": names, "reasons": reasons},
         )
 
     return grade
