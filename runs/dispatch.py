@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import queue
 import random
 import threading
 import time
@@ -281,6 +282,112 @@ def _run_status(run_id: Any) -> str:
     return Run.objects.filter(pk=run_id).values_list("status", flat=True).get()
 
 
+class _Writer:
+    """Writes finished batches (``record_results``), inline or on a thread of its own.
+
+    On PostgreSQL a writer thread with its own connection writes while the dispatcher
+    thread claims, calls and grades (the item UPDATE is the guard, so the split changes
+    nothing about idempotency). Elsewhere (SQLite: one writer at a time) it writes inline.
+    """
+
+    def __init__(self, *, lane_id: int, owner: str, revision: int, repetitions: int, threaded: bool) -> None:
+        self.lane_id = lane_id
+        self.owner = owner
+        self.revision = revision
+        self.repetitions = repetitions
+        self.threaded = threaded
+        self.seconds = 0.0
+        self._unwritten: dict[int, None] = {}
+        self._done: queue.SimpleQueue[tuple[list[ItemResult], list[int]]] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        if threaded:
+            self._todo: queue.SimpleQueue[list[ItemResult] | None] = queue.SimpleQueue()
+            self._thread = threading.Thread(target=self._run, name="lane-writer", daemon=True)
+            self._thread.start()
+
+    def _write(self, batch: list[ItemResult]) -> None:
+        t0 = time.perf_counter()
+        written = record_results(
+            self.lane_id, batch, owner=self.owner, revision=self.revision, repetitions=self.repetitions
+        )
+        self.seconds += time.perf_counter() - t0
+        self._done.put((batch, written))
+
+    def _run(self) -> None:
+        try:
+            _fast_commit(True)
+            while True:
+                batch = self._todo.get()
+                if batch is None:
+                    return
+                self._write(batch)
+        except BaseException as exc:  # handed to the dispatcher thread by collect()
+            self._error = exc
+        finally:
+            connection.close()
+
+    def submit(self, batch: list[ItemResult]) -> None:
+        if not batch:
+            return
+        for r in batch:
+            self._unwritten[r.item_id] = None
+        if self.threaded:
+            self._todo.put(batch)
+        else:
+            self._write(batch)
+
+    def unwritten(self) -> list[int]:
+        return list(self._unwritten)
+
+    def collect(self) -> list[tuple[list[ItemResult], list[int]]]:
+        """The batches written since the last call; raises the writer's error, if any."""
+        out = []
+        while True:
+            try:
+                batch, written = self._done.get_nowait()
+            except queue.Empty:
+                break
+            for r in batch:
+                self._unwritten.pop(r.item_id, None)
+            out.append((batch, written))
+        if self._error is not None:
+            raise self._error
+        return out
+
+    def wait(self, *, below: int = 1) -> list[tuple[list[ItemResult], list[int]]]:
+        """Block until fewer than ``below`` results are unwritten (or the writer failed)."""
+        out = self.collect()
+        while len(self._unwritten) >= below and self.threaded:
+            if not self._thread.is_alive():
+                out += self.collect()
+                if self._error is None and self._unwritten:
+                    raise RuntimeError("the lane writer stopped with results unwritten")
+                break
+            try:
+                batch, written = self._done.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            for r in batch:
+                self._unwritten.pop(r.item_id, None)
+            out.append((batch, written))
+            if self._error is not None:
+                raise self._error
+        return out
+
+    def close(self) -> None:
+        if self.threaded and self._thread.is_alive():
+            self._todo.put(None)
+            self._thread.join(timeout=60)
+
+
+def _fast_commit(on: bool) -> None:
+    """On PostgreSQL the dispatcher's commits do not wait for the WAL flush: a commit lost
+    to a database crash leaves items claimed, and the sweeper runs them again."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO OFF" if on else "RESET synchronous_commit")
+
+
 def dispatch_lane(
     lane_id: int,
     *,
@@ -314,16 +421,25 @@ def dispatch_lane(
     futures: dict[concurrent.futures.Future[Any], dict[str, Any]] = {}
     batch: list[ItemResult] = []
     loop = _LoopThread()
+    writer = _Writer(
+        lane_id=lane.pk,
+        owner=owner,
+        revision=ctx.scoring_revision,
+        repetitions=run.repetitions,
+        threaded=connection.vendor == "postgresql",
+    )
     cancelled = False
     drained = False
     next_cancel_check = started + CANCEL_CHECK_SECONDS
     next_lease = started
-    fast_commit = connection.vendor == "postgresql"
-    if fast_commit:
-        # A lost commit (PostgreSQL crash only) leaves items claimed: the sweeper re-runs
-        # them, so the dispatcher does not wait for each commit's WAL flush.
-        with connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit TO OFF")
+
+    def account(done: list[tuple[list[ItemResult], list[int]]]) -> None:
+        for written_batch, written in done:
+            result.recorded += len(written)
+            mine = set(written)
+            result.stale += [r.item_id for r in written_batch if r.item_id not in mine]
+
+    _fast_commit(True)
     try:
         while True:
             now = time.monotonic()
@@ -334,17 +450,19 @@ def dispatch_lane(
                 next_lease = now + LEASE_RENEW_SECONDS
                 renew_lease(lane.pk)
             claiming = not cancelled and not drained and now < slice_end
-            rows: list[dict[str, Any]] = []
+            account(writer.collect())
+            if len(writer.unwritten()) > 4 * limit:
+                account(writer.wait(below=2 * limit))  # the writer is behind: let it catch up
             t0 = time.perf_counter()
-            # Claim first (the calls of the finished batch are over, so their slots are
-            # free), so new calls run on the loop thread while this thread writes the batch.
+            # Claim before the finished batch is written: the calls of finished (unwritten)
+            # items are over, so their slots are free and new calls overlap the writing.
             if claiming and len(futures) < limit:
                 rows = claim_items(
                     lane=lane,
                     run=run,
                     deployment=deployment,
                     owner=owner,
-                    finished=[r.item_id for r in batch],
+                    finished=[*writer.unwritten(), *(r.item_id for r in batch)],
                 )
                 if rows:
                     if result.claimed == 0:
@@ -354,25 +472,18 @@ def dispatch_lane(
                         request = _request(ctx, target, row)
                         futures[loop.submit(_execute(executor, request, row["id"]))] = row
                     result.peak_in_flight = max(result.peak_in_flight, len(futures))
-            t1 = time.perf_counter()
-            result.timings["claim"] += t1 - t0
-            if batch:
-                written = record_results(
-                    lane.pk, batch, owner=owner, revision=ctx.scoring_revision, repetitions=run.repetitions
-                )
-                result.recorded += len(written)
-                mine = set(written)
-                result.stale += [r.item_id for r in batch if r.item_id not in mine]
-                batch = []
-            result.timings["record"] += time.perf_counter() - t1
+            result.timings["claim"] += time.perf_counter() - t0
+            writer.submit(batch)
+            batch = []
             if not futures:
                 if not claiming:
                     break
                 if not RunItem.objects.filter(lane_id=lane.pk, state=ItemState.PENDING).exists():
                     drained = True
                     break
-                # Every slot is taken by other dispatchers: wait a little and try again.
-                time.sleep(0.05)
+                # Every slot is taken (by other dispatchers, or by results being written).
+                account(writer.wait())
+                time.sleep(0.02)
                 continue
             t0 = time.perf_counter()
             done, _ = concurrent.futures.wait(
@@ -409,13 +520,15 @@ def dispatch_lane(
             else:
                 batch.extend(grade_outcomes(ctx, *f) for f in finished)
             result.timings["grade"] += time.perf_counter() - t1
+        writer.submit(batch)
+        account(writer.wait())
     finally:
         for future in list(futures):
             future.cancel()
         loop.close()
-        if fast_commit:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET synchronous_commit")
+        writer.close()
+        result.timings["record"] += writer.seconds
+        _fast_commit(False)
     RunLane.objects.filter(pk=lane.pk).update(dispatch_until=None)
     if cancelled:
         result.reason = "run cancelled"
