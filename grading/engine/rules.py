@@ -53,27 +53,25 @@ def _command_text(args: dict[str, Any]) -> str | None:
     return None
 
 
-def _calls_of(evidence: Evidence, inv: Any) -> list[Any]:
-    calls = evidence.tool_calls
-    n = len(calls)
-    return [calls[k] for k in inv.tool_call_indexes if k < n]
-
-
-def _shell_commands(calls: list[Any], shell: Collection[str]) -> list[str]:
-    out = []
-    for x in calls:
-        if x.name in shell:
-            cmd = _command_text(x.args)
-            if cmd is not None:
-                out.append(cmd)
-    return out
-
-
 def task_commands(evidence: Evidence, shell_tools: Collection[str] = DEFAULT_SHELL_TOOLS) -> list[list[str]]:
-    """Each task's executed_commands, without deriving the other task fields."""
+    """Each task's executed_commands: the reported tasks', else per invocation the command
+    text of its shell tool calls (§5.2), without deriving the other task fields."""
     if evidence.tasks is not None:
         return [t.executed_commands for t in evidence.tasks]
-    return [_shell_commands(_calls_of(evidence, inv), shell_tools) for inv in evidence.invocations]
+    calls = evidence.tool_calls
+    n = len(calls)
+    out = []
+    for inv in evidence.invocations:
+        commands = []
+        for k in inv.tool_call_indexes:
+            if k < n:
+                call = calls[k]
+                if call.name in shell_tools:
+                    cmd = _command_text(call.args)
+                    if cmd is not None:
+                        commands.append(cmd)
+        out.append(commands)
+    return out
 
 
 def derive_tasks(
@@ -84,10 +82,12 @@ def derive_tasks(
     """The response's tasks when reported, else one task per invocation (§5.2)."""
     if evidence.tasks is not None:
         return evidence.tasks
+    commands = task_commands(evidence, shell_tools)
+    calls = evidence.tool_calls
     tasks = []
     last = len(evidence.invocations) - 1
     for i, inv in enumerate(evidence.invocations):
-        inv_calls = _calls_of(evidence, inv)
+        inv_calls = [calls[k] for k in inv.tool_call_indexes if k < len(calls)]
         plans = [canonical_json(x.args) for x in inv_calls if x.name in PLAN_TOOLS]
         if plans:
             plan = "\n".join(plans)
@@ -105,7 +105,7 @@ def derive_tasks(
             if inv.user_content is not None
             else (evidence.rendered_prompt.instructions if i == 0 else "")
         )
-        tasks.append(Task(description or "", plan, summary or "", _shell_commands(inv_calls, shell_tools)))
+        tasks.append(Task(description or "", plan, summary or "", commands[i]))
     return tasks
 
 
