@@ -8,8 +8,11 @@ loopback port, and then:
 
 - ``--mode inprocess`` (default): ``run_create`` then the lane dispatcher called in this
   process until the run is completed (claims, calls, grading, bulk writes, scoring);
-- ``--mode celery``: ``manage.py eval start --follow --json`` with a real Celery worker and a
-  private redis-server, from process start to the completed run document.
+- ``--mode celery``: ``manage.py eval start --follow --json`` with one real Celery worker
+  (default prefork concurrency) and a private redis-server kept across rounds, timed from
+  the command's process start to the completed run document; the worker's slice log lines
+  (seconds per phase) are printed. The first round on each worker child pays for parsing
+  the pack and the per-case baseline probes (cached per process afterwards).
 
 Prints cases/s and the run's outcome counts. Loopback only.
 
@@ -99,8 +102,11 @@ def main() -> None:
             max_in_flight=args.max_in_flight,
             timeout_seconds=30,
         ).deployment
+        stack = CeleryStack().__enter__() if args.mode == "celery" else None
         for round_no in range(1, args.rounds + 1):
-            if args.mode == "inprocess" and args.profile:
+            if stack is not None:
+                elapsed, counts = stack.round(workspace, version)
+            elif args.mode == "inprocess" and args.profile:
                 import cProfile
                 import pstats
 
@@ -111,12 +117,12 @@ def main() -> None:
                 stats.sort_stats("cumulative").print_callees("record_results")
             elif args.mode == "inprocess":
                 elapsed, counts = inprocess(workspace, user, version, dep)
-            else:
-                elapsed, counts = celery_mode(workspace, version)
             print(
                 f"round {round_no}: {args.cases} cases in {elapsed:.2f} s = {args.cases / elapsed:.0f} cases/s "
                 f"({args.mode}, max_in_flight {args.max_in_flight}); {counts}"
             )
+        if stack is not None:
+            stack.__exit__(None, None, None)
     finally:
         stub.kill()
 
@@ -173,40 +179,50 @@ def inprocess(workspace, user, version, dep):  # type: ignore[no-untyped-def]
     }
 
 
-def celery_mode(workspace, version):  # type: ignore[no-untyped-def]
-    from tests.processes import redis_server
+class CeleryStack:
+    """A private redis-server and one ``celery worker`` kept across rounds (warm caches)."""
 
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with redis_server() as port, tempfile.TemporaryDirectory() as tmp:
-        env["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{port}/0"
-        log = open(Path(tmp) / "worker.log", "wb")  # noqa: SIM115
-        worker = subprocess.Popen(
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        from tests.processes import redis_server
+
+        self._redis = redis_server()
+        port = self._redis.__enter__()
+        self._tmp = tempfile.TemporaryDirectory()
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1", CELERY_BROKER_URL=f"redis://127.0.0.1:{port}/0")
+        self.log_path = Path(self._tmp.name) / "worker.log"
+        self._log = open(self.log_path, "wb")
+        self.worker = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "agentclash_site", "worker", "--loglevel", "INFO",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
-        try:
-            start = time.perf_counter()
-            print(
-                "  eval start launched at",
-                time.strftime("%H:%M:%S", time.localtime()),
-                f"{time.time() % 60:.3f}",
-            )
-            done = subprocess.run(
-                [sys.executable, "manage.py", "eval", "start", "--workspace", workspace.slug, "--pack",
-                 version.pack.slug, "--deployment", "stub", "--follow", "--json", "--fail-under", "0"],
-                cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
-            )  # fmt: skip
-            elapsed = time.perf_counter() - start
-        finally:
-            os.killpg(worker.pid, 15)
-            worker.wait(timeout=30)
-            log.close()
-            for line in (Path(tmp) / "worker.log").read_text(errors="replace").splitlines():
-                if "runs.dispatch" in line or "succeeded in" in line:
-                    print("  worker:", line[-220:])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.killpg(self.worker.pid, 15)
+        self.worker.wait(timeout=30)
+        self._log.close()
+        self._tmp.cleanup()
+        self._redis.__exit__(None, None, None)
+
+    def slice_lines(self) -> list[str]:
+        text = self.log_path.read_text(errors="replace")
+        return [line[-200:] for line in text.splitlines() if "INFO runs.dispatch" in line]
+
+    def round(self, workspace, version):  # type: ignore[no-untyped-def]
+        seen = len(self.slice_lines())
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "manage.py", "eval", "start", "--workspace", workspace.slug, "--pack",
+             version.pack.slug, "--deployment", "stub", "--follow", "--json", "--fail-under", "0"],
+            cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        elapsed = time.perf_counter() - start
+        for line in self.slice_lines()[seen:]:
+            print("  worker:", line)
         doc = json.loads(done.stdout)
-        return elapsed, {"exit": done.returncode, "status": doc["run"]["status"], "lanes": doc["lanes"]}
+        lane = doc["lanes"][0]
+        return elapsed, {"exit": done.returncode, "status": doc["run"]["status"], "counts": lane["counts"]}
 
 
 if __name__ == "__main__":
