@@ -403,15 +403,21 @@ def plan_for(spec: Any) -> _Plan:
 # ---------------------------------------------------------------------------
 
 
+# Enum member -> its plain str value (``.value`` on an enum member is a slow descriptor).
+_VALUE: dict[Any, str] = {m: m.value for e in (Status, OutcomeClass, ResultKind, Validity) for m in e}
+_PASSED_FLAG = {Status.PASSED: True, Status.FAILED: False}
+
+
 def expectation_to_dict(r: ExpectationResult) -> dict[str, Any]:
+    status = r.status
     return {
         "text": r.text,
-        "passed": True if r.status is Status.PASSED else (False if r.status is Status.FAILED else None),
+        "passed": _PASSED_FLAG.get(status),
         "evidence": r.evidence,
         "key": r.key,
-        "kind": r.kind.value,
-        "status": r.status.value,
-        "outcome_class": r.outcome_class.value,
+        "kind": _VALUE[r.kind],
+        "status": _VALUE[status],
+        "outcome_class": _VALUE[r.outcome_class],
         "reason_code": r.reason_code,
         "score": r.score,
         "threshold": r.threshold,
@@ -601,9 +607,9 @@ class CaseGrade:
         doc: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "case": dict(self.case),
-            "status": self.status.value,
-            "outcome_class": self.outcome_class.value,
-            "validity": self.validity.value,
+            "status": _VALUE[self.status],
+            "outcome_class": _VALUE[self.outcome_class],
+            "validity": _VALUE[self.validity],
             "reason_code": self.reason_code,
             "expectations": [expectation_to_dict(r) for r in self.expectations],
             "summary": summarize(self.expectations),
