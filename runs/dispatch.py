@@ -47,6 +47,7 @@ from runs.models import (
     RunStatus,
 )
 from runs.packdata import version_data
+from runs.probing import load_stored_findings
 from runs.recording import ItemKey, ItemResult, LaneContext, grade_outcomes, record_results
 from runs.retry import backoff_ceiling
 from runs.states import transition_lane, transition_run
@@ -412,6 +413,7 @@ def dispatch_lane(
         result.reason = f"run is {run.status}, lane is {lane.status}"
         return result
     ctx = lane_context_for(lane, run, deployment)
+    findings_loaded = load_stored_findings(ctx, run.pk)
     target = DeploymentTarget.from_deployment(deployment)
     executor = executor_for(deployment.kind)
     limit = lane_limit(lane, run, deployment)
@@ -446,6 +448,8 @@ def dispatch_lane(
             if now >= next_cancel_check:
                 next_cancel_check = now + CANCEL_CHECK_SECONDS
                 cancelled = _run_status(run.pk) not in (RunStatus.QUEUED, RunStatus.RUNNING)
+                if not findings_loaded:
+                    findings_loaded = load_stored_findings(ctx, run.pk)
             if now >= next_lease:
                 next_lease = now + LEASE_RENEW_SECONDS
                 renew_lease(lane.pk)

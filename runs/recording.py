@@ -101,18 +101,35 @@ class LaneContext:
     repetitions: int
     judge: Any = None
     pack_hash: str = ""
+    # "challenge\x1fcase" -> [Suggestion]: Run.case_findings once the probe task stored them
+    stored_findings: dict[str, list[Any]] | None = None
+
+
+def findings_key(challenge_key: str, case_key: str) -> str:
+    """The key of a case in ``Run.case_findings``."""
+    return f"{challenge_key}\x1f{case_key}"
+
+
+def probe_findings(ctx: LaneContext, case: Any, base: Any) -> list[Any]:
+    probe_ctx = dataclasses.replace(base, case_findings=[])
+    return list(probe_case(ctx.data.spec, case, probe_ctx, grade=grade_case))
 
 
 def case_findings(ctx: LaneContext, case: Any, base: Any) -> list[Any]:
-    """Baseline-probe findings of a case, computed once per pack version and case in this
-    process (they depend on the spec and the case only) and passed to ``grade_case``."""
+    """Baseline-probe findings of a case (they depend on the spec and the case only), passed
+    to ``grade_case``: from the run's stored findings (``Run.case_findings``, computed once
+    per run by the ``runs.probe_run`` task) when present, else computed once per pack
+    version and case in this process."""
+    if ctx.stored_findings is not None:
+        stored = ctx.stored_findings.get(findings_key(case.challenge_key, case.case_key))
+        if stored is not None:
+            return stored
     key = (ctx.pack_version_id, ctx.pack_hash, ctx.input_set_key, case.challenge_key, case.case_key)
     with _findings_lock:
         hit = _findings_cache.get(key)
     if hit is not None:
         return hit
-    probe_ctx = dataclasses.replace(base, case_findings=[])
-    found = list(probe_case(ctx.data.spec, case, probe_ctx, grade=grade_case))
+    found = probe_findings(ctx, case, base)
     with _findings_lock:
         if len(_findings_cache) > 50_000:
             _findings_cache.clear()

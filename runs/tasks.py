@@ -45,3 +45,11 @@ def sweep() -> dict[str, Any]:
 
 # The result pages' tasks (stored summaries and comparisons) register with the worker here.
 from runs import compare_tasks, result_tasks  # noqa: E402, F401
+
+
+@shared_task(name="runs.probe_run")
+def probe_run(run_id: str) -> str:
+    """Store the run's baseline-probe findings once (runs.probing)."""
+    from runs.probing import probe_run as probe
+
+    return probe(run_id)

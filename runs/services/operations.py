@@ -29,6 +29,7 @@ from runs.models import (
     RunLane,
     RunStatus,
 )
+from runs.probing import load_stored_findings
 from runs.recording import STATUS_COLUMNS, ItemKey, grade_evidence, rebuild_evidence
 from runs.services.runs import RunError
 from runs.states import FINISHED_RUN, record_item_transitions, transition_lane, transition_run
@@ -148,6 +149,7 @@ def run_rescore(*, run: Run) -> Run:
             if lane.status != LaneStatus.SCORING:
                 transition_lane(lane, LaneStatus.SCORING, reason=f"rescore (revision {revision})")
             ctx = lane_context_for(lane, run, lane.deployment)
+            load_stored_findings(ctx, run.pk)
             counters = LaneCounters(run.repetitions)
             counts = dict.fromkeys(STATUS_COLUMNS.values(), 0)
             score_sum, scored = 0.0, 0

@@ -296,7 +296,10 @@ def enqueue_run(run_id: Any) -> None:
             "id", "deployment_kind"
         )
     )
-    for lane_id, kind in lanes:
-        if kind != DeploymentKind.TRACE_IMPORT:
-            tasks.dispatch_lane.delay(lane_id)
+    calling = [lane_id for lane_id, kind in lanes if kind != DeploymentKind.TRACE_IMPORT]
+    for lane_id in calling:
+        tasks.dispatch_lane.delay(lane_id)
+    if calling:
+        # On another worker process, while the calls go out (runs.probing).
+        tasks.probe_run.delay(str(run_id))
     tasks.check_run.delay(str(run_id))

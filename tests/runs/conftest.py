@@ -20,6 +20,6 @@ def enqueued(request: Any, monkeypatch: pytest.MonkeyPatch) -> Enqueued:
         return calls
     from runs import tasks
 
-    for task in (tasks.dispatch_lane, tasks.check_run, tasks.sweep):
+    for task in (tasks.dispatch_lane, tasks.check_run, tasks.sweep, tasks.probe_run):
         monkeypatch.setattr(task, "delay", lambda *args, _name=task.name: calls.append((_name, args)))
     return calls

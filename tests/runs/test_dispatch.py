@@ -152,3 +152,28 @@ def test_recording_is_idempotent_and_owner_guarded(personas):
     assert (lane.infra_error, lane.pending) == (1, 1)
     assert Run.objects.get(pk=run.pk).items_open == 1
     assert RunItem.objects.get(pk=rows[0]["id"]).state == ItemState.CLAIMED
+
+
+def test_probe_findings_are_computed_once_per_run_and_used_by_grading(personas, enqueued):
+    from runs.probing import probe_run
+    from runs.services.runs import enqueue_run
+
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url)
+        inline = drive(create_run(personas.workspace, version, [dep]))  # findings computed in the dispatcher
+        run = create_run(personas.workspace, version, [dep])
+        enqueue_run(run.pk)
+        assert enqueued.names().count("runs.probe_run") == 1
+        assert probe_run(run.pk) == "computed"
+        run.refresh_from_db()
+        assert set(run.case_findings) == {"echo\x1fc0", "echo\x1fc1"}
+        assert run.case_findings["echo\x1fc0"][0]["finding"] == "trivially_satisfied"
+        assert probe_run(run.pk) == "nothing to do"
+        again = create_run(personas.workspace, version, [dep])
+        assert probe_run(again.pk) == "copied"
+        run = drive(run)
+    stored = RunItem.objects.get(run=run, case_key="c0").grade["eval_feedback"]
+    computed = RunItem.objects.get(run=inline, case_key="c0").grade["eval_feedback"]
+    assert stored == computed and stored["suggestions"]
