@@ -412,10 +412,13 @@ def verdict(inputs: Sequence[GatingInput], guard_failed: bool) -> tuple[Status, 
 def validity(dims: Sequence[DimensionResult], used: Sequence[ExpectationResult]) -> Validity:
     """INVALID when a dimension or an expectation it used errored; DEGRADED when one is
     UNAVAILABLE or NOT_EVALUATED; else VALID."""
-    statuses = {x.status for x in dims}
-    statuses.update([x.status for x in used])
-    if Status.ERROR in statuses:
-        return Validity.INVALID
-    if Status.UNAVAILABLE in statuses or Status.NOT_EVALUATED in statuses:
-        return Validity.DEGRADED
-    return Validity.VALID
+    degraded = False
+    for group in (dims, used):
+        for x in group:
+            st = x.status
+            if st is Status.PASSED or st is Status.FAILED:
+                continue
+            if st is Status.ERROR:
+                return Validity.INVALID
+            degraded = True  # UNAVAILABLE or NOT_EVALUATED
+    return Validity.DEGRADED if degraded else Validity.VALID
