@@ -428,7 +428,8 @@ def dispatch_lane(
         owner=owner,
         revision=ctx.scoring_revision,
         repetitions=run.repetitions,
-        threaded=connection.vendor == "postgresql",
+        # Another connection cannot see uncommitted rows: inside a transaction, write inline.
+        threaded=connection.vendor == "postgresql" and not connection.in_atomic_block,
     )
     cancelled = False
     drained = False
