@@ -40,16 +40,19 @@ from .refs import (
 )
 from .rules import (
     DEFAULT_SHELL_TOOLS,
-    compliance,
     derive_tasks,
     grade_rule,
     prepare_rule,
     rule_needs_tasks,
     rule_result,
 )
+from .rules import (
+    compliance as compliance_of,
+)
 from .scorecard import (
     DimPlan,
     GatingInput,
+    ScorecardOutcome,
     as_float,
     evaluate_dimension,
     plan_dimensions,
@@ -195,6 +198,8 @@ class _Plan:
     metric_collectors: dict[str, str]
     has_ground_truth: bool = False
     rules_need_tasks: bool = True
+    # Verdicts by check outcomes, for plans whose verdict reads nothing else (_memoizable).
+    verdicts: dict[Any, Any] | None = None
 
 
 def _parse_ref(text: Any) -> tuple[Ref | None, str | None]:
@@ -361,7 +366,7 @@ def compile_plan(spec: Any) -> _Plan:
     has_rules = rules_spec is not None and bool(
         rules or allowed_tools is not None or allowed_hosts is not None
     )
-    return _Plan(
+    plan = _Plan(
         validators=validators,
         rules=rules,
         has_rules=has_rules,
@@ -379,6 +384,9 @@ def compile_plan(spec: Any) -> _Plan:
         },
         has_ground_truth=any(vp.ground_truth for vp in validators),
     )
+    if _memoizable(plan):
+        plan.verdicts = {}
+    return plan
 
 
 _PLANS: OrderedDict[int, tuple[Any, _Plan]] = OrderedDict()
@@ -1239,43 +1247,24 @@ def _grade(
             return [_claim_dict(c) for c in found]
 
     # Scorecard (§10)
-    compliance_score, compliance_gate, c_status, c_class = (
-        compliance(rule_outcomes) if plan.has_rules else (None, _NOT_GRADED, None, None)
-    )
-    dims, used = [], []
-    for d in plan.dims:
-        dr, members = evaluate_dimension(
-            d, evidence, v_results, judge_results, compliance_score, plan.metric_collectors
+    compliance = compliance_of(rule_outcomes) if plan.has_rules else _NO_COMPLIANCE
+    compliance_score, compliance_gate, c_status, c_class = compliance
+    memo = plan.verdicts
+    if memo is not None:  # the verdict reads only the check outcomes: look it up
+        key = (
+            tuple([(r.status, r.score, r.outcome_class) for r in v_results]),
+            compliance_score,
+            c_status,
+            c_class,
         )
-        dims.append(dr)
-        used.extend(members)
-    sc = run_scorecard(plan.scorecard, dims, used)
-    inputs = sc.inputs
-    resolution_gate = _NOT_GRADED
-    if plan.has_rules:
-        assert c_status is not None
-        inputs.append(GatingInput("compliance gate", c_status, c_class))
-        gt = (plan.has_ground_truth and _ground_truth_gate(plan.validators, v_results)) or GatingInput(
-            "resolution gate", c_status, c_class
-        )
-        inputs.append(gt)
-        resolution_gate = _gate_from(gt.status)
-    if claims_exp is not None:
-        inputs.append(GatingInput("claims", claims_exp.status, claims_exp.outcome_class))
-    guards_gate = _NOT_GRADED
-    guard_failed = False
-    if guard_results:
-        guard_failed = any(g.status is Status.FAILED for g in guard_results)
-        inputs.extend(
-            GatingInput(g.key, g.status, g.outcome_class)
-            for g in guard_results
-            if g.status is not Status.PASSED
-        )
-        if guard_failed:
-            guards_gate = Gate.FAILED.value
-        elif all(g.status is Status.PASSED for g in guard_results):
-            guards_gate = Gate.PASSED.value
-    status, klass = verdict(inputs, guard_failed)
+        found = memo.get(key)
+        if found is None:
+            found = _verdict(plan, evidence, v_results, judge_results, compliance, claims_exp, guard_results)
+            if len(memo) < _VERDICTS_PER_PLAN:
+                memo[key] = found
+    else:
+        found = _verdict(plan, evidence, v_results, judge_results, compliance, claims_exp, guard_results)
+    sc, status, klass, validity_, resolution_gate, guards_gate = found
 
     findings = _findings(spec, case, context)
     feedback: dict[str, Any] = (
@@ -1294,7 +1283,7 @@ def _grade(
     g.case = case_block(case, context)
     g.status = status
     g.outcome_class = klass
-    g.validity = validity(dims, used)
+    g.validity = validity_
     g.expectations = expectations
     g.reason_code = reason
     g._scorecard = _Lazy(sc.to_dict)
@@ -1324,6 +1313,73 @@ _NO_TIMING: _Lazy[dict[str, float]] = _Lazy(dict)  # replaced by grade_case
 
 
 _NOT_GRADED = Gate.NOT_GRADED.value
+_NO_COMPLIANCE: tuple[float | None, str, Status | None, OutcomeClass | None] = (None, _NOT_GRADED, None, None)
+_VERDICTS_PER_PLAN = 1024
+_MEMO_SOURCES = frozenset({"validators", "compliance"})
+
+
+def _memoizable(plan: _Plan) -> bool:
+    """Whether the case verdict is a function of the validator outcomes and the compliance
+    figures alone (no guards, judges, claims gate; dimensions that read no evidence)."""
+    return (
+        not plan.judges
+        and not plan.claims_gate
+        and plan.allowed_tools is None
+        and plan.allowed_hosts is None
+        and all(d.source in _MEMO_SOURCES for d in plan.dims)
+    )
+
+
+_Verdict = tuple[ScorecardOutcome, Status, OutcomeClass, Validity, str, str]
+
+
+def _verdict(
+    plan: _Plan,
+    evidence: Evidence,
+    v_results: list[ExpectationResult],
+    judge_results: dict[str, ExpectationResult],
+    compliance: tuple[float | None, str, Status | None, OutcomeClass | None],
+    claims_exp: ExpectationResult | None,
+    guard_results: list[ExpectationResult],
+) -> _Verdict:
+    """Scorecard, gates and the case verdict (grading.md §5.4, §10.1-§10.2):
+    (scorecard, status, outcome class, validity, resolution gate, guards gate)."""
+    compliance_score, _gate, c_status, c_class = compliance
+    dims, used = [], []
+    for d in plan.dims:
+        dr, members = evaluate_dimension(
+            d, evidence, v_results, judge_results, compliance_score, plan.metric_collectors
+        )
+        dims.append(dr)
+        used.extend(members)
+    sc = run_scorecard(plan.scorecard, dims)
+    inputs = list(sc.inputs)
+    resolution_gate = _NOT_GRADED
+    if plan.has_rules:
+        assert c_status is not None
+        inputs.append(GatingInput("compliance gate", c_status, c_class))
+        gt = (plan.has_ground_truth and _ground_truth_gate(plan.validators, v_results)) or GatingInput(
+            "resolution gate", c_status, c_class
+        )
+        inputs.append(gt)
+        resolution_gate = _gate_from(gt.status)
+    if claims_exp is not None:
+        inputs.append(GatingInput("claims", claims_exp.status, claims_exp.outcome_class))
+    guards_gate = _NOT_GRADED
+    guard_failed = False
+    if guard_results:
+        guard_failed = any(g.status is Status.FAILED for g in guard_results)
+        inputs.extend(
+            GatingInput(g.key, g.status, g.outcome_class)
+            for g in guard_results
+            if g.status is not Status.PASSED
+        )
+        if guard_failed:
+            guards_gate = Gate.FAILED.value
+        elif all(g.status is Status.PASSED for g in guard_results):
+            guards_gate = Gate.PASSED.value
+    status, klass = verdict(inputs, guard_failed)
+    return sc, status, klass, validity(dims, used), resolution_gate, guards_gate
 
 
 def _case_reason(expectations: list[ExpectationResult], klass: OutcomeClass) -> str | None:

@@ -270,7 +270,6 @@ class ScorecardOutcome:
     passed: bool | None
     dimensions: list[DimensionResult]
     inputs: list[GatingInput]
-    used: list[ExpectationResult]
     threshold: float | None
 
     def to_dict(self) -> dict[str, Any]:
@@ -334,9 +333,7 @@ def _overall_input(dims: Sequence[DimensionResult], overall: float | None, thres
     )
 
 
-def run_scorecard(
-    scorecard: Any, dims: list[DimensionResult], used: list[ExpectationResult]
-) -> ScorecardOutcome:
+def run_scorecard(scorecard: Any, dims: list[DimensionResult]) -> ScorecardOutcome:
     if type(scorecard) is dict:  # the compiled plan's form: strategy and a float threshold
         strategy = scorecard["strategy"]
         explicit = scorecard["pass_threshold"]
@@ -352,9 +349,7 @@ def run_scorecard(
         graded_all = all(i.status in GRADED for i in inputs)
         decided = graded_all or any(i.status is Status.FAILED for i in inputs)
         binary_overall = (1.0 if all_pass else 0.0) if decided else None
-        return ScorecardOutcome(
-            strategy, binary_overall, all_pass if decided else None, dims, inputs, used, None
-        )
+        return ScorecardOutcome(strategy, binary_overall, all_pass if decided else None, dims, inputs, None)
     gate_inputs = [_gate_input(d) for d in gates]
     inputs.extend(gate_inputs)
     overall: float | None
@@ -379,7 +374,7 @@ def run_scorecard(
             break
         if i.status is not Status.PASSED:
             passed = None
-    return ScorecardOutcome(strategy, overall, passed, dims, inputs, used, threshold)
+    return ScorecardOutcome(strategy, overall, passed, dims, inputs, threshold)
 
 
 def verdict(inputs: Sequence[GatingInput], guard_failed: bool) -> tuple[Status, OutcomeClass]:
