@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import queue
 import random
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -30,7 +28,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentclash_site.lib.outbound import client_for_loop, close_loop_client
+from agentclash_site.lib.outbound import client_for_loop
+from runs.dispatch_threads import LoopThread, Writer, fast_commit, graders
 from runs.executors import DeploymentTarget, ExecutionRequest, executor_for
 from runs.executors.attempts import run_attempts
 from runs.executors.base import AttemptOutcome
@@ -48,7 +47,7 @@ from runs.models import (
 )
 from runs.packdata import version_data
 from runs.probing import load_stored_findings
-from runs.recording import ItemKey, ItemResult, LaneContext, grade_outcomes, record_results
+from runs.recording import ItemKey, ItemResult, LaneContext, grade_outcomes
 from runs.retry import backoff_ceiling
 from runs.states import transition_lane, transition_run
 
@@ -191,43 +190,6 @@ def renew_lease(lane_id: int) -> None:
     )
 
 
-_graders: concurrent.futures.ThreadPoolExecutor | None = None
-_graders_lock = threading.Lock()
-
-
-def graders() -> concurrent.futures.ThreadPoolExecutor:
-    """A small process-wide pool for grading with judges (blocking provider calls)."""
-    global _graders
-    with _graders_lock:
-        if _graders is None:
-            _graders = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grade")
-        return _graders
-
-
-class _LoopThread:
-    """An asyncio loop in a daemon thread with one shared outbound client."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="lane-dispatch-loop", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def close(self) -> None:
-        try:
-            asyncio.run_coroutine_threadsafe(close_loop_client(), self.loop).result(timeout=10)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(timeout=10)
-            self.loop.close()
-
-
 def lane_context_for(lane: RunLane, run: Run, deployment: Deployment) -> LaneContext:
     input_set_key = run.input_set.key if run.input_set_id else None
     config = deployment.typed_config
@@ -283,112 +245,6 @@ def _run_status(run_id: Any) -> str:
     return Run.objects.filter(pk=run_id).values_list("status", flat=True).get()
 
 
-class _Writer:
-    """Writes finished batches (``record_results``), inline or on a thread of its own.
-
-    On PostgreSQL a writer thread with its own connection writes while the dispatcher
-    thread claims, calls and grades (the item UPDATE is the guard, so the split changes
-    nothing about idempotency). Elsewhere (SQLite: one writer at a time) it writes inline.
-    """
-
-    def __init__(self, *, lane_id: int, owner: str, revision: int, repetitions: int, threaded: bool) -> None:
-        self.lane_id = lane_id
-        self.owner = owner
-        self.revision = revision
-        self.repetitions = repetitions
-        self.threaded = threaded
-        self.seconds = 0.0
-        self._unwritten: dict[int, None] = {}
-        self._done: queue.SimpleQueue[tuple[list[ItemResult], list[int]]] = queue.SimpleQueue()
-        self._error: BaseException | None = None
-        if threaded:
-            self._todo: queue.SimpleQueue[list[ItemResult] | None] = queue.SimpleQueue()
-            self._thread = threading.Thread(target=self._run, name="lane-writer", daemon=True)
-            self._thread.start()
-
-    def _write(self, batch: list[ItemResult]) -> None:
-        t0 = time.perf_counter()
-        written = record_results(
-            self.lane_id, batch, owner=self.owner, revision=self.revision, repetitions=self.repetitions
-        )
-        self.seconds += time.perf_counter() - t0
-        self._done.put((batch, written))
-
-    def _run(self) -> None:
-        try:
-            _fast_commit(True)
-            while True:
-                batch = self._todo.get()
-                if batch is None:
-                    return
-                self._write(batch)
-        except BaseException as exc:  # handed to the dispatcher thread by collect()
-            self._error = exc
-        finally:
-            connection.close()
-
-    def submit(self, batch: list[ItemResult]) -> None:
-        if not batch:
-            return
-        for r in batch:
-            self._unwritten[r.item_id] = None
-        if self.threaded:
-            self._todo.put(batch)
-        else:
-            self._write(batch)
-
-    def unwritten(self) -> list[int]:
-        return list(self._unwritten)
-
-    def collect(self) -> list[tuple[list[ItemResult], list[int]]]:
-        """The batches written since the last call; raises the writer's error, if any."""
-        out = []
-        while True:
-            try:
-                batch, written = self._done.get_nowait()
-            except queue.Empty:
-                break
-            for r in batch:
-                self._unwritten.pop(r.item_id, None)
-            out.append((batch, written))
-        if self._error is not None:
-            raise self._error
-        return out
-
-    def wait(self, *, below: int = 1) -> list[tuple[list[ItemResult], list[int]]]:
-        """Block until fewer than ``below`` results are unwritten (or the writer failed)."""
-        out = self.collect()
-        while len(self._unwritten) >= below and self.threaded:
-            if not self._thread.is_alive():
-                out += self.collect()
-                if self._error is None and self._unwritten:
-                    raise RuntimeError("the lane writer stopped with results unwritten")
-                break
-            try:
-                batch, written = self._done.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            for r in batch:
-                self._unwritten.pop(r.item_id, None)
-            out.append((batch, written))
-            if self._error is not None:
-                raise self._error
-        return out
-
-    def close(self) -> None:
-        if self.threaded and self._thread.is_alive():
-            self._todo.put(None)
-            self._thread.join(timeout=60)
-
-
-def _fast_commit(on: bool) -> None:
-    """On PostgreSQL the dispatcher's commits do not wait for the WAL flush: a commit lost
-    to a database crash leaves items claimed, and the sweeper runs them again."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit TO OFF" if on else "RESET synchronous_commit")
-
-
 def dispatch_lane(
     lane_id: int,
     *,
@@ -422,8 +278,8 @@ def dispatch_lane(
     slice_end = started + time_slice
     futures: dict[concurrent.futures.Future[Any], dict[str, Any]] = {}
     batch: list[ItemResult] = []
-    loop = _LoopThread()
-    writer = _Writer(
+    loop = LoopThread()
+    writer = Writer(
         lane_id=lane.pk,
         owner=owner,
         revision=ctx.scoring_revision,
@@ -442,7 +298,7 @@ def dispatch_lane(
             mine = set(written)
             result.stale += [r.item_id for r in written_batch if r.item_id not in mine]
 
-    _fast_commit(True)
+    fast_commit(True)
     try:
         while True:
             now = time.monotonic()
@@ -533,7 +389,7 @@ def dispatch_lane(
         loop.close()
         writer.close()
         result.timings["record"] += writer.seconds
-        _fast_commit(False)
+        fast_commit(False)
     RunLane.objects.filter(pk=lane.pk).update(dispatch_until=None)
     if cancelled:
         result.reason = "run cancelled"

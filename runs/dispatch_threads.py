@@ -1,0 +1,159 @@
+"""The threads of a lane dispatcher (``runs.dispatch``): the asyncio loop thread that makes
+the calls, the writer that records finished batches, and the grading pool used with judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+import time
+from typing import Any
+
+from django.db import connection
+
+from agentclash_site.lib.outbound import close_loop_client
+from runs.recording import ItemResult, record_results
+
+_graders: concurrent.futures.ThreadPoolExecutor | None = None
+_graders_lock = threading.Lock()
+
+
+def graders() -> concurrent.futures.ThreadPoolExecutor:
+    """A small process-wide pool for grading with judges (blocking provider calls)."""
+    global _graders
+    with _graders_lock:
+        if _graders is None:
+            _graders = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grade")
+        return _graders
+
+
+class LoopThread:
+    """An asyncio loop in a daemon thread with one shared outbound client."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="lane-dispatch-loop", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def close(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(close_loop_client(), self.loop).result(timeout=10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
+            self.loop.close()
+
+
+class Writer:
+    """Writes finished batches (``record_results``), inline or on a thread of its own.
+
+    On PostgreSQL a writer thread with its own connection writes while the dispatcher
+    thread claims, calls and grades (the item UPDATE is the guard, so the split changes
+    nothing about idempotency). Elsewhere (SQLite: one writer at a time) it writes inline.
+    """
+
+    def __init__(self, *, lane_id: int, owner: str, revision: int, repetitions: int, threaded: bool) -> None:
+        self.lane_id = lane_id
+        self.owner = owner
+        self.revision = revision
+        self.repetitions = repetitions
+        self.threaded = threaded
+        self.seconds = 0.0
+        self._unwritten: dict[int, None] = {}
+        self._done: queue.SimpleQueue[tuple[list[ItemResult], list[int]]] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        if threaded:
+            self._todo: queue.SimpleQueue[list[ItemResult] | None] = queue.SimpleQueue()
+            self._thread = threading.Thread(target=self._run, name="lane-writer", daemon=True)
+            self._thread.start()
+
+    def _write(self, batch: list[ItemResult]) -> None:
+        t0 = time.perf_counter()
+        written = record_results(
+            self.lane_id, batch, owner=self.owner, revision=self.revision, repetitions=self.repetitions
+        )
+        self.seconds += time.perf_counter() - t0
+        self._done.put((batch, written))
+
+    def _run(self) -> None:
+        try:
+            fast_commit(True)
+            while True:
+                batch = self._todo.get()
+                if batch is None:
+                    return
+                self._write(batch)
+        except BaseException as exc:  # handed to the dispatcher thread by collect()
+            self._error = exc
+        finally:
+            connection.close()
+
+    def submit(self, batch: list[ItemResult]) -> None:
+        if not batch:
+            return
+        for r in batch:
+            self._unwritten[r.item_id] = None
+        if self.threaded:
+            self._todo.put(batch)
+        else:
+            self._write(batch)
+
+    def unwritten(self) -> list[int]:
+        return list(self._unwritten)
+
+    def collect(self) -> list[tuple[list[ItemResult], list[int]]]:
+        """The batches written since the last call; raises the writer's error, if any."""
+        out = []
+        while True:
+            try:
+                batch, written = self._done.get_nowait()
+            except queue.Empty:
+                break
+            for r in batch:
+                self._unwritten.pop(r.item_id, None)
+            out.append((batch, written))
+        if self._error is not None:
+            raise self._error
+        return out
+
+    def wait(self, *, below: int = 1) -> list[tuple[list[ItemResult], list[int]]]:
+        """Block until fewer than ``below`` results are unwritten (or the writer failed)."""
+        out = self.collect()
+        while len(self._unwritten) >= below and self.threaded:
+            if not self._thread.is_alive():
+                out += self.collect()
+                if self._error is None and self._unwritten:
+                    raise RuntimeError("the lane writer stopped with results unwritten")
+                break
+            try:
+                batch, written = self._done.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            for r in batch:
+                self._unwritten.pop(r.item_id, None)
+            out.append((batch, written))
+            if self._error is not None:
+                raise self._error
+        return out
+
+    def close(self) -> None:
+        if self.threaded and self._thread.is_alive():
+            self._todo.put(None)
+            self._thread.join(timeout=60)
+
+
+def fast_commit(on: bool) -> None:
+    """On PostgreSQL the dispatcher's commits do not wait for the WAL flush: a commit lost
+    to a database crash leaves items claimed, and the sweeper runs them again."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO OFF" if on else "RESET synchronous_commit")
