@@ -317,6 +317,17 @@ def _resolver(ref: Ref | None, checks: dict[str, Any]) -> Any:
             return resolve(env)
 
         return resolve_expectation
+    if ref.kind == "payload" and len(ref.path) == 1:
+        field = ref.path[0]
+
+        def resolve_payload_field(env: Env) -> Resolved:
+            case = env.case
+            payload = case.payload
+            if not case.empty_case and type(payload) is dict and field in payload:
+                return Resolved(payload[field])
+            return resolve(env)
+
+        return resolve_payload_field
     if ref.kind == "payload":
         path = ref.path
 

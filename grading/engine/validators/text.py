@@ -281,16 +281,22 @@ def compare_json_path(doc: Any, path: str, comparator: str, value: Any) -> VResu
     except ValueError as exc:
         return pack_error(str(exc), "invalid_path")
     found = json_path_get(doc, segs)
-    desc = f"path {path}, comparator {comparator}"
     if comparator == "exists":
         if found is NOT_FOUND:
-            return binary(False, f"{desc}: path does not resolve")
-        return binary(True, lambda: f"{desc}: resolves to {short_json(found)}")
+            return binary(False, f"path {path}, comparator exists: path does not resolve")
+        return binary(True, lambda: f"path {path}, comparator exists: resolves to {short_json(found)}")
     if found is NOT_FOUND:
-        return binary(False, lambda: f"{desc}: path does not resolve; expected {short_json(value)}")
+        return binary(
+            False,
+            lambda: (
+                f"path {path}, comparator {comparator}: path does not resolve; expected {short_json(value)}"
+            ),
+        )
 
     def shown() -> str:
-        return f"{desc}: actual {short_json(found)}, expected {short_json(value)}"
+        return (
+            f"path {path}, comparator {comparator}: actual {short_json(found)}, expected {short_json(value)}"
+        )
 
     if comparator == "equals":
         return binary(deep_equal(found, value), shown)

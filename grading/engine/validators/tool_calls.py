@@ -149,14 +149,14 @@ def tool_call_assertion(config: Any) -> PreparedGrader:
             return unavailable("UNAVAILABLE: lane reports no tool calls (black_box or no tool_calls channel)")
         if problem is not None:
             return pack_error(problem, "invalid_config")
-        calls = (
-            evidence.tool_calls if include_failed else [c for c in evidence.tool_calls if c.status == "ok"]
-        )
-        matched = [
-            c.index
-            for c in calls
-            if (name is None or c.name == name) and (args_match is None or args_match(c.args))
-        ]
+        names: list[str] = []  # the observed calls (failed ones only with include_failed)
+        matched: list[int] = []
+        for c in evidence.tool_calls:
+            if not include_failed and c.status != "ok":
+                continue
+            names.append(c.name)
+            if (name is None or c.name == name) and (args_match is None or args_match(c.args)):
+                matched.append(c.index)
         n = len(matched)
         reasons: list[str] = []
         if must_call is True and n == 0:
@@ -169,7 +169,6 @@ def tool_call_assertion(config: Any) -> PreparedGrader:
             reasons.append(f"count {n} < min_count {lo}")
         if hi is not None and n > hi:
             reasons.append(f"count {n} > max_count {hi}")
-        names = [c.name for c in calls]
         if ordered:
             ok = names == ordered if mode == "exact" else _is_subsequence(ordered, names)
             if not ok:
