@@ -177,3 +177,13 @@ def test_probe_findings_are_computed_once_per_run_and_used_by_grading(personas, 
     stored = RunItem.objects.get(run=run, case_key="c0").grade["eval_feedback"]
     computed = RunItem.objects.get(run=inline, case_key="c0").grade["eval_feedback"]
     assert stored == computed and stored["suggestions"]
+
+
+def test_the_run_override_lowers_the_limit(personas):
+    version = publish(personas.workspace, cases=4)
+    behaviour, state = _peak_tracker(0.05)
+    with FakeAgent() as agent:
+        agent.default = behaviour
+        dep = hosted(personas.workspace, agent.url, max_in_flight=8)
+        run = drive(create_run(personas.workspace, version, [dep], max_in_flight=1))
+    assert run.status == "completed" and state["peak"] == 1
