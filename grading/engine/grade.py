@@ -898,7 +898,21 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
                     ids.append(code_ref)
                 else:
                     ids.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
-            return result(r, ids)
+            return ExpectationResult(  # result(r, ids), inline: the hot path
+                key,
+                kind,
+                text,
+                r.status,
+                r.outcome_class or DEFAULT_CLASS[r.status],
+                r.raw_evidence,
+                r.score,
+                threshold,
+                r.reason_code,
+                gating,
+                ids,
+                r.per_invocation_scores,
+                r.details,
+            )
         except ValidatorTimeout:
             return result(_timeout_result(), list(refs))
         except Exception as exc:  # a crashing validator must not sink the case
