@@ -292,9 +292,7 @@ def _item_rows(items: list[RunItem]) -> list[list[Any]]:
     return rows
 
 
-def _write_items(
-    items: list[RunItem], *, state: str, owner: str, attempts: list[Attempt] | None = None
-) -> list[int]:
+def _write_items(items: list[RunItem], *, state: str, owner: str) -> list[int]:
     """Write the items' result columns where an item is still in ``state`` (and, when
     claimed, still claimed by ``owner``); returns the ids written. ``attempt_count`` of each
     item is the number of attempts to add. On PostgreSQL one ``UPDATE ... FROM (VALUES ...)
@@ -313,24 +311,12 @@ def _write_items(
             names = ", ".join(("id", *_ITEM_COLUMNS))
             one = "(" + ", ".join(["%s"] * (len(_ITEM_COLUMNS) + 1)) + ")"
             values = ", ".join([one] * len(rows))
-            sql = (
-                f"WITH upd AS (UPDATE runs_runitem AS t SET {sets},"  # noqa: S608 (our columns)
-                " attempt_count = t.attempt_count + v.attempt_count::integer"
-                f" FROM (VALUES {values}) AS v({names}) WHERE t.id = v.id::bigint"
-                f" AND t.{guard.replace(' AND ', ' AND t.')} RETURNING t.id)"
+            cursor.execute(
+                f"UPDATE runs_runitem AS t SET {sets}, attempt_count = t.attempt_count + v.attempt_count::integer"  # noqa: S608
+                f" FROM (VALUES {values}) AS v({names}) WHERE t.id = v.id::bigint AND t.{guard.replace(' AND ', ' AND t.')}"
+                " RETURNING t.id",
+                [*(value for row in rows for value in row), *guard_params],
             )
-            params = [*(value for row in rows for value in row), *guard_params]
-            if attempts:
-                # The attempts of the items actually written, in the same statement.
-                cast = ", ".join(f"a.{c}::{_PG_ATTEMPT_TYPES[c]}" for c in _ATTEMPT_COLUMNS)
-                one_attempt = "(" + ", ".join(["%s"] * len(_ATTEMPT_COLUMNS)) + ")"
-                sql += (
-                    f", ins AS (INSERT INTO runs_attempt ({', '.join(_ATTEMPT_COLUMNS)}) SELECT {cast}"  # noqa: S608
-                    f" FROM (VALUES {', '.join([one_attempt] * len(attempts))}) AS a({', '.join(_ATTEMPT_COLUMNS)})"
-                    " WHERE a.item_id::bigint IN (SELECT id FROM upd))"
-                )
-                params += [value for a in attempts for value in _attempt_values(a)]
-            cursor.execute(sql + " SELECT id FROM upd", params)  # noqa: S608 (placeholders only)
             return [r[0] for r in cursor.fetchall()]
     with connection.cursor() as cursor:
         written = []
@@ -407,31 +393,20 @@ _ATTEMPT_COLUMNS = (
 )  # fmt: skip
 
 
-_PG_ATTEMPT_TYPES = {
-    "item_id": "bigint", "number": "smallint", "category": "varchar", "status_code": "smallint",
-    "error_code": "varchar", "error": "text", "latency_ms": "double precision", "body_excerpt": "text",
-    "retry_after": "double precision", "started_at": "timestamptz", "finished_at": "timestamptz",
-}  # fmt: skip
-
-
-def _attempt_values(a: Attempt) -> list[Any]:
-    adapt = connection.ops.adapt_datetimefield_value
-    return [
-        a.item_id, a.number, a.category, a.status_code, a.error_code, a.error, a.latency_ms,
-        a.body_excerpt, a.retry_after, adapt(a.started_at), adapt(a.finished_at),
-    ]  # fmt: skip
-
-
 def _insert_attempts(rows: list[Attempt]) -> None:
     if not rows:
         return
+    adapt = connection.ops.adapt_datetimefield_value
     one = "(" + ", ".join(["%s"] * len(_ATTEMPT_COLUMNS)) + ")"
     with connection.cursor() as cursor:
         for start in range(0, len(rows), 500):
             chunk = rows[start : start + 500]
             params: list[Any] = []
             for a in chunk:
-                params += _attempt_values(a)
+                params += [
+                    a.item_id, a.number, a.category, a.status_code, a.error_code, a.error, a.latency_ms,
+                    a.body_excerpt, a.retry_after, adapt(a.started_at), adapt(a.finished_at),
+                ]  # fmt: skip
             cursor.execute(
                 f"INSERT INTO runs_attempt ({', '.join(_ATTEMPT_COLUMNS)}) VALUES "  # noqa: S608 (our columns)
                 + ", ".join([one] * len(chunk)),
@@ -461,16 +436,10 @@ def record_results(
     by_id = {r.item_id: r for r in results}
     items = {r.item_id: _prepare(r, revision, now) for r in results}
     guard_state = ItemState.CLAIMED if owner is not None else ItemState.PENDING
-    pg = connection.vendor == "postgresql"
     with transaction.atomic(savepoint=False):
         lane_q = RunLane.objects.filter(pk=lane_id)
         run_id, counters_doc = _locked(lane_q).values_list("run_id", "counters").get()
-        if pg:
-            # Items and their attempts in one statement (attempts only of written items).
-            every = [a for r in results for a in _attempt_rows(r.item_id, r)]
-            written = _write_items(list(items.values()), state=guard_state, owner=owner or "", attempts=every)
-        else:
-            written = _write_items(list(items.values()), state=guard_state, owner=owner or "")
+        written = _write_items(list(items.values()), state=guard_state, owner=owner or "")
         if not written:
             return []
         counters = LaneCounters.from_dict(counters_doc) if counters_doc else LaneCounters(repetitions)
@@ -479,25 +448,14 @@ def record_results(
         attempts: list[Attempt] = []
         for pk in written:
             r = by_id[pk]
-            if not pg:
-                attempts += _attempt_rows(pk, r)
+            attempts += _attempt_rows(pk, r)
             _add_deltas(deltas, counters, r, items[pk])
         _insert_attempts(attempts)
         n = len(written)
-        if pg:
-            sets = "".join(f", {name} = {name} + %s" for name in deltas)
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "WITH lane AS (UPDATE runs_runlane SET counters = %s::jsonb, pending = pending - %s"  # noqa: S608
-                    f"{sets} WHERE id = %s RETURNING run_id)"
-                    " UPDATE runs_run SET items_open = items_open - %s WHERE id IN (SELECT run_id FROM lane)",
-                    [orjson.dumps(counters.to_dict()).decode(), n, *deltas.values(), lane_id, n],
-                )
-        else:
-            RunLane.objects.filter(pk=lane_id).update(
-                counters=counters.to_dict(),
-                pending=F("pending") - n,
-                **{name: F(name) + value for name, value in deltas.items()},
-            )
-            Run.objects.filter(pk=run_id).update(items_open=F("items_open") - n)
+        RunLane.objects.filter(pk=lane_id).update(
+            counters=counters.to_dict(),
+            pending=F("pending") - n,
+            **{name: F(name) + value for name, value in deltas.items()},
+        )
+        Run.objects.filter(pk=run_id).update(items_open=F("items_open") - n)
     return sorted(written)
