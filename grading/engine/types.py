@@ -317,8 +317,15 @@ EvidenceText = str | Callable[[], str]
 
 
 def render_evidence(evidence: EvidenceText, status: Status) -> str:
-    """The evidence as stored: rendered, never empty, at most ``MAX_EVIDENCE`` characters."""
-    text = evidence if isinstance(evidence, str) else evidence()
+    """The evidence as stored: rendered, never empty, at most ``MAX_EVIDENCE`` characters.
+    Rendering never raises: a failing renderer is reported in the text (the verdict stands)."""
+    if isinstance(evidence, str):
+        text = evidence
+    else:
+        try:
+            text = evidence()
+        except Exception as exc:
+            text = f"{status.value}: (evidence text failed to render: {type(exc).__name__}: {exc})"
     if not text:
         return f"{status.value}: (no detail)"
     if len(text) > MAX_EVIDENCE:

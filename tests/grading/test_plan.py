@@ -129,3 +129,19 @@ def test_plans_with_evidence_dimensions_or_guards_are_not_memoised():
     guarded["rules"]["allowed_tools"] = ["run_tests"]
     assert grade_mod.plan_for(latency).verdicts is None
     assert grade_mod.plan_for(guarded).verdicts is None
+
+
+def test_deferred_evidence_never_raises_when_read():
+    from grading.engine.types import ExpectationResult, OutcomeClass, ResultKind, Status
+
+    def broken() -> str:
+        raise ValueError("no text")
+
+    r = ExpectationResult("k", ResultKind.VALIDATOR, "t", Status.PASSED, OutcomeClass.PASS, broken)
+    assert r.evidence == "PASSED: (evidence text failed to render: ValueError: no text)"
+    long = ExpectationResult(
+        "k", ResultKind.VALIDATOR, "t", Status.FAILED, OutcomeClass.FAIL, lambda: "x" * 5000
+    )
+    assert len(long.evidence) == 1000 and long.evidence.endswith("…")
+    empty = ExpectationResult("k", ResultKind.VALIDATOR, "t", Status.FAILED, OutcomeClass.FAIL, lambda: "")
+    assert empty.evidence == "FAILED: (no detail)"

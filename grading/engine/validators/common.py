@@ -24,6 +24,7 @@ from ..types import (
     OutcomeClass,
     Status,
     canonical_json,
+    render_evidence,
 )
 
 VALIDATOR_TIME_LIMIT = 5.0
@@ -77,7 +78,7 @@ class VResult:
     def evidence(self) -> str:
         ev = self.raw_evidence
         if not isinstance(ev, str):
-            ev = self.raw_evidence = ev()
+            ev = self.raw_evidence = render_evidence(ev, self.status)
         return ev
 
     @evidence.setter
