@@ -38,7 +38,9 @@ SHARED_ERRORS = {
 METHODS = ("get", "put", "post", "patch", "delete")
 
 
-def document_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+def document_error_responses(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
     """drf-spectacular POSTPROCESSING_HOOKS entry."""
     components = result.setdefault("components", {}).setdefault("schemas", {})
     components.setdefault(ERROR_COMPONENT, ERROR_SCHEMA)
@@ -53,5 +55,8 @@ def document_error_responses(result: dict[str, Any], generator: Any, request: An
             for status, description in SHARED_ERRORS.items():
                 if status in responses or (public_operation and status in ("401", "403")):
                     continue
-                responses[status] = {"description": description, "content": {"application/json": {"schema": ref}}}
+                responses[status] = {
+                    "description": description,
+                    "content": {"application/json": {"schema": ref}},
+                }
     return result
