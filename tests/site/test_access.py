@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -135,3 +137,14 @@ def test_the_schema_and_docs_are_served(personas):
     client.force_login(personas.owner)
     assert client.get("/api/v1/schema/").status_code == 200
     assert client.get("/api/v1/docs/").status_code == 200
+
+
+def test_the_api_docs_load_their_scripts_from_our_static_files_not_a_cdn(personas):
+    client = Client()
+    client.force_login(personas.owner)
+    for url in ("/api/v1/docs/", "/api/v1/redoc/"):
+        page = client.get(url).content.decode()
+        sources = re.findall(r'(?:src|href)="([^"]+)"', page)
+        assert sources, url
+        assert all(not s.startswith(("http://", "https://", "//")) for s in sources), (url, sources)
+        assert any("drf_spectacular_sidecar" in s for s in sources), (url, sources)
