@@ -59,16 +59,22 @@ class RunCreateInput(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-RunSummaryOutput = inline_serializer(
-    "RunSummary",
-    {
-        "id": serializers.UUIDField(),
-        "status": serializers.CharField(),
-        "pack": serializers.DictField(),
-        "input_set": serializers.CharField(allow_null=True),
-        "url": serializers.CharField(),
-    },
-)
+def _run_summary(**kwargs: Any) -> serializers.Serializer:
+    """The run summary component (a fresh instance per use: a field binds to one parent)."""
+    return inline_serializer(
+        "RunSummary",
+        {
+            "id": serializers.UUIDField(),
+            "status": serializers.CharField(),
+            "pack": serializers.DictField(),
+            "input_set": serializers.CharField(allow_null=True),
+            "url": serializers.CharField(),
+        },
+        **kwargs,
+    )
+
+
+RunSummaryOutput = _run_summary()
 RunDocumentOutput = inline_serializer(
     "RunDocument", {"run": RunSummaryOutput, "lanes": serializers.ListField(child=serializers.DictField())}
 )
@@ -79,7 +85,7 @@ class RunListApi(APIView):
         parameters=[
             OpenApiParameter("limit", int, description=f"at most {MAX_PAGE_SIZE}, default {PAGE_SIZE}")
         ],
-        responses=inline_serializer("RunList", {"results": RunSummaryOutput}),
+        responses=inline_serializer("RunList", {"results": _run_summary(many=True)}),
         summary="List the workspace's runs, newest first",
         operation_id="run_list",
     )
