@@ -9,7 +9,6 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from runs.models import Deployment
-from runs.services.deployments import DeploymentError, clean_config
 
 
 class DeploymentAdminForm(forms.ModelForm):
@@ -28,6 +27,10 @@ class DeploymentAdminForm(forms.ModelForm):
         ]
 
     def clean(self) -> dict[str, Any]:
+        # Imported here: the services pull in the executors and the grading engine, which
+        # every management command would otherwise import at start-up (admin autodiscover).
+        from runs.services.deployments import DeploymentError, clean_config
+
         data = super().clean()
         try:
             data["config"] = clean_config(data.get("config"), data.get("kind", ""))

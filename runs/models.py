@@ -285,6 +285,13 @@ class GradeStatus(models.TextChoices):
     ERROR = "ERROR", "ERROR"
 
 
+# Large columns the execution path never reads through a Run instance (with
+# ``select_related("pack_version")``): the stored probe findings (about 0.5 kB per case, read
+# by ``runs.probing.load_stored_findings``) and the version's bundle (read once per process
+# by ``runs.packdata``).
+RUN_HEAVY_FIELDS = ("case_findings", "pack_version__source", "pack_version__manifest")
+
+
 class RunQuerySet(models.QuerySet["Run"]):
     def for_workspace(self, workspace: Any) -> RunQuerySet:
         return self.filter(workspace=workspace).order_by("-created_at", "-id")

@@ -13,6 +13,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import orjson
+from django.db import connection
+from django.db.models import Subquery
+
 from grading.engine import grade_case
 from grading.engine.critique import probe_case
 from grading.engine.types import Suggestion
@@ -25,8 +29,17 @@ def load_stored_findings(ctx: LaneContext, run_id: Any) -> bool:
     """Put the run's stored findings on ``ctx``; True when they are there."""
     if ctx.stored_findings is not None:
         return True
-    stored = Run.objects.filter(pk=run_id).values_list("case_findings", flat=True).first()
-    if stored is None:
+    # As text, parsed with orjson: several times faster than the driver's JSON loader on a
+    # document of about 0.5 kB per case.
+    cast = "::text" if connection.vendor == "postgresql" else ""
+    sql = f"SELECT case_findings{cast} FROM runs_run WHERE id = %s"  # noqa: S608 (fixed text)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Run._meta.pk.get_db_prep_value(run_id, connection)])
+        row = cursor.fetchone()
+    if row is None or row[0] is None:
+        return False
+    stored = orjson.loads(row[0])
+    if not isinstance(stored, dict):  # a JSON null stored as a value
         return False
     ctx.stored_findings = {k: [Suggestion.from_dict(d) for d in v] for k, v in stored.items()}
     return True
@@ -43,11 +56,13 @@ def probe_run(run_id: Any) -> str:
             pack_version_id=run.pack_version_id, input_set_id=run.input_set_id, case_findings__isnull=False
         )
         .order_by("-created_at")
-        .values_list("case_findings", flat=True)
-        .first()
+        .values("case_findings")[:1]
     )
-    if previous is not None:
-        Run.objects.filter(pk=run.pk, case_findings__isnull=True).update(case_findings=previous)
+    # Copied inside the database: the document never travels through this process.
+    copied = Run.objects.filter(pk=run.pk, case_findings__isnull=True).update(
+        case_findings=Subquery(previous)
+    )
+    if copied and Run.objects.filter(pk=run.pk, case_findings__isnull=False).exists():
         return "copied"
     data = version_data(run.pack_version, run.input_set.key if run.input_set_id else None)
     found: dict[str, list[dict[str, Any]]] = {}

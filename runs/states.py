@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import connection
 from django.utils import timezone
 
 from runs.models import ItemState, LaneStatus, Run, RunLane, RunStatus, Transition
@@ -52,6 +53,9 @@ ITEM_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 FINISHED_RUN = frozenset({R.COMPLETED, R.FAILED, R.CANCELLED})
+# PostgreSQL NOTIFY channel of finished runs (payload: the run id): ``eval start --follow``
+# listens instead of polling. Delivered when the transaction that finished the run commits.
+RUN_FINISHED_CHANNEL = "agentclash_run_finished"
 
 
 class IllegalTransition(Exception):
@@ -108,6 +112,9 @@ def transition_run(run: Run, to_state: str, *, reason: str = "") -> bool:
     )  # fmt: skip
     for name, value in fields.items():
         setattr(run, name, value)
+    if to_state in FINISHED_RUN and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [RUN_FINISHED_CHANNEL, str(run.pk)])
     return True
 
 

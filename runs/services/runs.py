@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, Q
 
 from packs.bundle import SelectionError, select_input_set
@@ -77,7 +77,13 @@ def pack_version_for(workspace: Any, slug: str, number: int | None) -> PackVersi
         raise RunError("invalid_pack", f"no pack {slug!r} in this workspace; publish it first", field="pack")
     if number is None:
         number = PackVersion.objects.filter(pack=pack).aggregate(n=Max("number"))["n"]
-    version = PackVersion.objects.filter(pack=pack, number=number).select_related("pack").first()
+    # The stored bundle and manifest are not needed to create a run (the worker reads them).
+    version = (
+        PackVersion.objects.filter(pack=pack, number=number)
+        .select_related("pack")
+        .defer("source", "manifest", "warnings", "critique_findings")
+        .first()
+    )
     if version is None:
         raise RunError(
             "invalid_pack_version",
@@ -256,28 +262,11 @@ def run_create(
                 for i, d in enumerate(lanes_for)
             ]
         )
-        items = [
-            RunItem(
-                run=run,
-                lane=lane,
-                deployment_id=lane.deployment_id,
-                challenge_id=ch_id,
-                case_id=case_id,
-                challenge_key=ch_key,
-                case_key=case_key,
-                position=pos,
-                repetition=rep,
-                state=ItemState.PENDING,
-            )
-            for lane in lanes
-            for pos, (ch_id, case_id, ch_key, case_key) in enumerate(cases)
-            for rep in range(1, reps + 1)
-        ]
-        RunItem.objects.bulk_create(items, batch_size=2000)
-        Run.objects.filter(pk=run.pk).update(items_total=len(items), items_open=len(items))
-        run.items_total = run.items_open = len(items)
+        total = insert_items(run, lanes, cases, reps)
+        Run.objects.filter(pk=run.pk).update(items_total=total, items_open=total)
+        run.items_total = run.items_open = total
         transition_run(run, RunStatus.QUEUED, reason="created")
-        if not items:
+        if not total:
             # A pack version with nothing to run: complete at once (nothing can fail).
             for lane in lanes:
                 transition_lane(lane, LaneStatus.SCORING, reason="no cases")
@@ -285,6 +274,57 @@ def run_create(
             run_id = run.pk
             transaction.on_commit(lambda: enqueue_run(run_id))
     return run
+
+
+# The columns that differ between the new items of a run; the others take the values of
+# a fresh RunItem (its field defaults).
+_ITEM_VARYING = (
+    "lane_id",
+    "deployment_id",
+    "challenge_id",
+    "case_id",
+    "challenge_key",
+    "case_key",
+    "position",
+    "repetition",
+)
+
+
+def insert_items(run: Run, lanes: Sequence[RunLane], cases: Sequence[tuple[Any, ...]], reps: int) -> int:
+    """Insert the pending items of a new run (lane x case x repetition, in input-set
+    order); returns how many. On PostgreSQL with COPY (several times faster than
+    ``bulk_create``'s multi-row INSERT, ARCHITECTURE.md "Measured facts"; no model instances
+    are built), elsewhere with ``bulk_create``."""
+    keys = [
+        (lane.pk, lane.deployment_id, ch_id, case_id, ch_key, case_key, pos, rep)
+        for lane in lanes
+        for pos, (ch_id, case_id, ch_key, case_key) in enumerate(cases)
+        for rep in range(1, reps + 1)
+    ]
+    if connection.vendor != "postgresql" or not keys:
+        RunItem.objects.bulk_create(
+            [
+                RunItem(run=run, state=ItemState.PENDING, **dict(zip(_ITEM_VARYING, k, strict=True)))
+                for k in keys
+            ],
+            batch_size=2000,
+        )
+        return len(keys)
+    template = RunItem(run=run, state=ItemState.PENDING)
+    fields = [f for f in RunItem._meta.concrete_fields if not f.primary_key]
+    columns = [f.attname for f in fields]
+    fixed = [f.get_db_prep_save(getattr(template, f.attname), connection) for f in fields]
+    slots = [columns.index(name) for name in _ITEM_VARYING]
+    names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    connection.ensure_connection()
+    sql = f"COPY {RunItem._meta.db_table} ({names}) FROM STDIN"
+    with connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
+        row = list(fixed)
+        for key in keys:
+            for slot, value in zip(slots, key, strict=True):
+                row[slot] = value
+            copy.write_row(row)
+    return len(keys)
 
 
 def enqueue_run(run_id: Any) -> None:

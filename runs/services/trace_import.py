@@ -24,7 +24,16 @@ from typing import Any
 from django.db import transaction
 
 from grading.engine.reader import DEFAULT_DEPLOYMENT, InvalidResults, read_results
-from runs.models import DeploymentKind, ItemState, LaneStatus, Run, RunItem, RunLane, RunStatus
+from runs.models import (
+    RUN_HEAVY_FIELDS,
+    DeploymentKind,
+    ItemState,
+    LaneStatus,
+    Run,
+    RunItem,
+    RunLane,
+    RunStatus,
+)
 from runs.recording import ItemKey, ItemResult, grade_evidence
 from runs.services.runs import RunError
 from runs.states import transition_lane, transition_run
@@ -235,7 +244,11 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
             status_code=409,
         )
     only_lane = next(iter(lanes.values())) if len(lanes) == 1 else None
-    run = Run.objects.select_related("pack_version", "pack_version__pack", "input_set").get(pk=run.pk)
+    run = (
+        Run.objects.select_related("pack_version", "pack_version__pack", "input_set")
+        .defer(*RUN_HEAVY_FIELDS)
+        .get(pk=run.pk)
+    )
     any_lane = next(iter(lanes.values()))
     ctx0 = lane_context_for(any_lane, run, any_lane.deployment)
     cases = [c for c, _ in ctx0.data.cases.values()]

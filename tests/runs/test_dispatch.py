@@ -173,6 +173,7 @@ def test_probe_findings_are_computed_once_per_run_and_used_by_grading(personas, 
         assert probe_run(run.pk) == "nothing to do"
         again = create_run(personas.workspace, version, [dep])
         assert probe_run(again.pk) == "copied"
+        assert Run.objects.get(pk=again.pk).case_findings == run.case_findings
         run = drive(run)
     stored = RunItem.objects.get(run=run, case_key="c0").grade["eval_feedback"]
     computed = RunItem.objects.get(run=inline, case_key="c0").grade["eval_feedback"]
