@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -107,6 +108,11 @@ def _service_fields(data: dict[str, Any], kind: str) -> dict[str, Any]:
     return fields
 
 
+NAME_CONFLICT = OpenApiResponse(
+    OpenApiTypes.OBJECT, description="Another deployment of the workspace has this name (the error body)"
+)
+
+
 class DeploymentListApi(APIView):
     @extend_schema(
         responses=inline_serializer("DeploymentList", {"results": DeploymentOutput(many=True)}),
@@ -120,7 +126,7 @@ class DeploymentListApi(APIView):
 
     @extend_schema(
         request=DeploymentCreateInput,
-        responses={201: DeploymentWithKeyOutput},
+        responses={201: DeploymentWithKeyOutput, 409: NAME_CONFLICT},
         summary="Create a deployment (the signing key is shown in this response only)",
         operation_id="deployment_create",
     )
@@ -147,7 +153,7 @@ class DeploymentDetailApi(APIView):
 
     @extend_schema(
         request=DeploymentUpdateInput,
-        responses=DeploymentOutput,
+        responses={200: DeploymentOutput, 409: NAME_CONFLICT},
         summary="Update the given fields (secret: a string sets it, null or empty clears it)",
         operation_id="deployment_update",
     )
