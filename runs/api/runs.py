@@ -59,22 +59,20 @@ class RunCreateInput(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-def _run_summary(**kwargs: Any) -> serializers.Serializer:
-    """The run summary component (a fresh instance per use: a field binds to one parent)."""
-    return inline_serializer(
-        "RunSummary",
-        {
-            "id": serializers.UUIDField(),
-            "status": serializers.CharField(),
-            "pack": serializers.DictField(),
-            "input_set": serializers.CharField(allow_null=True),
-            "url": serializers.CharField(),
-        },
-        **kwargs,
-    )
+class RunSummarySerializer(serializers.Serializer):
+    """The ``run`` object of the run document (schema only)."""
+
+    id = serializers.UUIDField()
+    status = serializers.CharField()
+    pack = serializers.DictField()
+    input_set = serializers.CharField(allow_null=True)
+    url = serializers.CharField()
+
+    class Meta:
+        ref_name = "RunSummary"
 
 
-RunSummaryOutput = _run_summary()
+RunSummaryOutput = RunSummarySerializer()
 RunDocumentOutput = inline_serializer(
     "RunDocument", {"run": RunSummaryOutput, "lanes": serializers.ListField(child=serializers.DictField())}
 )
@@ -85,7 +83,7 @@ class RunListApi(APIView):
         parameters=[
             OpenApiParameter("limit", int, description=f"at most {MAX_PAGE_SIZE}, default {PAGE_SIZE}")
         ],
-        responses=inline_serializer("RunList", {"results": _run_summary(many=True)}),
+        responses=inline_serializer("RunList", {"results": RunSummarySerializer(many=True)}),
         summary="List the workspace's runs, newest first",
         operation_id="run_list",
     )
