@@ -62,6 +62,23 @@ def ms(value: Any) -> str:
 
 
 @register.filter
+def duration(value: Any) -> str:
+    """A timedelta as people read it: 850 ms, 2.0 s, 3 min 05 s, 1 h 02 min."""
+    if value is None:
+        return "–"
+    seconds = value.total_seconds() if hasattr(value, "total_seconds") else float(value)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+@register.filter
 def usd(value: Any) -> str:
     if value is None:
         return DASH
