@@ -1,13 +1,11 @@
 """The result pages in Debian chromium: a run's progress bar finishes, a failed case opens,
 an evidence link lands on its transcript item, two runs compare, the CSV downloads.
 
-With ``UPDATE_SCREENSHOTS=1`` the overview and the case page are saved to
-``docs/screenshots/`` (overview.png, case.png) for the README.
+The README screenshots come from the demo run (scripts/screenshots.py), not from here.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,6 @@ from runs.result_tasks import compute_result_summary
 from runs.seeding import seed_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 @pytest.fixture
@@ -42,12 +39,6 @@ def finish(run: Run) -> None:
             pending=0, infra_error=lane.infra_error + n, status="completed"
         )
     Run.objects.filter(id=run.id).update(status=RunStatus.COMPLETED, items_open=0)
-
-
-def save_screenshot(page, name: str) -> None:
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
 
 
 def test_the_progress_bar_finishes_then_a_failed_case_links_into_its_transcript(
@@ -108,7 +99,6 @@ def test_compare_two_runs_and_download_the_csv(personas, login, page, no_broker)
     assert set(changes.all_text_contents()) == {"regression"}
 
     page.goto(f"/runs/{cand.id}/")
-    save_screenshot(page, "overview.png")
     with page.expect_download() as info:
         page.get_by_role("link", name="CSV").click()
     download = info.value
@@ -120,5 +110,4 @@ def test_compare_two_runs_and_download_the_csv(personas, login, page, no_broker)
     failed = RunItem.objects.filter(run=cand, status="FAILED").order_by("id").first()
     page.goto(f"/runs/{cand.id}/cases/{failed.id}/")
     expect(page.locator('[data-testid="case-status"]')).to_have_text("FAILED")
-    save_screenshot(page, "case.png")
     assert page.js_errors == []
