@@ -5,7 +5,8 @@ guard is graded on synthetic executions of the same case (empty, echo, reference
 ``grade_case``; a check that PASSES on the empty or echo baseline is *trivially satisfied*,
 one that FAILS on the reference output *fails on reference*. Guard-style checks are flagged
 with advice to add a positive companion. code_execution is never probed (no sandbox runs on
-synthetic files); judges only on the empty baseline with ``critique.probe_judges``.
+synthetic files); judges only on the empty baseline with ``critique.probe_judges``
+(:func:`probe_judges`, critic spend charged by the caller to the run's judge budget).
 
 (b) Run health, over the case results of all lanes (light :class:`CaseRecord` rows):
 no_discrimination, mostly_unavailable, pack_error, judge_disagreement,
@@ -127,6 +128,12 @@ def not_probed(spec: Any) -> list[dict[str, str]]:
                 "reason": "judges are probed only with critique.probe_judges: true",
             }
             for j in _list(spec, "llm_judges")
+        )
+    else:
+        out.extend(
+            {"assertion": str(_get(j, "key")), "reason": "n_wise judges rank lanes; not probed"}
+            for j in _list(spec, "llm_judges")
+            if str(_get(j, "mode", "")) == "n_wise"
         )
     return out
 
@@ -382,6 +389,63 @@ def probe_case(
     order = {k: i for i, k in enumerate(labels)}
     suggestions.sort(key=lambda s: (FINDING_ORDER.index(s.finding), order.get(s.assertion or "", len(order))))
     return suggestions
+
+
+def judges_to_probe(spec: Any) -> list[str]:
+    """Keys of the judges the empty baseline probes (``critique.probe_judges: true``): every
+    per-case judge; n_wise judges rank lanes against each other and are not probed."""
+    if not _critique_setting(spec, "probe_judges", False):
+        return []
+    return [str(_get(j, "key")) for j in _list(spec, "llm_judges") if str(_get(j, "mode", "")) != "n_wise"]
+
+
+def probe_judges(
+    spec: Any,
+    case: CaseDef,
+    context: GradeContext,
+    *,
+    judge: Any,
+    grade: GradeFn | None = None,
+) -> tuple[list[Suggestion], Any]:
+    """§9a for judges alone: with ``critique.probe_judges: true`` the case's judges run on the
+    empty baseline; one that PASSES an empty answer is *trivially satisfied*. Returns the
+    suggestions and the probe grade's ``judge_usage`` (critic spend: the caller charges it to
+    the run's judge budget, never to an agent). ``([], None)`` without the setting, a judge or
+    a judge to probe. The deterministic checks are :func:`probe_case`'s."""
+    keys = judges_to_probe(spec)
+    if judge is None or not keys:
+        return [], None
+    grade = grade or _default_grade()
+    ctx = _probe_context(context)
+    labels = assertion_labels(spec)
+    g = grade(empty_evidence(ctx), case, spec, context=ctx, judge=judge)
+    results = _results(g)
+    out: list[Suggestion] = []
+    for key in keys:
+        result = results.get(key)
+        if result is not None and result["kind"] == "judge" and result["status"] == "PASSED":
+            out.append(
+                Suggestion(
+                    reason=f"{_name(key, labels)} (an LLM judge) passes on the empty baseline (no output, "
+                    f"calls or files): {_short(result['evidence'])}",
+                    finding="trivially_satisfied",
+                    assertion=key,
+                )
+            )
+    return out, getattr(g, "judge_usage", None)
+
+
+def sort_findings(spec: Any, suggestions: Iterable[Suggestion]) -> list[Suggestion]:
+    """Findings in the order :func:`probe_case` returns them (finding kind, then assertion
+    order), e.g. after judge probes are added to a case's deterministic findings."""
+    order = {k: i for i, k in enumerate(assertion_labels(spec))}
+    return sorted(
+        suggestions,
+        key=lambda s: (
+            FINDING_ORDER.index(s.finding) if s.finding in FINDING_ORDER else len(FINDING_ORDER),
+            order.get(s.assertion or "", len(order)),
+        ),
+    )
 
 
 def probe_version(

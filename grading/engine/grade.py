@@ -542,6 +542,7 @@ class CaseGrade:
         "_user_notes_summary",
         "message",
         "_claims_fn",
+        "_regate",
     )
 
     def __init__(
@@ -583,6 +584,9 @@ class CaseGrade:
         self._user_notes_summary = _empty_notes() if user_notes_summary is None else user_notes_summary
         self.message = message
         self._claims_fn = _claims_fn
+        # With claims.fail_on_contradicted: re-decides the verdict for a new claims
+        # expectation (``regate_claims``, after model claims are merged). None otherwise.
+        self._regate: Callable[[ExpectationResult], Any] | None = None
 
     # Described by the execution, built on first read (see the class docstring).
     scorecard: dict[str, Any] = _LazyField()  # type: ignore[assignment]
@@ -1100,6 +1104,46 @@ def _claim_dict(c: Claim) -> dict[str, Any]:
     }
 
 
+def _claim_from_dict(d: Mapping[str, Any]) -> Claim:
+    span = d.get("span")
+    return Claim(
+        id=str(d.get("id") or ""),
+        claim=str(d.get("claim") or ""),
+        type=str(d.get("type") or ""),
+        kind=str(d.get("kind") or ""),
+        source=str(d.get("source") or ""),
+        verified=d.get("verified"),
+        evidence=str(d.get("evidence") or ""),
+        span=(int(span[0]), int(span[1])) if isinstance(span, (list, tuple)) and len(span) == 2 else None,
+        evidence_refs=[str(r) for r in d.get("evidence_refs") or []],
+    )
+
+
+def regate_claims(grade: CaseGrade) -> bool:
+    """Re-decide the claims gate of a fresh ``grade_case`` grade over its current ``claims``
+    (grading.md §8: with ``claims.fail_on_contradicted`` every contradicted claim counts,
+    the model's (``source: llm``) included). Called after model claims are merged; updates
+    the claims expectation, the scorecard, the gates and the case verdict in place. False
+    (nothing changed) when the spec does not gate on claims, the deterministic extraction
+    crashed (the ERROR stands) or the grade was read from a document (no plan to re-decide)."""
+    regate = grade._regate
+    if regate is None:
+        return False
+    idx = next((i for i, e in enumerate(grade.expectations) if e.kind is ResultKind.CLAIMS), None)
+    if idx is None or grade.expectations[idx].status is Status.ERROR:
+        return False
+    new_exp = _claims_expectation([_claim_from_dict(d) for d in grade.claims], None)
+    grade.expectations[idx] = new_exp
+    sc, status, klass, validity_, resolution_gate, guards_gate = regate(new_exp)
+    grade.status, grade.outcome_class, grade.validity = status, klass, validity_
+    grade._scorecard = _Lazy(sc.to_dict)
+    grade.gates = dict(grade.gates, resolution=resolution_gate, guards=guards_gate)
+    grade.reason_code = (
+        None if status is _PASSED or status is _FAILED else _case_reason(grade.expectations, klass)
+    )
+    return True
+
+
 def _findings(spec: Any, case: CaseDef, context: GradeContext) -> list[Suggestion]:
     if context.case_findings is not None:
         return context.case_findings
@@ -1330,6 +1374,15 @@ def _grade(
     )
     g.message = None
     g._claims_fn = claims_fn
+    g._regate = None
+    if claims_exp is not None:
+
+        def regate(new_claims_exp: ExpectationResult) -> _Verdict:
+            return _verdict(
+                plan, evidence, v_results, judge_results, compliance, new_claims_exp, guard_results
+            )
+
+        g._regate = regate
     return g
 
 

@@ -14,7 +14,8 @@ any pack judge, else the provider's default model). Their results carry ``source
   inputs and the outcome table; suggestions naming an unknown assertion are dropped; each
   kept one is ``{assertion?, reason, finding: "llm", source: "llm"}``.
 
-Spend goes to the same budget and ``judge_usage`` as the judges (§6.4, §6.5).
+With ``claims.fail_on_contradicted`` a contradicted model claim fails the claims gate like a
+deterministic one (:func:`merge_claims` re-decides it). Spend goes to the same budget and ``judge_usage`` as the judges (§6.4, §6.5).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from grading.engine.claims import claims_source_text
 from grading.engine.critique import assertion_labels
+from grading.engine.grade import CaseGrade, regate_claims
 from grading.engine.refs import resolve_evidence_id
 from grading.engine.types import (
     CaseDef,
@@ -172,9 +174,16 @@ def model_claims(
 
 
 def merge_claims(grade: Any, llm_claims: Sequence[dict[str, Any]]) -> None:
-    """Append model claims after the deterministic ones of a ``CaseGrade``."""
+    """Append model claims after the deterministic ones of a ``CaseGrade``.
+
+    With ``claims.fail_on_contradicted`` the "no contradicted claims" expectation and the
+    case verdict are re-decided over the merged ledger (grading.md §8: a model claim that
+    cited evidence contradicts counts like a deterministic one; unverifiable ones never do).
+    """
     if llm_claims:
         grade.claims = list(grade.claims) + list(llm_claims)
+        if isinstance(grade, CaseGrade):
+            regate_claims(grade)
 
 
 # ---------------------------------------------------------------------------

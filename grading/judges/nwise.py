@@ -379,7 +379,12 @@ def apply_rank(
         if total.cost_usd is not None:
             total.cost_usd = None if usage_share.cost_usd is None else total.cost_usd + usage_share.cost_usd
     grade.judge_usage = total
-    if not grade.claims and prev.claims:
+    model_claims = [c for c in prev.claims if c.get("source") == "llm"]
+    if model_claims:  # replayed, not re-run; they count toward the claims gate again
+        from .model_pass import merge_claims
+
+        merge_claims(grade, model_claims)
+    elif not grade.claims and prev.claims:
         grade.claims = list(prev.claims)
     return grade
 

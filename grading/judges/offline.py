@@ -4,7 +4,9 @@
 :class:`~grading.judges.LLMJudge` for the whole file, budgets split equally between the
 deployments found in the results (``scorecard.judge_limits``), an n_wise pre-pass that ranks
 every deployment's answer to each (case, repetition) before the cases are graded, the model
-claims pass per case execution, and the model critique per challenge merged into the run's
+claims pass per case execution, the judge baseline probes (``critique.probe_judges``,
+:mod:`grading.judges.probes`, charged to the run's budget, in each case's ``eval_feedback``),
+and the model critique per challenge merged into the run's
 ``eval_feedback``. The document gains ``judge_usage`` (run total; never in agent metrics).
 """
 
@@ -25,6 +27,7 @@ from .budget import LaneBudgets, SharedBudget, judge_limits_of
 from .judge import LLMJudge, get
 from .model_pass import merge_claims, model_claims, model_critique
 from .nwise import LaneAnswer, rank_case, split_usage
+from .probes import JudgeProbes
 from .providers import ProviderConfig
 
 RankKey = tuple[str, str, str, int]  # deployment, challenge, case, repetition
@@ -71,10 +74,13 @@ def grade_offline_with_judges(
     judge = LLMJudge(provider, lane_budgets=lanes)
     try:
         ranked, shares = _rank_all(judge, spec, result_set.executions, contexts, lanes, deployments)
+        # critique.probe_judges: judges on the empty baseline, charged to the run's budget
+        probes = JudgeProbes(judge, spec, SharedBudget([lanes.for_lane(d) for d in deployments]))
 
         def grade(evidence: Any, case: CaseDef, sp: Any, *, context: GradeContext, judge: Any = None) -> Any:
             if judge is None:  # baseline probes never spend on judges (critique.probe_judges aside)
                 return grade_case(evidence, case, sp, context=context, judge=None)
+            context = probes.with_findings(case, context)
             key = (context.deployment, case.challenge_key, case.case_key, context.repetition)
             g = grade_case(evidence, case, sp, context=context, judge=RankedView(judge, ranked.get(key, {})))
             if key in shares:
@@ -105,6 +111,7 @@ def grade_offline_with_judges(
                     ju.get("cost_usd", 0.0),
                 ),
             )
+        _add(total, probes.usage)
         if model_pass:
             records = [record_from_grade(e["grading"]) for e in document["cases"]]
             by_challenge: dict[str, list[CaseDef]] = {}
