@@ -26,7 +26,7 @@ Who calls what (R2 / the lead wire these):
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.db import transaction
@@ -245,12 +245,9 @@ def rank_run(run: Any) -> int:
         .exclude(status="")
         .order_by("challenge_key", "case_key", "repetition", "lane_id")
     )
-    groups: dict[tuple[str, str, int], list[Any]] = {}
-    for item in items.iterator(chunk_size=500):
-        groups.setdefault((item.challenge_key, item.case_key, item.repetition), []).append(item)
     changed = 0
     checks = {str(get(c, "key")): c for c in get(spec, "post_execution_checks", []) or []}
-    for (challenge, case_key, rep), group in groups.items():
+    for (challenge, case_key, rep), group in _consecutive_groups(items.iterator(chunk_size=500)):
         pending = [d for d in decls if any(_pending(item.grade, str(get(d, "key"))) for item in group)]
         if not pending:
             continue  # already ranked (finalize ran before): never pay twice
@@ -295,6 +292,22 @@ def rank_run(run: Any) -> int:
             _write_item(item, grade.to_dict(), shares.get(lane_key), STATUS_COLUMNS)
             changed += 1
     return changed
+
+
+def _consecutive_groups(items: Iterable[Any]) -> Iterator[tuple[tuple[str, str, int], list[Any]]]:
+    """The items of one (challenge, case, repetition) at a time, from a stream ordered by
+    that key: only one group's items are held, never the run's."""
+    key: tuple[str, str, int] | None = None
+    group: list[Any] = []
+    for item in items:
+        item_key = (item.challenge_key, item.case_key, item.repetition)
+        if item_key != key:
+            if group:
+                yield key, group  # type: ignore[misc]
+            key, group = item_key, []
+        group.append(item)
+    if group:
+        yield key, group  # type: ignore[misc]
 
 
 def _pending(grade: Any, key: str) -> bool:

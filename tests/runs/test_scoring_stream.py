@@ -1,0 +1,148 @@
+"""Run completion figures are streamed (runs/scoring.py): they must equal the figures of the
+record-based computation (aggregate_lane / rank_lanes / run_health over every CaseRecord)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from grading.engine.aggregate import aggregate_lane, record_from_grade
+from grading.engine.compare import rank_lanes
+from grading.engine.critique import run_health
+from runs.models import RunItem, RunLane
+from runs.packdata import version_data
+from runs.scoring import compute_stats
+from tests.runs.runfactory import create_run, hosted, publish
+
+
+def _grade(item: RunItem, lane: RunLane, rng: random.Random) -> dict[str, Any]:
+    roll = rng.random()
+    if roll < 0.5:
+        status, outcome, reason = "PASSED", "pass", None
+    elif roll < 0.8:
+        status, outcome, reason = "FAILED", "fail", "mismatch"
+    elif roll < 0.9:
+        status, outcome, reason = "UNAVAILABLE", "unavailable", "no_output"
+    else:
+        status, outcome, reason = "ERROR", "pack_error", "bad_ref"
+    score = None if status in ("UNAVAILABLE", "ERROR") else round(rng.random(), 3)
+    exp_status = status if status != "ERROR" else "ERROR"
+    expectations = [
+        {"key": "answer", "kind": "validator", "status": exp_status, "outcome_class": outcome,
+         "reason_code": reason if rng.random() < 0.7 else None},
+        {"key": "style", "kind": "judge", "status": "PASSED" if rng.random() < 0.6 else "FAILED",
+         "outcome_class": "pass", "reason_code": "low_agreement" if rng.random() < 0.2 else None,
+         "details": {"agreement": round(rng.random(), 3)}},
+    ]  # fmt: skip
+    if status == "ERROR" and rng.random() < 0.5:
+        expectations = expectations[1:]  # a case-level pack error no expectation explains
+    return {
+        "status": status,
+        "outcome_class": outcome,
+        "reason_code": reason,
+        "validity": rng.choice(["valid", "valid", "degraded"]),
+        "scorecard": {
+            "overall_score": score,
+            "dimensions": [
+                {"key": "correctness", "status": "PASSED", "score": score},
+                {
+                    "key": "steady",
+                    "source": "reliability",
+                    "status": "PASSED",
+                    "score": round(rng.random(), 2),
+                },
+            ],
+        },
+        "gates": {"compliance_score": round(rng.random(), 2)},
+        "expectations": expectations,
+        "judge_usage": {"calls": 1, "input_tokens": 7, "output_tokens": 3, "cost_usd": 0.0005},
+        "case": {
+            "deployment": lane.deployment_name,
+            "lane_id": str(lane.pk),
+            "challenge_key": item.challenge_key,
+            "case_key": item.case_key,
+            "repetition": item.repetition,
+        },
+    }
+
+
+def _grade_items(run: Any, seed: int) -> None:
+    rng = random.Random(seed)
+    lanes = {lane.pk: lane for lane in RunLane.objects.filter(run=run)}
+    items = list(RunItem.objects.filter(run=run).order_by("id"))
+    for item in items:
+        if rng.random() < 0.05:
+            continue  # never graded
+        grade = _grade(item, lanes[item.lane_id], rng)
+        item.grade = grade
+        item.status = grade["status"]
+        item.outcome_class = grade["outcome_class"]
+        item.reason_code = grade["reason_code"] or ""
+        item.score = grade["scorecard"]["overall_score"]
+        item.latency_ms = rng.randint(5, 4000)
+        item.input_tokens = rng.randint(1, 100)
+        item.output_tokens = rng.randint(1, 100) if rng.random() < 0.9 else None
+        item.cost_usd = round(rng.random() / 100, 5) if rng.random() < 0.8 else None
+    RunItem.objects.bulk_update(
+        items, ["grade", "status", "outcome_class", "reason_code", "score", "latency_ms", "input_tokens",
+                "output_tokens", "cost_usd"],
+    )  # fmt: skip
+
+
+def _record_stats(run: Any) -> dict[str, Any]:
+    """The computation compute_stats replaced: every record in memory."""
+    by_lane, aggregates, docs = {}, {}, []
+    for lane in RunLane.objects.filter(run_id=run.pk).order_by("position"):
+        rows = (
+            RunItem.objects.filter(lane_id=lane.pk)
+            .exclude(status="")
+            .order_by("id")
+            .values_list("grade", "input_tokens", "output_tokens", "cost_usd", "latency_ms")
+        )
+        records = [
+            record_from_grade(
+                g, metrics={"input_tokens": a, "output_tokens": b, "cost_usd": c, "latency_ms": d}
+            )
+            for g, a, b, c, d in rows
+            if g
+        ]
+        by_lane[lane.deployment_name] = records
+        agg = aggregate_lane(records, run_id=str(run.pk), deployment=lane.deployment_name)
+        aggregates[lane.deployment_name] = agg
+        docs.append(agg.to_dict())
+    ranking = rank_lanes(by_lane, run_id=str(run.pk), aggregates=aggregates)
+    spec = version_data(run.pack_version, run.input_set.key if run.input_set_id else None).spec
+    feedback = run_health([r for rows in by_lane.values() for r in rows], spec).to_dict()
+    return {
+        "scoring_revision": run.scoring_revision,
+        "lanes": docs,
+        "ranking": [s.to_dict() for s in ranking],
+        "eval_feedback": feedback,
+    }
+
+
+def test_streamed_stats_equal_the_record_computation(personas):
+    version = publish(personas.workspace, cases=7)
+    deps = [hosted(personas.workspace, "http://127.0.0.1:9/", name=f"agent{i}") for i in range(3)]
+    run = create_run(personas.workspace, version, deps, repetitions=3)
+    _grade_items(run, seed=11)
+    streamed = compute_stats(run)
+    expected = _record_stats(run)
+    assert streamed == expected
+    # the figures are not trivially empty: intervals, ranking pairs and findings exist
+    lane = streamed["lanes"][0]
+    assert lane["executions"] > 0 and lane["mean_score_interval"] is not None
+    assert lane["pass_rate_interval"] is not None and lane["dimension_means"]["correctness"] is not None
+    assert any(s["score_difference_interval"] for s in streamed["ranking"])
+    findings = {s["finding"] for s in streamed["eval_feedback"]["suggestions"]}
+    assert {"unstable_across_repeats", "pack_error", "judge_disagreement"} <= findings
+    assert RunLane.objects.get(pk=run.lanes.order_by("position")[0].pk).stats == lane
+
+
+def test_streamed_stats_with_one_repetition_and_an_empty_lane(personas):
+    version = publish(personas.workspace, cases=5)
+    deps = [hosted(personas.workspace, "http://127.0.0.1:9/", name=f"agent{i}") for i in range(2)]
+    run = create_run(personas.workspace, version, deps)
+    _grade_items(run, seed=5)
+    RunItem.objects.filter(lane__position=1, run=run).update(status="", grade=None)
+    assert compute_stats(run) == _record_stats(run)
