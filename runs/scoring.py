@@ -5,7 +5,8 @@
 and finalises it (``finalize_run``): per-lane ``aggregate_lane`` (Wilson and bootstrap
 intervals, seeds per interfaces.md §5 with the run id), the ranking (``rank_lanes``) and
 run health (``run_health``), stored in ``Run.stats`` / ``RunLane.stats``; then lanes and run
-are ``completed``. The guarded status UPDATE makes exactly one caller finalise.
+are ``completed`` and the result pages' summary is requested (``result_summary_request``).
+The guarded status UPDATE makes exactly one caller finalise.
 """
 
 from __future__ import annotations
@@ -780,4 +781,8 @@ def finalize_run(run: Run) -> None:
     run.stats = stats
     for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
         transition_lane(lane, LaneStatus.COMPLETED, reason="scored")
-    transition_run(run, RunStatus.COMPLETED, reason="scored")
+    if transition_run(run, RunStatus.COMPLETED, reason="scored"):
+        from runs.result_tasks import result_summary_request
+
+        # the result pages' panels are computed now (on commit), not when a user opens the run
+        result_summary_request(run=run)

@@ -146,3 +146,61 @@ def test_streamed_stats_with_one_repetition_and_an_empty_lane(personas):
     _grade_items(run, seed=5)
     RunItem.objects.filter(lane__position=1, run=run).update(status="", grade=None)
     assert compute_stats(run) == _record_stats(run)
+
+
+def test_model_critique_suggestions_are_counted_in_the_overall_line(personas, monkeypatch):
+    from runs import judging
+
+    version = publish(personas.workspace, cases=3)
+    run = create_run(personas.workspace, version, [hosted(personas.workspace, "http://127.0.0.1:9/")])
+    _grade_items(run, seed=3)
+    before = compute_stats(run)["eval_feedback"]
+    seen = {}
+
+    def critique(run_arg, records):
+        seen["table"] = judging_table(records)
+        return [{"reason": "add a negative case", "finding": "llm", "source": "llm", "assertion": "answer"}]
+
+    monkeypatch.setattr(judging, "run_model_critique", critique)
+    after = compute_stats(run, critique=True)["eval_feedback"]
+    assert len(after["suggestions"]) == len(before["suggestions"]) + 1
+    n = len(after["suggestions"])
+    assert after["overall"].startswith(f"{n} finding{'s' if n != 1 else ''}:") and "1 llm" in after["overall"]
+    # the critic sees the same outcome table as from the records
+    graded = RunItem.objects.filter(run=run).exclude(status="")
+    expected: dict = {}
+    for grade in graded.values_list("grade", flat=True):
+        for e in grade["expectations"]:
+            per = expected.setdefault("echo", {}).setdefault(e["key"], {})
+            per[e["status"]] = per.get(e["status"], 0) + 1
+    assert seen["table"] == expected
+
+
+def judging_table(records):
+    from grading.judges.model_pass import outcome_table
+
+    return {c: {k: dict(v) for k, v in per.items()} for c, per in outcome_table(records).items()}
+
+
+def test_a_completed_run_requests_its_result_summary(
+    personas, monkeypatch, django_capture_on_commit_callbacks
+):
+    from runs import result_tasks
+    from runs.models import RunResultSummary
+    from tests.fakes.agent_server import FakeAgent, ok
+    from tests.runs.runfactory import drive, echo_answer
+
+    sent = []
+    monkeypatch.setattr(result_tasks.compute_result_summary, "delay", lambda run_id: sent.append(run_id))
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        run = create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)])
+        with django_capture_on_commit_callbacks(execute=True):
+            run = drive(run)
+    assert run.status == "completed"
+    assert sent == [str(run.id)]
+    summary = RunResultSummary.objects.get(run=run)
+    assert (summary.status, summary.scoring_revision) == ("pending", run.scoring_revision)
+    result_tasks.compute_result_summary(str(run.id))
+    assert RunResultSummary.objects.get(run=run).status == "ready"
