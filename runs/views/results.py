@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 
 from agentclash_site.lib.pagination import InvalidCursor
 from grading.engine.evidence import ProtocolError, evidence_from_response
@@ -95,19 +96,59 @@ def _ref(ref: str, files: dict[str, str]) -> dict[str, Any]:
     return {"id": ref, "anchor": anchor_for(ref)}
 
 
-def _expectations(item: RunItem, files: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """The grade's expectations with the transcript anchor of each evidence ref."""
+def _expectations(
+    item: RunItem, files: dict[str, str] | None = None, transcript_url: str | None = None
+) -> list[dict[str, Any]]:
+    """The grade's expectations with the transcript anchor of each evidence ref; a judge
+    expectation also gets ``samples`` (its ``details.samples`` with a transcript link per
+    citation, for ``grading/_judge_samples.html``)."""
     out = []
     for e in (item.grade or {}).get("expectations") or []:
         refs = [_ref(ref, files or {}) for ref in e.get("evidence_refs") or [] if isinstance(ref, str)]
-        out.append({**e, "refs": refs, "details_items": _details(e.get("details"))})
+        judge = e.get("kind") == "judge"
+        entry = {**e, "refs": refs, "details_items": _details(e.get("details"), judge=judge)}
+        if judge:
+            entry["samples"] = _judge_samples(e.get("details"), files or {}, transcript_url)
+        out.append(entry)
     return out
 
 
-def _details(details: Any) -> list[tuple[str, Any]]:
+def _details(details: Any, *, judge: bool = False) -> list[tuple[str, Any]]:
     if not isinstance(details, dict):
         return []
-    return [(k, v) for k, v in details.items() if k not in ("citations",)]
+    hidden = ("citations", "samples") if judge else ("citations",)  # samples: their own table
+    return [(k, v) for k, v in details.items() if k not in hidden]
+
+
+def _other_lane(evidence_id: str, own_label: Any) -> bool:
+    """An n_wise id of another lane's answer (``B/final_output``): not in this transcript."""
+    label, sep, _ = evidence_id.partition("/")
+    return bool(sep) and len(label) == 1 and label.isupper() and label != own_label
+
+
+def _judge_samples(details: Any, files: dict[str, str], transcript_url: str | None) -> list[dict[str, Any]]:
+    """Each judge sample with its citations as {id, quote, href}; ``href`` is the transcript
+    anchor of the cited evidence, None when the transcript does not show it."""
+    if not isinstance(details, dict):
+        return []
+    own = details.get("label") if details.get("mode") == "n_wise" else None
+    out = []
+    for sample in details.get("samples") or []:
+        if not isinstance(sample, dict):
+            continue
+        cites = []
+        for c in sample.get("citations") or []:
+            cid = c.get("id") if isinstance(c, dict) else c
+            if not isinstance(cid, str):
+                continue
+            href = None
+            if transcript_url and not _other_lane(cid, own):
+                anchor = _ref(cid, files)["anchor"]
+                href = f"{transcript_url}#{anchor}" if anchor else None
+            quote = c.get("quote") if isinstance(c, dict) else None
+            cites.append({"id": cid, "quote": quote, "href": href})
+        out.append({**sample, "citations": cites})
+    return out
 
 
 @login_required
@@ -145,12 +186,13 @@ def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse
         response["Content-Disposition"] = f'attachment; filename="grading-{item.id}.json"'
         return response
     files = file_check_paths(run)
+    transcript_url = reverse("run-transcript", args=[run.id, item.id]) if item.evidence else None
     context = {
         "run": run,
         "item": item,
         "lane": item.lane,
         "grade": grade,
-        "expectations": _expectations(item, files),
+        "expectations": _expectations(item, files, transcript_url),
         "claims": _claims(item, files),
         "feedback": grade.get("eval_feedback") or {},
         "scorecard": grade.get("scorecard") or {},
