@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from django.db import transaction
+
 from grading.engine.aggregate import (
     OUTCOME_CLASSES,
     STATUSES,
@@ -766,7 +768,16 @@ def finalize_run(run: Run) -> None:
     """From ``scoring``: the n_wise judge pass, then the stats (with the model critique of
     the eval when a judge provider is set), then lanes and run complete."""
     from runs.judging import rank_run, record_run_judge_usage
+    from runs.services.operations import rescore_pending
 
+    if rescore_pending(run):
+        # a rescore's task was lost or is still running (the sweeper calls this for runs
+        # long in scoring): finish the re-grade first; it resumes where it stopped
+        from runs import tasks
+
+        run_id, revision = str(run.pk), run.scoring_revision
+        transaction.on_commit(lambda: tasks.rescore_run.delay(run_id, revision))
+        return
     try:
         rank_run(run)
         stats = compute_stats(run, critique=True)

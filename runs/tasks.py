@@ -53,3 +53,12 @@ def probe_run(run_id: str) -> str:
     from runs.probing import probe_run as probe
 
     return probe(run_id)
+
+
+@shared_task(name="runs.rescore_run")
+def rescore_run(run_id: str, revision: int) -> int:
+    """Re-grade a run's recorded evidence for scoring revision ``revision`` (idempotent:
+    ``runs.services.operations.run_rescore_execute``)."""
+    from runs.services.operations import run_rescore_execute
+
+    return run_rescore_execute(run_id=run_id, revision=revision)

@@ -300,19 +300,26 @@ class RunRetryFailedApi(_OperationApi):
         return {"retried": run_retry_failed(run=run)}
 
 
-class RunRescoreApi(_OperationApi):
+class RunRescoreApi(APIView):
+    parser_classes = [JSONParser]
+
     @extend_schema(
         request=None,
-        responses=_OP_OUT,
-        summary="Re-grade the recorded evidence with the current engine (a new scoring revision)",
+        responses={202: RunDocumentOutput},
+        summary="Re-grade the recorded evidence with the current engine (a new scoring revision, by a task)",
+        description=(
+            "Answers 202 with the run document (status `scoring`) once the new revision is opened; "
+            "a task re-grades the items and completes the run (poll the run document)."
+        ),
         operation_id="run_rescore",
     )
     def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
-        return super().post(request, ws, run_id)
-
-    def perform(self, run: Run) -> dict[str, Any]:
-        done = run_rescore(run=run)
-        return {"scoring_revision": done.scoring_revision}
+        run = get_run_for_user(request, run_id, workspace_slug=ws, write=True)
+        try:
+            run = run_rescore(run=run)
+        except RunError as exc:
+            raise _api_error(exc) from None
+        return _json(run_document(run), status.HTTP_202_ACCEPTED)
 
 
 class RunExportApi(APIView):

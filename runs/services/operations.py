@@ -6,9 +6,10 @@
 - ``run_retry_failed``: only items that ended ``infra_error`` / ``config_error`` (no grade)
   go back to pending; their earlier attempts stay and new ones continue the numbering; the
   run (and those lanes) go back to ``running`` and dispatch is enqueued.
-- ``run_rescore``: every graded item's recorded evidence is graded again with the current
-  engine, without calling agents: a new ``scoring_revision``; each old grade is archived
-  as a ``GradeRevision``; lane counters are rebuilt for the new revision; stats recomputed.
+- ``run_rescore``: a new ``scoring_revision`` and the run back to ``scoring``; on commit the
+  ``runs.rescore_run`` task (``run_rescore_execute``) grades every graded item's recorded
+  evidence again with the current engine, without calling agents, in batches: each old
+  grade is archived as a ``GradeRevision``; lane counters are rebuilt; stats recomputed.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
-from grading.engine.aggregate import LaneCounters
+from grading.engine.aggregate import LaneCounters, record_from_grade
 from runs.models import (
     GradeRevision,
     ItemState,
@@ -127,11 +128,15 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
     return total
 
 
-def run_rescore(*, run: Run) -> Run:
-    """Re-grade the recorded evidence of every graded item (no agent is called)."""
-    from runs.dispatch import lane_context_for
-    from runs.scoring import finalize_run
+RESCORE_BATCH = 500
 
+
+def run_rescore(*, run: Run, enqueue: bool = True) -> Run:
+    """Open a new scoring revision and enqueue the re-grade (``runs.rescore_run``, on commit).
+
+    The run (and its lanes) move to ``scoring`` now; the task re-grades the recorded evidence
+    of every graded item (no agent is called), rebuilds the lane counters and completes the
+    run (:func:`run_rescore_execute`)."""
     if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
         raise RunError(
             "run_not_rescorable",
@@ -140,74 +145,144 @@ def run_rescore(*, run: Run) -> Run:
         )
     with transaction.atomic():
         run = _lock_run(run)
+        if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
+            raise RunError(
+                "run_not_rescorable",
+                f"only a completed or failed run can be re-scored (this one is {run.status})",
+                status_code=409,
+            )
         revision = run.scoring_revision + 1
         Run.objects.filter(pk=run.pk).update(scoring_revision=revision)
         run.scoring_revision = revision
         transition_run(run, RunStatus.SCORING, reason=f"rescore (revision {revision})")
-        now = timezone.now()
-        for lane in RunLane.objects.filter(run=run).select_related("deployment", "deployment__workspace"):
-            if lane.status != LaneStatus.SCORING:
-                transition_lane(lane, LaneStatus.SCORING, reason=f"rescore (revision {revision})")
-            ctx = lane_context_for(lane, run, lane.deployment)
-            load_stored_findings(ctx, run.pk)
-            counters = LaneCounters(run.repetitions)
-            counts = dict.fromkeys(STATUS_COLUMNS.values(), 0)
-            score_sum, scored = 0.0, 0
-            archive: list[GradeRevision] = []
-            updates: list[RunItem] = []
-            graded = (
-                RunItem.objects.filter(lane=lane)
-                .filter(~Q(status=""), evidence__isnull=False)
-                .order_by("id")
-                .only("id", "challenge_key", "case_key", "repetition", "attempt_count", "status",
-                      "outcome_class", "score", "grade", "evidence", "scoring_revision",
-                      "latency_ms")
-            )  # fmt: skip
-            for item in graded.iterator(chunk_size=500):
-                archive.append(
-                    GradeRevision(
-                        item_id=item.pk, revision=item.scoring_revision, status=item.status,
-                        outcome_class=item.outcome_class, score=item.score, grade=item.grade, created_at=now,
-                    )
-                )  # fmt: skip
-                case, base = ctx.data.case(item.challenge_key, item.case_key)
-                evidence = rebuild_evidence(ctx, base, item.evidence)
-                key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
-                result = grade_evidence(
-                    ctx, key, evidence, item.evidence.get("response") or {}, attempt=item.attempt_count
-                )
-                assert result.grade is not None and result.record is not None
-                result.record.latency_ms = item.latency_ms
-                counters.add(result.record)
-                item.grade = result.grade
-                item.status = result.grade.get("status") or ""
-                item.outcome_class = result.grade.get("outcome_class") or ""
-                item.reason_code = (result.grade.get("reason_code") or "")[:100]
-                item.score = result.record.score
-                item.scoring_revision = revision
-                updates.append(item)
-                column = STATUS_COLUMNS.get(item.status)
-                if column:
-                    counts[column] += 1
-                if item.score is not None:
-                    score_sum += item.score
-                    scored += 1
-            GradeRevision.objects.bulk_create(archive, batch_size=500, ignore_conflicts=True)
-            RunItem.objects.bulk_update(
-                updates, ["grade", "status", "outcome_class", "reason_code", "score", "scoring_revision"],
-                batch_size=200,
-            )  # fmt: skip
-            summary = counters.summary()
-            RunLane.objects.filter(pk=lane.pk).update(
-                counters=counters.to_dict(),
-                score_sum=score_sum,
-                scored=scored,
-                judge_calls=int(summary["judge_usage"]["calls"] or 0),
-                judge_input_tokens=int(summary["judge_usage"]["input_tokens"] or 0),
-                judge_output_tokens=int(summary["judge_usage"]["output_tokens"] or 0),
-                judge_cost_usd=float(summary["judge_usage"]["cost_usd"] or 0.0),
-                **counts,
-            )
-        finalize_run(run)
-    run.refresh_from_db()
+        for lane in RunLane.objects.filter(run=run).exclude(status=LaneStatus.SCORING):
+            transition_lane(lane, LaneStatus.SCORING, reason=f"rescore (revision {revision})")
+        if enqueue:
+            from runs import tasks
+
+            run_id = str(run.pk)
+            transaction.on_commit(lambda: tasks.rescore_run.delay(run_id, revision))
     return run
+
+
+def rescore_pending(run: Run) -> bool:
+    """True while items of the run's current scoring revision still wait for their re-grade."""
+    if run.scoring_revision <= 1:
+        return False
+    return _regrade_queryset(run.pk, run.scoring_revision).exists()
+
+
+def _regrade_queryset(run_id: Any, revision: int) -> Any:
+    return RunItem.objects.filter(
+        run_id=run_id, scoring_revision__lt=revision, evidence__isnull=False
+    ).exclude(status="")
+
+
+def run_rescore_execute(*, run_id: Any, revision: int) -> int:
+    """The re-grade of revision ``revision`` (the task's body); returns the items re-graded.
+
+    Idempotent: a redelivered task (or a second one) skips items already at ``revision``
+    (each batch archives the old grades as ``GradeRevision`` rows, numbered by the item's
+    previous ``scoring_revision``, and writes the new ones in one transaction), and does
+    nothing once the run moved past that revision or left ``scoring``. Items are streamed
+    ``RESCORE_BATCH`` at a time; lane counters are rebuilt from the stored grades (streamed
+    too), then the run is finalised (``runs.scoring.finalize_run``)."""
+    from runs.dispatch import lane_context_for
+    from runs.scoring import finalize_run
+
+    run = Run.objects.defer("case_findings").filter(pk=run_id).first()
+    if run is None or run.scoring_revision != revision or run.status != RunStatus.SCORING:
+        return 0
+    done = 0
+    for lane in RunLane.objects.filter(run=run).select_related("deployment", "deployment__workspace"):
+        ctx = lane_context_for(lane, run, lane.deployment)
+        load_stored_findings(ctx, run.pk)
+        pending = (
+            _regrade_queryset(run.pk, revision)
+            .filter(lane_id=lane.pk)
+            .order_by("id")
+            .only("id", "challenge_key", "case_key", "repetition", "attempt_count", "status",
+                  "outcome_class", "score", "grade", "evidence", "scoring_revision")
+        )  # fmt: skip
+        batch: list[RunItem] = []
+        for item in pending.iterator(chunk_size=RESCORE_BATCH):
+            batch.append(item)
+            if len(batch) >= RESCORE_BATCH:
+                done += _regrade_batch(ctx, batch, revision)
+                batch = []
+        if batch:
+            done += _regrade_batch(ctx, batch, revision)
+        _rebuild_lane_counters(lane, run.repetitions)
+    run.refresh_from_db()
+    if run.status == RunStatus.SCORING and run.scoring_revision == revision:
+        finalize_run(run)
+    return done
+
+
+def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int:
+    now = timezone.now()
+    archive = [
+        GradeRevision(
+            item_id=item.pk, revision=item.scoring_revision, status=item.status,
+            outcome_class=item.outcome_class, score=item.score, grade=item.grade, created_at=now,
+        )
+        for item in items
+    ]  # fmt: skip
+    for item in items:
+        key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
+        _case, base = ctx.data.case(item.challenge_key, item.case_key)
+        evidence = rebuild_evidence(ctx, base, item.evidence)
+        result = grade_evidence(
+            ctx, key, evidence, item.evidence.get("response") or {}, attempt=item.attempt_count
+        )
+        if result.grade is None or result.record is None:
+            raise RuntimeError(f"item {item.pk}: the engine returned no grade")
+        item.grade = result.grade
+        item.status = result.grade.get("status") or ""
+        item.outcome_class = result.grade.get("outcome_class") or ""
+        item.reason_code = (result.grade.get("reason_code") or "")[:100]
+        item.score = result.record.score
+        item.scoring_revision = revision
+        item.evidence = None  # not written; frees the batch's evidence early
+    with transaction.atomic():
+        GradeRevision.objects.bulk_create(archive, batch_size=RESCORE_BATCH, ignore_conflicts=True)
+        RunItem.objects.bulk_update(
+            items, ["grade", "status", "outcome_class", "reason_code", "score", "scoring_revision"],
+            batch_size=RESCORE_BATCH,
+        )  # fmt: skip
+    return len(items)
+
+
+def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> None:
+    """The lane's counters, status counts, score sums and judge spend from its current grades."""
+    counters = LaneCounters(repetitions)
+    counts = dict.fromkeys(STATUS_COLUMNS.values(), 0)
+    score_sum, scored = 0.0, 0
+    rows = (
+        RunItem.objects.filter(lane_id=lane.pk)
+        .exclude(status="")
+        .order_by("id")
+        .values_list("grade", "status", "score", "input_tokens", "output_tokens", "cost_usd", "latency_ms")
+    )
+    for grade, status, score, tin, tout, cost, latency in rows.iterator(chunk_size=RESCORE_BATCH):
+        if not grade:
+            continue
+        metrics = {"input_tokens": tin, "output_tokens": tout, "cost_usd": cost, "latency_ms": latency}
+        counters.add(record_from_grade(grade, metrics=metrics))
+        column = STATUS_COLUMNS.get(status)
+        if column:
+            counts[column] += 1
+        if score is not None:
+            score_sum += score
+            scored += 1
+    summary = counters.summary()
+    RunLane.objects.filter(pk=lane.pk).update(
+        counters=counters.to_dict(),
+        score_sum=score_sum,
+        scored=scored,
+        judge_calls=int(summary["judge_usage"]["calls"] or 0),
+        judge_input_tokens=int(summary["judge_usage"]["input_tokens"] or 0),
+        judge_output_tokens=int(summary["judge_usage"]["output_tokens"] or 0),
+        judge_cost_usd=float(summary["judge_usage"]["cost_usd"] or 0.0),
+        **counts,
+    )

@@ -81,15 +81,32 @@ def test_retry_failed_resends_only_infra_and_config_failures(personas):
     assert info.value.code == "nothing_to_retry"
 
 
-def test_rescore_regrades_recorded_evidence_and_keeps_the_old_revision(personas):
+def test_rescore_regrades_recorded_evidence_and_keeps_the_old_revision(
+    personas, monkeypatch, django_capture_on_commit_callbacks
+):
+    from runs import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: sent.append(args))
     version = publish(personas.workspace, cases=2)
     with FakeAgent() as agent:
         agent.default = ok(echo_answer)
         dep = hosted(personas.workspace, agent.url)
         run = drive(create_run(personas.workspace, version, [dep]))
         calls = agent.calls
-        run = run_rescore(run=run)
+        with django_capture_on_commit_callbacks(execute=True):
+            opened = run_rescore(run=run)
+        # the request only opens the revision and enqueues the task
+        assert (opened.status, opened.scoring_revision) == ("scoring", 2)
+        assert sent == [(str(run.pk), 2)]
+        assert set(RunItem.objects.filter(run=run).values_list("scoring_revision", flat=True)) == {1}
+        assert set(RunLane.objects.filter(run=run).values_list("status", flat=True)) == {"scoring"}
+        with pytest.raises(RunError) as info:
+            run_rescore(run=opened)  # not twice at once
+        assert info.value.code == "run_not_rescorable"
+        assert tasks.rescore_run(str(run.pk), 2) == 2
         assert agent.calls == calls  # no agent was called
+    run.refresh_from_db()
     assert (run.status, run.scoring_revision) == ("completed", 2)
     item = RunItem.objects.get(run=run, case_key="c0")
     assert (item.scoring_revision, item.status) == (2, "PASSED")
@@ -97,8 +114,50 @@ def test_rescore_regrades_recorded_evidence_and_keeps_the_old_revision(personas)
     assert (old.revision, old.status) == (1, "PASSED")
     assert old.grade["status"] == "PASSED"
     lane = RunLane.objects.get(run=run)
-    assert (lane.passed, lane.failed) == (2, 0)
+    assert (lane.passed, lane.failed, lane.status) == (2, 0, "completed")
+    assert lane.counters["tally"]["executions"] == 2
     assert run.stats["scoring_revision"] == 2
+    # a redelivered task does nothing twice
+    assert tasks.rescore_run(str(run.pk), 2) == 0
+    assert GradeRevision.objects.filter(item__run=run).count() == 2
+
+
+def test_a_rescore_interrupted_midway_resumes_where_it_stopped(personas, monkeypatch):
+    from runs import tasks
+    from runs.scoring import finalize_run
+    from runs.services import operations
+
+    sent = []
+    monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: sent.append(args))
+    monkeypatch.setattr(operations, "RESCORE_BATCH", 2)
+    version = publish(personas.workspace, cases=5)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
+    run = run_rescore(run=run, enqueue=False)
+    real = operations._regrade_batch
+    batches = []
+
+    def dies_after_one_batch(ctx, items, revision):
+        if batches:
+            raise RuntimeError("worker lost")
+        batches.append(len(items))
+        return real(ctx, items, revision)
+
+    monkeypatch.setattr(operations, "_regrade_batch", dies_after_one_batch)
+    with pytest.raises(RuntimeError):
+        operations.run_rescore_execute(run_id=run.pk, revision=2)
+    assert RunItem.objects.filter(run=run, scoring_revision=2).count() == 2
+    # the sweeper's finalize of a run stuck in scoring re-enqueues the re-grade, never completes it half done
+    run.refresh_from_db()
+    finalize_run(run)
+    run.refresh_from_db()
+    assert run.status == "scoring" and sent == [(str(run.pk), 2)]
+    monkeypatch.setattr(operations, "_regrade_batch", real)
+    assert operations.run_rescore_execute(run_id=run.pk, revision=2) == 3
+    run.refresh_from_db()
+    assert (run.status, GradeRevision.objects.filter(item__run=run, revision=1).count()) == ("completed", 5)
+    assert RunLane.objects.get(run=run).passed == 5
 
 
 def test_sweeper_returns_expired_claims_and_gives_up_after_max_attempts(personas):

@@ -139,7 +139,15 @@ def test_results_upload_and_operations(personas):
     )
     assert _body(good) == {"accepted": 1, "run": {"id": str(run.pk), "status": "completed"}}
     rescored = api.post(f"{BASE}/{run.pk}/rescore")
-    assert _body(rescored)["scoring_revision"] == 2
+    assert rescored.status_code == 202
+    assert _body(rescored)["run"] == {**_body(api.get(f"{BASE}/{run.pk}"))["run"], "status": "scoring"}
+    assert Run.objects.get(pk=run.pk).scoring_revision == 2
+    again = api.post(f"{BASE}/{run.pk}/rescore")
+    assert (again.status_code, _body(again)["error"]["code"]) == (409, "run_not_rescorable")
+    from runs.tasks import rescore_run
+
+    rescore_run(str(run.pk), 2)  # what the enqueued task does
+    assert _body(api.get(f"{BASE}/{run.pk}"))["run"]["status"] == "completed"
     assert _body(api.post(f"{BASE}/{run.pk}/cancel"))["error"]["code"] == "run_finished"
     assert api.post(f"{BASE}/{run.pk}/cancel").status_code == 409
     assert _body(api.post(f"{BASE}/{run.pk}/retry-failed"))["error"]["code"] == "nothing_to_retry"
