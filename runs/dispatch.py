@@ -16,7 +16,7 @@ HTTP.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import gc
 import random
 import time
 import uuid
@@ -242,6 +242,22 @@ def _mark_running(lane: RunLane, run: Run) -> None:
         transition_lane(lane, LaneStatus.RUNNING, reason="first claim")
 
 
+_frozen = False
+
+
+def freeze_long_lived() -> None:
+    """Once per process: collect, then move every object alive now (modules, classes, the
+    app's caches: about 185k objects in a worker) to the collector's permanent generation.
+    Otherwise each full collection during a slice walks them all (measured: 3 to 6 full
+    collections of about 0.11 s each per 2,000 items); what a slice allocates is still
+    collected as usual."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
+
+
 def _run_status(run_id: Any) -> str:
     return Run.objects.filter(pk=run_id).values_list("status", flat=True).get()
 
@@ -257,6 +273,7 @@ def dispatch_lane(
     (the task passes its own ``delay``); ``None`` leaves re-dispatch to the caller."""
     owner = owner or uuid.uuid4().hex
     result = DispatchResult(lane_id=lane_id, owner=owner)
+    freeze_long_lived()
     lane = RunLane.objects.select_related("deployment", "deployment__workspace").get(pk=lane_id)
     # Deferred: the stored findings (about 0.5 kB per case) are read by load_stored_findings,
     # the bundle by version_data (once per process).
@@ -283,7 +300,7 @@ def dispatch_lane(
 
     started = time.monotonic()
     slice_end = started + time_slice
-    futures: dict[concurrent.futures.Future[Any], dict[str, Any]] = {}
+    in_flight: dict[int, dict[str, Any]] = {}  # item id -> claimed row (with its request)
     batch: list[ItemResult] = []
     loop = LoopThread()
     writer = Writer(
@@ -324,7 +341,7 @@ def dispatch_lane(
             t0 = time.perf_counter()
             # Claim before the finished batch is written: the calls of finished (unwritten)
             # items are over, so their slots are free and new calls overlap the writing.
-            if claiming and len(futures) < limit:
+            if claiming and len(in_flight) < limit:
                 rows = claim_items(
                     lane=lane,
                     run=run,
@@ -336,14 +353,17 @@ def dispatch_lane(
                     if result.claimed == 0:
                         _mark_running(lane, run)
                     result.claimed += len(rows)
+                    calls = []
                     for row in rows:
-                        request = _request(ctx, target, row)
-                        futures[loop.submit(_execute(executor, request, row["id"]))] = row
-                    result.peak_in_flight = max(result.peak_in_flight, len(futures))
+                        row["request"] = request = _request(ctx, target, row)
+                        in_flight[row["id"]] = row
+                        calls.append((row["id"], _execute(executor, request, row["id"])))
+                    loop.start(calls)  # one wake-up of the loop thread per claim
+                    result.peak_in_flight = max(result.peak_in_flight, len(in_flight))
             result.timings["claim"] += time.perf_counter() - t0
             writer.submit(batch)
             batch = []
-            if not futures:
+            if not in_flight:
                 if not claiming:
                     break
                 if not RunItem.objects.filter(lane_id=lane.pk, state=ItemState.PENDING).exists():
@@ -354,22 +374,14 @@ def dispatch_lane(
                 time.sleep(0.02)
                 continue
             t0 = time.perf_counter()
-            done, _ = concurrent.futures.wait(
-                list(futures), timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED
-            )
+            done = loop.finished(wait=0.5, more=BATCH_WAIT_SECONDS, expected=len(in_flight))
             if not done:
                 continue
-            if len(done) < len(futures):
-                more, _ = concurrent.futures.wait(
-                    [f for f in futures if f not in done], timeout=BATCH_WAIT_SECONDS
-                )
-                done = set(done) | set(more)
             t1 = time.perf_counter()
             result.timings["wait"] += t1 - t0
             finished = []
-            for future in done:
-                row = futures.pop(future)
-                outcomes = future.result()
+            for item_id, outcomes in done:
+                row = in_flight.pop(item_id)
                 item = ItemKey(
                     id=row["id"],
                     challenge_key=row["challenge_key"],
@@ -379,7 +391,7 @@ def dispatch_lane(
                 )
                 response = outcomes[-1].response
                 if response is not None and lane.deployment_kind == DeploymentKind.OPENAI_CHAT:
-                    converted = protocol_response(_request(ctx, target, row), response)
+                    converted = protocol_response(row["request"], response)
                     response = converted if isinstance(converted, dict) else response
                 finished.append((item, outcomes, response))
             if ctx.judge is not None and len(finished) > 1:
@@ -391,9 +403,7 @@ def dispatch_lane(
         writer.submit(batch)
         account(writer.wait())
     finally:
-        for future in list(futures):
-            future.cancel()
-        loop.close()
+        loop.close()  # cancels the calls still in flight
         writer.close()
         result.timings["record"] += writer.seconds
         fast_commit(False)

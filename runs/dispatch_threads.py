@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import queue
 import threading
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from django.db import connection
@@ -30,10 +32,17 @@ def graders() -> concurrent.futures.ThreadPoolExecutor:
 
 
 class LoopThread:
-    """An asyncio loop in a daemon thread with one shared outbound client."""
+    """An asyncio loop in a daemon thread with one shared outbound client.
+
+    ``start(calls)`` hands a whole claim's calls over with one wake-up of the loop (not one
+    ``run_coroutine_threadsafe`` each: every hand-over between the two threads costs a GIL
+    switch); each call's result lands in one queue that ``finished`` drains.
+    """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self._results: queue.SimpleQueue[tuple[Any, Any, BaseException | None]] = queue.SimpleQueue()
+        self._tasks: set[asyncio.Task[Any]] = set()  # touched on the loop thread only
         self.thread = threading.Thread(target=self._run, name="lane-dispatch-loop", daemon=True)
         self.thread.start()
 
@@ -44,8 +53,61 @@ class LoopThread:
     def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
+    def start(self, calls: list[tuple[Any, Coroutine[Any, Any, Any]]]) -> None:
+        """Start ``(key, coroutine)`` calls on the loop; ``finished`` returns ``(key, result)``."""
+        self.loop.call_soon_threadsafe(self._start, calls)
+
+    def _start(self, calls: list[tuple[Any, Coroutine[Any, Any, Any]]]) -> None:
+        for key, coro in calls:
+            task = self.loop.create_task(coro)
+            self._tasks.add(task)
+            task.add_done_callback(functools.partial(self._done, key))
+
+    def _done(self, key: Any, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            self._results.put((key, None, asyncio.CancelledError()))
+        else:
+            error = task.exception()
+            self._results.put((key, None if error is not None else task.result(), error))
+
+    def finished(self, *, wait: float, more: float, expected: int) -> list[tuple[Any, Any]]:
+        """The calls finished so far: waits up to ``wait`` seconds for the first, then up to
+        ``more`` seconds for others (while fewer than ``expected`` arrived), then takes what
+        is there. Raises the error of a call that raised."""
+        try:
+            first = self._results.get(timeout=wait)
+        except queue.Empty:
+            return []
+        got = [first]
+        end = time.monotonic() + more
+        while len(got) < expected:
+            try:
+                got.append(self._results.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                got.append(self._results.get(timeout=left))
+            except queue.Empty:
+                break
+        out = []
+        for key, value, error in got:
+            if error is not None:
+                raise error
+            out.append((key, value))
+        return out
+
+    def _cancel_all(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
     def close(self) -> None:
         try:
+            self.loop.call_soon_threadsafe(self._cancel_all)
             asyncio.run_coroutine_threadsafe(close_loop_client(), self.loop).result(timeout=10)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)

@@ -10,6 +10,7 @@ when stderr is a terminal.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -104,6 +105,13 @@ class Command(JsonCommand):
             help="with --follow: exit 1 when a lane's pass rate is lower",
         )
         self.add_json_argument(start)
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # Run as its own process (manage.py, not call_command): what start-up built (about
+        # 200k objects) lives to the end, and collecting it, during the run and at
+        # interpreter exit, cost about 0.3 s.
+        gc.freeze()
+        super().run_from_argv(argv)
 
     def handle(self, *args: Any, **options: Any) -> None:
         fail_under = options.get("fail_under")
