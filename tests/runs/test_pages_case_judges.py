@@ -66,7 +66,7 @@ def test_judge_samples_with_reasoning_and_clickable_citations_outsider_404(
     start = body.index('id="judge-samples-names-it"')
     table = body[start : body.index("</details>", start)]
     assert table.count("<tr>") == 3  # header + 2 samples
-    assert "gpt-4o-mini" in table and "pass" in table
+    assert "<code>gpt-4o-mini</code>" in table and table.count("<td>pass") == 2
     assert "The final answer &lt;b&gt;names&lt;/b&gt; the capital" in table  # escaped reasoning
     assert f'<a class="ref" href="{transcript}#ev-final_output">final_output</a>' in table
     assert "<code>challenge_input</code>" in table  # case data: not in the transcript
