@@ -227,10 +227,26 @@ def _request(ctx: LaneContext, target: DeploymentTarget, row: dict[str, Any]) ->
     )
 
 
+class _LazyRandom:
+    """``random.Random(seed)``, seeded only when a retry first needs jitter (seeding costs
+    more than the rest of a call's bookkeeping, and most calls never retry)."""
+
+    __slots__ = ("_rng", "_seed")
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+        self._rng: random.Random | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._rng is None:
+            self._rng = random.Random(self._seed)
+        return getattr(self._rng, name)
+
+
 async def _execute(executor: Any, request: ExecutionRequest, seed: int) -> list[AttemptOutcome]:
     client = client_for_loop()
     try:
-        return await run_attempts(executor, request, client=client, rng=random.Random(seed))
+        return await run_attempts(executor, request, client=client, rng=_LazyRandom(seed))  # type: ignore[arg-type]
     except asyncio.CancelledError:
         return [AttemptOutcome.cancelled()]
 

@@ -8,8 +8,18 @@ import time
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_process_init
 
 logger = logging.getLogger("runs.dispatch")
+
+
+@worker_process_init.connect
+def _freeze_long_lived(**_: Any) -> None:
+    """In each new worker process, before its first task: collect once and freeze what is
+    alive (runs.dispatch.freeze_long_lived), so the first dispatch slice does not pay it."""
+    from runs.dispatch import freeze_long_lived
+
+    freeze_long_lived()
 
 
 @shared_task(name="runs.dispatch_lane")
