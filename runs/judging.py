@@ -16,7 +16,9 @@ Who calls what (R2 / the lead wire these):
 - ``rank_run(run) -> int``: the n_wise second pass, from the scoring stage before
   ``compute_stats``: for every n_wise judge and every (challenge, case, repetition) graded in
   two or more lanes and still ``pending_rank`` (so a second call pays nothing), ranks the lanes' answers, re-grades each item with its ranked result
-  (other judges replayed, not re-run), writes the item's grade fields and moves the lane's
+  (other judges replayed, not re-run), archives the pre-rank grade as a ``GradeRevision``
+  (numbered like a rescore: the item's revision; the ranked grade is the next one), writes
+  the item's grade fields and moves the lane's
   counters (status columns, score sum, ``LaneCounters``) from the old record to the new.
 - ``run_model_critique(run, records) -> list[dict]``: the §9(c) critique suggestions to merge
   into the run's ``eval_feedback`` (``source: llm``).
@@ -318,7 +320,7 @@ def _pending(grade: Any, key: str) -> bool:
 
 
 def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, columns: dict[str, str]) -> None:
-    from runs.models import RunItem, RunLane
+    from runs.models import GradeRevision, RunItem, RunLane
 
     with transaction.atomic():
         lane = RunLane.objects.select_for_update().get(pk=item.lane_id)
@@ -350,10 +352,26 @@ def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, column
             updates["judge_output_tokens"] = F("judge_output_tokens") + spend.output_tokens
             updates["judge_cost_usd"] = F("judge_cost_usd") + (spend.cost_usd or 0.0)
         RunLane.objects.filter(pk=lane.pk).update(**updates)
+        # the pre-rank grade stays viewable, numbered as a rescore numbers the grade it
+        # supersedes (the item's revision); the ranked grade is the item's next revision
+        GradeRevision.objects.bulk_create(
+            [
+                GradeRevision(
+                    item_id=item.pk,
+                    revision=item.scoring_revision,
+                    status=item.status,
+                    outcome_class=item.outcome_class,
+                    score=item.score,
+                    grade=item.grade or {},
+                )
+            ],
+            ignore_conflicts=True,
+        )
         RunItem.objects.filter(pk=item.pk).update(
             grade=doc,
             status=str(doc.get("status") or ""),
             outcome_class=str(doc.get("outcome_class") or ""),
             reason_code=str(doc.get("reason_code") or "")[:100],
             score=score,
+            scoring_revision=item.scoring_revision + 1,
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Max
 from django.utils import timezone
 
 from grading.engine.aggregate import LaneCounters, record_from_grade
@@ -151,7 +151,10 @@ def run_rescore(*, run: Run, enqueue: bool = True) -> Run:
                 f"only a completed or failed run can be re-scored (this one is {run.status})",
                 status_code=409,
             )
-        revision = run.scoring_revision + 1
+        # above every item's revision: the n_wise pass numbers a ranked grade one past the
+        # pre-rank grade it archives
+        top = RunItem.objects.filter(run_id=run.pk).aggregate(top=Max("scoring_revision"))["top"] or 0
+        revision = max(run.scoring_revision, top) + 1
         Run.objects.filter(pk=run.pk).update(scoring_revision=revision)
         run.scoring_revision = revision
         transition_run(run, RunStatus.SCORING, reason=f"rescore (revision {revision})")
