@@ -21,7 +21,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -48,7 +48,7 @@ from runs.models import (
 )
 from runs.packdata import version_data
 from runs.probing import load_stored_findings
-from runs.recording import ItemKey, ItemResult, LaneContext, grade_outcomes
+from runs.recording import ItemKey, ItemResult, LaneContext, grade_outcomes, server_cursor
 from runs.retry import backoff_ceiling
 from runs.states import transition_lane, transition_run
 
@@ -122,9 +122,10 @@ def claim_items(
     budget = item_budget_seconds(deployment)
     deadline = now + timedelta(seconds=budget + settings.RUNS_CLAIM_MARGIN_SECONDS)
     pg = connection.vendor == "postgresql"
-    lock = " FOR UPDATE" if pg else ""
+    if pg:
+        return _claim_pg(lane, run, deployment, owner, wanted, finished, now, deadline, budget)
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        cursor.execute(f"SELECT max_in_flight FROM runs_deployment WHERE id = %s{lock}", [deployment.pk])  # noqa: S608 (fixed text)
+        cursor.execute("SELECT max_in_flight FROM runs_deployment WHERE id = %s", [deployment.pk])
         (dep_limit,) = cursor.fetchone()
         # Claimed items of the deployment (and of this lane), minus this owner's finished ones.
         ids = list(finished) or [0]
@@ -149,40 +150,85 @@ def claim_items(
             connection.ops.adapt_datetimefield_value(deadline),
         ]
         returning = " RETURNING id, challenge_key, case_key, repetition, attempt_count"
-        if pg:
-            # A CTE is evaluated once: an IN (subquery ... SKIP LOCKED) can be rescanned
-            # and then claims more rows than the limit.
-            cursor.execute(
-                "WITH candidates AS (SELECT id FROM runs_runitem WHERE lane_id = %s AND state = 'pending'"
-                " ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)"
-                " UPDATE runs_runitem AS item SET state = 'claimed', claim_owner = %s, claimed_at = %s,"
-                " claim_deadline = %s, claims = item.claims + 1 FROM candidates"
-                " WHERE item.id = candidates.id AND item.state = 'pending'"
-                " RETURNING item.id, item.challenge_key, item.case_key, item.repetition, item.attempt_count",
-                [lane.pk, free, *stamp],
-            )
-        else:
-            cursor.execute(
-                "SELECT id FROM runs_runitem WHERE lane_id = %s AND state = 'pending' ORDER BY id LIMIT %s",
-                [lane.pk, free],
-            )
-            ids = [r[0] for r in cursor.fetchall()]
-            if not ids:
-                return []
-            marks = ", ".join(["%s"] * len(ids))
-            sql = (
-                "UPDATE runs_runitem SET state = 'claimed', claim_owner = %s, claimed_at = %s,"  # noqa: S608
-                f" claim_deadline = %s, claims = claims + 1 WHERE state = 'pending' AND id IN ({marks})"
-            )
-            cursor.execute(sql + returning, [*stamp, *ids])
+        cursor.execute(
+            "SELECT id FROM runs_runitem WHERE lane_id = %s AND state = 'pending' ORDER BY id LIMIT %s",
+            [lane.pk, free],
+        )
+        ids = [r[0] for r in cursor.fetchall()]
+        if not ids:
+            return []
+        marks = ", ".join(["%s"] * len(ids))
+        sql = (
+            "UPDATE runs_runitem SET state = 'claimed', claim_owner = %s, claimed_at = %s,"  # noqa: S608
+            f" claim_deadline = %s, claims = claims + 1 WHERE state = 'pending' AND id IN ({marks})"
+        )
+        cursor.execute(sql + returning, [*stamp, *ids])
         fetched = cursor.fetchall()
-    item_deadline = now + timedelta(seconds=budget)
-    rows = [
+    return _claimed_rows(fetched, now + timedelta(seconds=budget))
+
+
+def _claimed_rows(fetched: list[tuple[Any, ...]], item_deadline: datetime) -> list[dict[str, Any]]:
+    return [
         {"id": r[0], "challenge_key": r[1], "case_key": r[2], "repetition": r[3], "attempt_count": r[4],
          "deadline": item_deadline}
         for r in sorted(fetched)
     ]  # fmt: skip
-    return rows
+
+
+# PostgreSQL: after the deployment row is locked (claimers of any lane of the deployment
+# wait here), one statement, with a snapshot taken after the lock, counts the deployment's
+# claimed items (and the lane's, for the run's override), minus this owner's finished ones,
+# and claims up to the free slots. A CTE is evaluated once: an IN (subquery ... SKIP LOCKED)
+# can be rescanned and then claims more rows than the limit.
+_CLAIM_SQL = """
+WITH counts AS (
+    SELECT count(*) AS claimed,
+           count(*) FILTER (WHERE lane_id = %(lane)s) AS lane_claimed,
+           count(*) FILTER (WHERE claim_owner = %(owner)s AND id = ANY(%(finished)s::bigint[])) AS done
+    FROM runs_runitem WHERE deployment_id = %(deployment)s AND state = 'claimed'
+), free AS (
+    SELECT GREATEST(0, LEAST(
+        (SELECT max_in_flight FROM runs_deployment WHERE id = %(deployment)s) - claimed + done,
+        COALESCE(%(run_limit)s::integer - lane_claimed + done, 2147483647),
+        COALESCE(%(wanted)s::integer, 2147483647)
+    )) AS n FROM counts
+), candidates AS (
+    SELECT id FROM runs_runitem WHERE lane_id = %(lane)s AND state = 'pending'
+    ORDER BY id LIMIT (SELECT n FROM free) FOR UPDATE SKIP LOCKED
+)
+UPDATE runs_runitem AS item SET state = 'claimed', claim_owner = %(owner)s, claimed_at = %(now)s,
+    claim_deadline = %(deadline)s, claims = item.claims + 1
+FROM candidates WHERE item.id = candidates.id AND item.state = 'pending'
+RETURNING item.id, item.challenge_key, item.case_key, item.repetition, item.attempt_count
+"""
+
+
+def _claim_pg(
+    lane: RunLane,
+    run: Run,
+    deployment: Deployment,
+    owner: str,
+    wanted: int | None,
+    finished: list[int] | tuple[int, ...],
+    now: datetime,
+    deadline: datetime,
+    budget: float,
+) -> list[dict[str, Any]]:
+    params = {
+        "lane": lane.pk,
+        "owner": owner,
+        "finished": list(finished),
+        "deployment": deployment.pk,
+        "run_limit": int(run.max_in_flight) if run.max_in_flight else None,
+        "wanted": wanted,
+        "now": now,
+        "deadline": deadline,
+    }
+    with transaction.atomic(savepoint=False), server_cursor() as cursor:
+        cursor.execute("SELECT 1 FROM runs_deployment WHERE id = %s FOR UPDATE", [deployment.pk])
+        cursor.execute(_CLAIM_SQL, params)
+        fetched = cursor.fetchall()
+    return _claimed_rows(fetched, now + timedelta(seconds=budget))
 
 
 def renew_lease(lane_id: int) -> None:

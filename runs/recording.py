@@ -286,7 +286,7 @@ def _item_json(item: RunItem) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _server_cursor() -> Iterator[Any]:
+def server_cursor() -> Iterator[Any]:
     """A psycopg cursor with server-side binding on Django's connection (its own cursors
     bind on the client: a large JSON parameter would be escaped into the SQL text)."""
     import psycopg
@@ -332,7 +332,7 @@ def _write_items(items: list[RunItem], *, state: str, owner: str) -> list[int]:
             f"UPDATE runs_runitem AS t SET {sets}, attempt_count = t.attempt_count + v.attempt_count"  # noqa: S608 (our columns)
             f" FROM json_to_recordset(%s::json) AS v({record}) WHERE t.id = v.id AND {where} RETURNING t.id"
         )
-        with _server_cursor() as cursor:
+        with server_cursor() as cursor:
             cursor.execute(sql, [doc.decode(), *guard_params])
             return [r[0] for r in cursor.fetchall()]
     rows = _item_rows(items)
@@ -444,7 +444,7 @@ def _insert_attempts(rows: list[Attempt]) -> None:
         names = ", ".join(_ATTEMPT_COLUMNS)
         picks = ", ".join(f"(r->>{i})::{t}" for i, t in enumerate(_ATTEMPT_TYPES))
         sql = f"INSERT INTO runs_attempt ({names}) SELECT {picks} FROM json_array_elements(%s::json) AS r"  # noqa: S608 (our columns)
-        with _server_cursor() as cursor:
+        with server_cursor() as cursor:
             cursor.execute(sql, [doc.decode()])
         return
     adapt = connection.ops.adapt_datetimefield_value
@@ -490,7 +490,7 @@ def record_results(
     pg = connection.vendor == "postgresql"
     with transaction.atomic(savepoint=False):
         if pg:
-            with _server_cursor() as cursor:
+            with server_cursor() as cursor:
                 cursor.execute(
                     "SELECT run_id, counters::text FROM runs_runlane WHERE id = %s FOR UPDATE", [lane_id]
                 )
@@ -521,7 +521,7 @@ def record_results(
                 " UPDATE runs_run SET items_open = items_open - %s WHERE id = (SELECT run_id FROM lane)"
             )
             params = [orjson.dumps(counters.to_dict()).decode(), n, *deltas.values(), lane_id, n]
-            with _server_cursor() as cursor:
+            with server_cursor() as cursor:
                 cursor.execute(sql, params)
             return sorted(written)
         RunLane.objects.filter(pk=lane_id).update(

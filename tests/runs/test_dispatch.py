@@ -135,6 +135,24 @@ def test_max_in_flight_holds_across_racing_dispatchers_and_runs(personas):
     assert agent.calls == 20  # no item was called twice
 
 
+def test_a_claim_counts_only_unfinished_claims_against_the_limits(personas):
+    version = publish(personas.workspace, cases=6)
+    dep = hosted(personas.workspace, "http://127.0.0.1:9/agent", max_in_flight=3)
+    run = create_run(personas.workspace, version, [dep], max_in_flight=2)
+    lane = RunLane.objects.get(run=run)
+    first = claim_items(lane=lane, run=run, deployment=dep, owner="a")
+    assert len(first) == 2  # the run's override (2) is below the deployment's limit (3)
+    assert claim_items(lane=lane, run=run, deployment=dep, owner="a") == []
+    # another owner's finished ids free nothing; this owner's free their slots
+    assert claim_items(lane=lane, run=run, deployment=dep, owner="b", finished=[first[0]["id"]]) == []
+    more = claim_items(lane=lane, run=run, deployment=dep, owner="a", finished=[first[0]["id"]], wanted=5)
+    assert len(more) == 1 and more[0]["id"] not in {r["id"] for r in first}
+    assert claim_items(
+        lane=lane, run=run, deployment=dep, owner="a", finished=[r["id"] for r in first], wanted=1
+    )
+    assert RunItem.objects.filter(run=run, state=ItemState.CLAIMED).count() == 4
+
+
 def test_recording_is_idempotent_and_owner_guarded(personas):
     version = publish(personas.workspace, cases=2)
     dep = hosted(personas.workspace, "http://127.0.0.1:9/agent")
