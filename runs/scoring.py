@@ -768,11 +768,14 @@ def finalize_run(run: Run) -> None:
     """From ``scoring``: the n_wise judge pass, then the stats (with the model critique of
     the eval when a judge provider is set), then lanes and run complete."""
     from runs.judging import rank_run, record_run_judge_usage
-    from runs.services.operations import rescore_pending
+    from runs.services.operations import rescore_pending, rescore_stalled
 
     if rescore_pending(run):
-        # a rescore's task was lost or is still running (the sweeper calls this for runs
-        # long in scoring): finish the re-grade first; it resumes where it stopped
+        # a rescore's task is still running or was lost (the sweeper calls this for runs
+        # long in scoring): never complete a half re-graded run; when no batch was written
+        # for a while, enqueue the re-grade again (it resumes where it stopped)
+        if not rescore_stalled(run):
+            return
         from runs import tasks
 
         run_id, revision = str(run.pk), run.scoring_revision

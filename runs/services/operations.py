@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -129,6 +130,7 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
 
 
 RESCORE_BATCH = 500
+RESCORE_STALL = timedelta(minutes=5)
 
 
 def run_rescore(*, run: Run, enqueue: bool = True) -> Run:
@@ -173,6 +175,13 @@ def rescore_pending(run: Run) -> bool:
     if run.scoring_revision <= 1:
         return False
     return _regrade_queryset(run.pk, run.scoring_revision).exists()
+
+
+def rescore_stalled(run: Run) -> bool:
+    """True when no re-grade batch of the run was written for ``RESCORE_STALL`` (each batch
+    archives its old grades with the time): the task was lost, not just long."""
+    latest = GradeRevision.objects.filter(item__run_id=run.pk).aggregate(at=Max("created_at"))["at"]
+    return latest is None or latest < timezone.now() - RESCORE_STALL
 
 
 def _regrade_queryset(run_id: Any, revision: int) -> Any:

@@ -150,7 +150,11 @@ def test_a_rescore_interrupted_midway_resumes_where_it_stopped(personas, monkeyp
     assert RunItem.objects.filter(run=run, scoring_revision=2).count() == 2
     # the sweeper's finalize of a run stuck in scoring re-enqueues the re-grade, never completes it half done
     run.refresh_from_db()
-    finalize_run(run)
+    finalize_run(run)  # a batch was just written: the task may still be running
+    run.refresh_from_db()
+    assert run.status == "scoring" and sent == []
+    GradeRevision.objects.filter(item__run=run).update(created_at=timezone.now() - timedelta(minutes=6))
+    finalize_run(run)  # stalled: enqueued again
     run.refresh_from_db()
     assert run.status == "scoring" and sent == [(str(run.pk), 2)]
     monkeypatch.setattr(operations, "_regrade_batch", real)
