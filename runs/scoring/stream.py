@@ -1,23 +1,16 @@
-"""Closing lanes and runs, and the figures computed once when a run completes.
+"""The figures computed once when a run completes, streamed (``runs.scoring.compute_stats``).
 
-``check_lane_and_run(lane_id)`` moves a lane whose counter says nothing is pending to
-``scoring`` and, when the run's ``items_open`` counter reaches 0, the run to ``scoring``
-and finalises it (``finalize_run``): per-lane ``aggregate_lane`` (Wilson and bootstrap
-intervals, seeds per interfaces.md §5 with the run id), the ranking (``rank_lanes``) and
-run health (``run_health``), stored in ``Run.stats`` / ``RunLane.stats``; then lanes and run
-are ``completed`` and the result pages' summary is requested (``result_summary_request``).
-The guarded status UPDATE makes exactly one caller finalise.
+One pass per lane over the item columns and the few grade fields the figures need, into
+fixed accumulators: tallies per lane and challenge, per-case sums in ``array`` columns indexed
+by a small per-run case number, per-expectation run-health counters. The results equal
+``aggregate_lane`` / ``rank_lanes`` / ``run_health`` over the records, without keeping them.
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from collections import Counter
-from collections.abc import Iterator
 from typing import Any
-
-from django.db import transaction
 
 from grading.engine.aggregate import (
     OUTCOME_CLASSES,
@@ -29,20 +22,6 @@ from grading.engine.aggregate import (
     worst_validity,
 )
 from grading.engine.compare import LaneStanding, rank_standings
-from grading.engine.critique import (
-    CLAIMS_KEY,
-    DEFAULT_JUDGE_AGREEMENT_MIN,
-    DEFAULT_UNAVAILABLE_SHARE_MAX,
-    FINDING_ORDER,
-    _critique_setting,
-    _judge_thresholds,
-    _name,
-    _pct,
-    _top_reasons,
-    assertion_labels,
-    eval_feedback,
-    overall_line,
-)
 from grading.engine.stats import (
     bootstrap_interval,
     mean,
@@ -50,39 +29,8 @@ from grading.engine.stats import (
     seed_for,
     wilson_interval,
 )
-from grading.engine.types import EvalFeedback, Suggestion
-from runs.models import LaneStatus, Run, RunItem, RunLane, RunStatus
-from runs.packdata import version_data
-from runs.states import transition_lane, transition_run
-
-OPEN_RUN = (RunStatus.QUEUED, RunStatus.RUNNING)
-OPEN_LANE = (LaneStatus.QUEUED, LaneStatus.RUNNING)
-
-
-def check_lane_and_run(lane_id: int) -> None:
-    lane = RunLane.objects.get(pk=lane_id)
-    if lane.status in OPEN_LANE and lane.pending <= 0:
-        transition_lane(lane, LaneStatus.SCORING, reason="no item pending")
-    check_run(lane.run_id)
-
-
-def check_run(run_id: Any) -> bool:
-    """Finalise the run when its counter says no item is pending or claimed. True when
-    this call finalised it. A cancelled run gets its stats over what was graded once its
-    last in-flight item is written."""
-    run = Run.objects.defer("case_findings").get(pk=run_id)
-    if run.status == RunStatus.CANCELLED and run.items_open <= 0:
-        Run.objects.filter(pk=run.pk).update(stats=compute_stats(run))
-        return False
-    if run.status not in OPEN_RUN or run.items_open > 0:
-        return False
-    for lane in RunLane.objects.filter(run_id=run.pk, status__in=OPEN_LANE):
-        transition_lane(lane, LaneStatus.SCORING, reason="no item pending")
-    if not transition_run(run, RunStatus.SCORING, reason="every item finished"):
-        return False
-    finalize_run(run)
-    return True
-
+from runs.models import RunItem, RunLane
+from runs.scoring.health import RunHealth
 
 # ---------------------------------------------------------------------------
 # Streaming figures (constant memory per item)
@@ -192,7 +140,7 @@ class _PerCase:
         return None
 
 
-class _Cases:
+class Cases:
     """The run's cases: ``(challenge_key, case_key)`` -> a small int, shared by every lane."""
 
     def __init__(self) -> None:
@@ -211,10 +159,10 @@ class _Cases:
         return found
 
 
-class _LaneStream:
+class LaneStream:
     """Every §10.3 figure of one lane, from a stream of item rows (no record kept)."""
 
-    def __init__(self, cases: _Cases) -> None:
+    def __init__(self, cases: Cases) -> None:
         self.cases = cases
         self.lane_id: str | None = None
         self.order = array("l")  # global case indices in first-appearance order
@@ -248,7 +196,7 @@ class _LaneStream:
             self.order.append(index)
         self.executions[index] += 1
 
-    def add(self, index: int, challenge: str, row: _Row) -> None:
+    def add(self, index: int, challenge: str, row: Row) -> None:
         self.records += 1
         self._case(index)
         status = row.status
@@ -381,7 +329,7 @@ class _LaneStream:
         )
 
 
-class _Row:
+class Row:
     """The figures of one item row (reused: one object for the whole stream)."""
 
     __slots__ = (
@@ -450,224 +398,7 @@ class _Row:
         self.judge_cost_usd = _num(usage.get("cost_usd")) if "cost_usd" in usage else 0.0
 
 
-class _KeyHealth:
-    """Run-health tallies of one expectation key (grading.md §9b), over every lane."""
-
-    __slots__ = (
-        "agreement_n",
-        "agreement_sum",
-        "below",
-        "case_seen",
-        "cases",
-        "graded",
-        "lanes",
-        "low",
-        "missing",
-        "missing_reasons",
-        "pack",
-        "pack_reasons",
-        "repeats",
-        "spent",
-        "statuses",
-        "total",
-    )
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.graded = 0
-        self.statuses: set[str] = set()
-        self.lanes: set[str] = set()
-        self.case_seen = bytearray()
-        self.cases = 0
-        self.missing = 0
-        self.missing_reasons: Counter[str] = Counter()
-        self.pack = 0
-        self.pack_reasons: Counter[str] = Counter()
-        self.agreement_sum = 0.0
-        self.agreement_n = 0
-        self.below = 0
-        self.low = 0
-        self.spent = 0
-        # lane -> (PASSED count, FAILED count) per global case index, capped at 255
-        self.repeats: dict[str, tuple[bytearray, bytearray]] = {}
-
-
-def _bump(buf: bytearray, index: int) -> int:
-    if index >= len(buf):
-        buf.extend(bytes(index + 1 - len(buf)))
-    before = buf[index]
-    if before < 255:
-        buf[index] = before + 1
-    return before
-
-
-class _RunHealth:
-    """``grading.engine.critique.run_health`` over a stream of rows: per-key counters, no records."""
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-        self.thresholds = _judge_thresholds(spec)
-        self.keys: dict[str, _KeyHealth] = {}
-        self.rows = 0
-        self.unexplained = 0
-        self.unexplained_reasons: Counter[str] = Counter()
-        self.table: dict[str, dict[str, Counter[str]]] = {}  # challenge -> key -> statuses (critique)
-
-    def _key(self, key: str) -> _KeyHealth:
-        found = self.keys.get(key)
-        if found is None:
-            found = self.keys[key] = _KeyHealth()
-        return found
-
-    def add(self, deployment: str, index: int, challenge: str, row: _Row) -> None:
-        self.rows += 1
-        per_challenge = self.table.setdefault(challenge, {})
-        explained = False
-        for key, (status, outcome, reason) in row.expectations.items():
-            per_challenge.setdefault(key, Counter())[status] += 1
-            h = self._key(key)
-            h.total += 1
-            if status in ("PASSED", "FAILED"):
-                h.graded += 1
-                h.statuses.add(status)
-                h.lanes.add(deployment)
-                if _bump(h.case_seen, index) == 0:
-                    h.cases += 1
-                pair = h.repeats.get(deployment)
-                if pair is None:
-                    pair = h.repeats[deployment] = (bytearray(), bytearray())
-                _bump(pair[0] if status == "PASSED" else pair[1], index)
-            elif status in ("UNAVAILABLE", "NOT_EVALUATED"):
-                h.missing += 1
-                h.missing_reasons[reason or outcome or "unknown"] += 1
-            if outcome == "pack_error":
-                explained = True
-                h.pack += 1
-                h.pack_reasons[reason or "pack_error"] += 1
-            if reason == "low_agreement":
-                h.low += 1
-            if reason == "judge_budget_exhausted":
-                h.spent += 1
-        for key, value in row.judge_agreement.items():
-            h = self._key(key)
-            h.agreement_sum += value
-            h.agreement_n += 1
-            threshold = self.thresholds.get(key)
-            if threshold is not None and value < threshold:
-                h.below += 1
-        if row.outcome_class == "pack_error" and not explained:
-            self.unexplained += 1
-            self.unexplained_reasons[row.reason_code or "pack_error"] += 1
-
-    def feedback(self, cases: _Cases) -> EvalFeedback:
-        """The same findings, wording and order as ``run_health`` over the records."""
-        spec = self.spec
-        labels = assertion_labels(spec)
-        share_max = float(_critique_setting(spec, "unavailable_share_max", DEFAULT_UNAVAILABLE_SHARE_MAX))
-        agreement_min = float(_critique_setting(spec, "judge_agreement_min", DEFAULT_JUDGE_AGREEMENT_MIN))
-        known = {k: i for i, k in enumerate(labels)}
-        found: dict[str, list[Suggestion]] = {f: [] for f in FINDING_ORDER}
-
-        def add(finding: str, key: str | None, reason: str) -> None:
-            found[finding].append(Suggestion(reason=reason, finding=finding, assertion=key))
-
-        for key in sorted(self.keys, key=lambda k: (known.get(k, len(known)), k)):
-            h = self.keys[key]
-            name = _name(key, labels)
-            total = h.total
-            uniform = h.graded >= 3 and key != CLAIMS_KEY and len(h.statuses) == 1
-            if uniform and (len(h.lanes) >= 2 or h.cases >= 3):
-                status = next(iter(h.statuses))
-                add(
-                    "no_discrimination",
-                    key,
-                    f"{name} is {status} on all {h.graded} graded results ({len(h.lanes)} lanes, "
-                    f"{h.cases} cases): it does not tell agents or cases apart",
-                )
-            if total and h.missing / total > share_max:
-                add(
-                    "mostly_unavailable",
-                    key,
-                    f"{name}: {h.missing} of {total} results ({_pct(h.missing, total)}) are UNAVAILABLE or "
-                    f"NOT_EVALUATED, over the {share_max:.0%} limit ({_top_reasons(h.missing_reasons)})",
-                )
-            if h.pack:
-                add(
-                    "pack_error",
-                    key,
-                    f"{name}: {h.pack} of {total} results are pack errors ({_top_reasons(h.pack_reasons)}); "
-                    "fix the pack, these never count against the agent",
-                )
-            threshold = self.thresholds.get(key)
-            below = max(h.below, h.low)
-            mean_agreement = h.agreement_sum / h.agreement_n if h.agreement_n else None
-            if (mean_agreement is not None and mean_agreement < agreement_min) or below:
-                parts = []
-                if mean_agreement is not None:
-                    parts.append(
-                        f"mean agreement {mean_agreement:.2f} over {h.agreement_n} cases"
-                        + (f" is below {agreement_min:.2f}" if mean_agreement < agreement_min else "")
-                    )
-                if below:
-                    parts.append(
-                        f"{below} case{'s' if below != 1 else ''} below the judge's min_agreement_threshold"
-                        + (f" {threshold:.2f}" if threshold is not None else "")
-                    )
-                add("judge_disagreement", key, f"{name}: " + "; ".join(parts))
-            flaky: list[tuple[str, tuple[str, str], int, int]] = []
-            for lane, (passed, failed) in h.repeats.items():
-                for index in range(min(len(passed), len(failed))):
-                    if passed[index] and failed[index]:
-                        flaky.append((lane, cases.keys[index], passed[index], failed[index]))
-            if flaky:
-                flaky.sort()
-                shown = [
-                    f"{lane}/{case_id[0]}/{case_id[1]} ({p} PASSED, {f} FAILED)"
-                    for lane, case_id, p, f in flaky[:5]
-                ]
-                more = f" and {len(flaky) - 5} more" if len(flaky) > 5 else ""
-                add(
-                    "unstable_across_repeats",
-                    key,
-                    f"{name} got both PASSED and FAILED across repetitions on {len(flaky)} lane/case "
-                    f"pair{'s' if len(flaky) != 1 else ''}: {', '.join(shown)}{more}",
-                )
-            if h.spent:
-                add(
-                    "budget_exhausted",
-                    key,
-                    f"{name}: {h.spent} of {total} results were not evaluated because the judge budget ran "
-                    "out (judge_budget_exhausted); raise scorecard.judge_limits or reduce samples",
-                )
-        if self.unexplained:
-            add(
-                "pack_error",
-                None,
-                f"{self.unexplained} of {self.rows} case grades are pack errors "
-                f"({_top_reasons(self.unexplained_reasons)})",
-            )
-        return eval_feedback([s for f in FINDING_ORDER for s in found[f]])
-
-    def outcome_records(self) -> Iterator[Any]:
-        """What the model critique's outcome table counts, one light row per counted status
-        (the same table ``outcome_table`` builds from the records)."""
-        for challenge, per in self.table.items():
-            for key, statuses in per.items():
-                for status, n in statuses.items():
-                    row = _OutcomeRow(challenge, {key: (status, None, None)})
-                    for _ in range(n):
-                        yield row
-
-
-class _OutcomeRow:
-    __slots__ = ("challenge_key", "expectations")
-
-    def __init__(self, challenge_key: str, expectations: dict[str, tuple[str, None, None]]) -> None:
-        self.challenge_key = challenge_key
-        self.expectations = expectations
-
-
-def _rank(lanes: list[tuple[str, _LaneStream, LaneAggregate]], *, run_id: str) -> list[LaneStanding]:
+def rank(lanes: list[tuple[str, LaneStream, LaneAggregate]], *, run_id: str) -> list[LaneStanding]:
     """``rank_lanes`` over the streamed lanes (the paired bootstrap over per-case scores)."""
     streams = {dep: stream for dep, stream, _agg in lanes}
     ordered = rank_standings(LaneStanding.from_aggregate(agg) for _dep, _s, agg in lanes)
@@ -701,10 +432,10 @@ def _rank(lanes: list[tuple[str, _LaneStream, LaneAggregate]], *, run_id: str) -
     return ordered
 
 
-def stream_lane(lane: RunLane, cases: _Cases, health: _RunHealth | None = None) -> _LaneStream:
+def stream_lane(lane: RunLane, cases: Cases, health: RunHealth | None = None) -> LaneStream:
     """One pass over the lane's graded items (in id order, ``STREAM_CHUNK`` rows at a time)."""
-    stream = _LaneStream(cases)
-    row = _Row()
+    stream = LaneStream(cases)
+    row = Row()
     rows = (
         RunItem.objects.filter(lane_id=lane.pk)
         .exclude(status="")
@@ -723,80 +454,3 @@ def stream_lane(lane: RunLane, cases: _Cases, health: _RunHealth | None = None) 
         if health is not None:
             health.add(lane.deployment_name, index, challenge, row)
     return stream
-
-
-def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
-    """Every lane's aggregate, the ranking and run health (plus, with ``critique``, the
-    judge model's critique suggestions); stores the lane stats too.
-
-    One streamed pass per lane over the item columns and the few grade fields the figures
-    need (``STREAM_CHUNK`` rows at a time): tallies, per-case sums in compact arrays and
-    per-expectation counters; memory grows with the number of cases by a few dozen bytes,
-    never with the grade documents."""
-    lanes = list(RunLane.objects.filter(run_id=run.pk).order_by("position"))
-    spec = version_data(run.pack_version, run.input_set.key if run.input_set_id else None).spec
-    cases = _Cases()
-    health = _RunHealth(spec)
-    streamed: list[tuple[str, _LaneStream, LaneAggregate]] = []
-    lane_docs = []
-    for lane in lanes:
-        stream = stream_lane(lane, cases, health)
-        agg = stream.aggregate(run_id=str(run.pk), deployment=lane.deployment_name)
-        streamed.append((lane.deployment_name, stream, agg))
-        doc = agg.to_dict()
-        RunLane.objects.filter(pk=lane.pk).update(stats=doc)
-        lane.stats = doc
-        lane_docs.append(doc)
-    ranking = _rank(streamed, run_id=str(run.pk)) if streamed else []
-    feedback = health.feedback(cases).to_dict()
-    if critique:
-        from runs.judging import run_model_critique
-
-        extra = run_model_critique(run, health.outcome_records())
-        if extra:
-            feedback["suggestions"] = [*feedback.get("suggestions", []), *extra]
-            feedback["overall"] = overall_line(Suggestion.from_dict(s) for s in feedback["suggestions"])
-    return {
-        "scoring_revision": run.scoring_revision,
-        "lanes": lane_docs,
-        "ranking": [standing.to_dict() for standing in ranking],
-        "eval_feedback": feedback,
-    }
-
-
-def finalize_run(run: Run) -> None:
-    """From ``scoring``: the n_wise judge pass, then the stats (with the model critique of
-    the eval when a judge provider is set), then lanes and run complete."""
-    from runs.judging import rank_run, record_run_judge_usage
-    from runs.services.operations import rescore_pending, rescore_stalled
-
-    if rescore_pending(run):
-        # a rescore's task is still running or was lost (the sweeper calls this for runs
-        # long in scoring): never complete a half re-graded run; when no batch was written
-        # for a while, enqueue the re-grade again (it resumes where it stopped)
-        if not rescore_stalled(run):
-            return
-        from runs import tasks
-
-        run_id, revision = str(run.pk), run.scoring_revision
-        transaction.on_commit(lambda: tasks.rescore_run.delay(run_id, revision))
-        return
-    try:
-        rank_run(run)
-        stats = compute_stats(run, critique=True)
-        record_run_judge_usage(run)
-    except Exception as exc:
-        Run.objects.filter(pk=run.pk).update(stats={"error": str(exc)[:500]})
-        for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
-            transition_lane(lane, LaneStatus.FAILED, reason="scoring failed")
-        transition_run(run, RunStatus.FAILED, reason=f"scoring failed: {exc}"[:500])
-        raise
-    Run.objects.filter(pk=run.pk).update(stats=stats)
-    run.stats = stats
-    for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
-        transition_lane(lane, LaneStatus.COMPLETED, reason="scored")
-    if transition_run(run, RunStatus.COMPLETED, reason="scored"):
-        from runs.result_tasks import result_summary_request
-
-        # the result pages' panels are computed now (on commit), not when a user opens the run
-        result_summary_request(run=run)

@@ -1,0 +1,129 @@
+"""Closing lanes and runs, and the figures computed once when a run completes.
+
+``check_lane_and_run(lane_id)`` moves a lane whose counter says nothing is pending to
+``scoring`` and, when the run's ``items_open`` counter reaches 0, the run to ``scoring``
+and finalises it (``finalize_run``): per-lane ``aggregate_lane`` (Wilson and bootstrap
+intervals, seeds per interfaces.md §5 with the run id), the ranking (``rank_lanes``) and
+run health (``run_health``), stored in ``Run.stats`` / ``RunLane.stats``; then lanes and run
+are ``completed`` and the result pages' summary is requested (``result_summary_request``).
+The guarded status UPDATE makes exactly one caller finalise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from grading.engine.aggregate import LaneAggregate
+from grading.engine.critique import overall_line
+from grading.engine.types import Suggestion
+from runs.models import LaneStatus, Run, RunLane, RunStatus
+from runs.packdata import version_data
+from runs.scoring.stream import Cases, LaneStream, RunHealth, rank, stream_lane
+from runs.states import transition_lane, transition_run
+
+OPEN_RUN = (RunStatus.QUEUED, RunStatus.RUNNING)
+OPEN_LANE = (LaneStatus.QUEUED, LaneStatus.RUNNING)
+
+
+def check_lane_and_run(lane_id: int) -> None:
+    lane = RunLane.objects.get(pk=lane_id)
+    if lane.status in OPEN_LANE and lane.pending <= 0:
+        transition_lane(lane, LaneStatus.SCORING, reason="no item pending")
+    check_run(lane.run_id)
+
+
+def check_run(run_id: Any) -> bool:
+    """Finalise the run when its counter says no item is pending or claimed. True when
+    this call finalised it. A cancelled run gets its stats over what was graded once its
+    last in-flight item is written."""
+    run = Run.objects.defer("case_findings").get(pk=run_id)
+    if run.status == RunStatus.CANCELLED and run.items_open <= 0:
+        Run.objects.filter(pk=run.pk).update(stats=compute_stats(run))
+        return False
+    if run.status not in OPEN_RUN or run.items_open > 0:
+        return False
+    for lane in RunLane.objects.filter(run_id=run.pk, status__in=OPEN_LANE):
+        transition_lane(lane, LaneStatus.SCORING, reason="no item pending")
+    if not transition_run(run, RunStatus.SCORING, reason="every item finished"):
+        return False
+    finalize_run(run)
+    return True
+
+
+def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
+    """Every lane's aggregate, the ranking and run health (plus, with ``critique``, the
+    judge model's critique suggestions); stores the lane stats too.
+
+    One streamed pass per lane over the item columns and the few grade fields the figures
+    need (``STREAM_CHUNK`` rows at a time): tallies, per-case sums in compact arrays and
+    per-expectation counters; memory grows with the number of cases by a few dozen bytes,
+    never with the grade documents."""
+    lanes = list(RunLane.objects.filter(run_id=run.pk).order_by("position"))
+    spec = version_data(run.pack_version, run.input_set.key if run.input_set_id else None).spec
+    cases = Cases()
+    health = RunHealth(spec)
+    streamed: list[tuple[str, LaneStream, LaneAggregate]] = []
+    lane_docs = []
+    for lane in lanes:
+        stream = stream_lane(lane, cases, health)
+        agg = stream.aggregate(run_id=str(run.pk), deployment=lane.deployment_name)
+        streamed.append((lane.deployment_name, stream, agg))
+        doc = agg.to_dict()
+        RunLane.objects.filter(pk=lane.pk).update(stats=doc)
+        lane.stats = doc
+        lane_docs.append(doc)
+    ranking = rank(streamed, run_id=str(run.pk)) if streamed else []
+    feedback = health.feedback(cases).to_dict()
+    if critique:
+        from runs.judging import run_model_critique
+
+        extra = run_model_critique(run, health.outcome_records())
+        if extra:
+            feedback["suggestions"] = [*feedback.get("suggestions", []), *extra]
+            feedback["overall"] = overall_line(Suggestion.from_dict(s) for s in feedback["suggestions"])
+    return {
+        "scoring_revision": run.scoring_revision,
+        "lanes": lane_docs,
+        "ranking": [standing.to_dict() for standing in ranking],
+        "eval_feedback": feedback,
+    }
+
+
+def finalize_run(run: Run) -> None:
+    """From ``scoring``: the n_wise judge pass, then the stats (with the model critique of
+    the eval when a judge provider is set), then lanes and run complete."""
+    from runs.judging import rank_run, record_run_judge_usage
+    from runs.services.operations import rescore_pending, rescore_stalled
+
+    if rescore_pending(run):
+        # a rescore's task is still running or was lost (the sweeper calls this for runs
+        # long in scoring): never complete a half re-graded run; when no batch was written
+        # for a while, enqueue the re-grade again (it resumes where it stopped)
+        if not rescore_stalled(run):
+            return
+        from runs import tasks
+
+        run_id, revision = str(run.pk), run.scoring_revision
+        transaction.on_commit(lambda: tasks.rescore_run.delay(run_id, revision))
+        return
+    try:
+        rank_run(run)
+        stats = compute_stats(run, critique=True)
+        record_run_judge_usage(run)
+    except Exception as exc:
+        Run.objects.filter(pk=run.pk).update(stats={"error": str(exc)[:500]})
+        for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
+            transition_lane(lane, LaneStatus.FAILED, reason="scoring failed")
+        transition_run(run, RunStatus.FAILED, reason=f"scoring failed: {exc}"[:500])
+        raise
+    Run.objects.filter(pk=run.pk).update(stats=stats)
+    run.stats = stats
+    for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
+        transition_lane(lane, LaneStatus.COMPLETED, reason="scored")
+    if transition_run(run, RunStatus.COMPLETED, reason="scored"):
+        from runs.result_tasks import result_summary_request
+
+        # the result pages' panels are computed now (on commit), not when a user opens the run
+        result_summary_request(run=run)
