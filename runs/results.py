@@ -15,6 +15,7 @@ from agentclash_site.lib.pagination import Page, keyset_page
 from agentclash_site.workspaces.access import scoped_get
 from grading.engine.aggregate import LaneCounters, LatencyHistogram
 from grading.engine.stats import round4, round_interval, wilson_interval
+from runs.documents import lane_counts
 from runs.models import (
     Attempt,
     ComparisonCase,
@@ -119,20 +120,6 @@ def lanes_of(run: Run) -> list[RunLane]:
     )
 
 
-def _lane_counts(lane: RunLane) -> dict[str, int]:
-    return {
-        "PASSED": lane.passed,
-        "FAILED": lane.failed,
-        "NOT_EVALUATED": lane.not_evaluated,
-        "UNAVAILABLE": lane.unavailable,
-        "ERROR": lane.errored,
-        "infra_error": lane.infra_error,
-        "config_error": lane.config_error,
-        "cancelled": lane.cancelled,
-        "pending": max(0, lane.pending),
-    }
-
-
 def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | None = None) -> list[LaneRow]:
     ranking = {r.get("deployment"): r for r in ((run.stats or {}).get("ranking") or [])}
     gates = _gate_counts(summary)
@@ -149,7 +136,7 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 mean_score=stats.get("mean_score"),
                 mean_score_interval=stats.get("mean_score_interval"),
                 graded=int(stats.get("graded_cases") or 0),
-                counts=_lane_counts(lane),
+                counts=lane_counts(lane),
                 p50_ms=agent.get("latency_p50_ms"),
                 p95_ms=agent.get("latency_p95_ms"),
                 latency=hist,
@@ -164,7 +151,7 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 mean_score=round4(lane.score_sum / lane.scored) if lane.scored else None,
                 mean_score_interval=None,
                 graded=graded,
-                counts=_lane_counts(lane),
+                counts=lane_counts(lane),
                 p50_ms=round4(hist.quantile(0.5)),
                 p95_ms=round4(hist.quantile(0.95)),
                 latency=hist,
@@ -224,7 +211,7 @@ def progress_of(lanes: Iterable[RunLane]) -> tuple[dict[str, int], int]:
         0,
     )
     for lane in lanes:
-        for key, value in _lane_counts(lane).items():
+        for key, value in lane_counts(lane).items():
             segments[key] += value
     return segments, sum(segments.values())
 
