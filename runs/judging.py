@@ -36,12 +36,14 @@ from django.db.models import F, Sum
 
 from agentclash_site.lib.crypto import DecryptionError
 from grading.engine.aggregate import LaneCounters, record_from_grade
-from grading.engine.types import ExpectationResult, JudgeUsage
+from grading.engine.critique import judges_to_probe
+from grading.engine.types import ExpectationResult, JudgeUsage, Suggestion
 from grading.judges import LLMJudge, LoopThread, lane_share
 from grading.judges.budget import SharedBudget, judge_limits_of
 from grading.judges.judge import get
 from grading.judges.model_pass import merge_claims, model_claims, model_critique
 from grading.judges.nwise import LaneAnswer, apply_rank, rank_case, split_usage
+from grading.judges.probes import JudgeProbes
 from grading.models import JudgeProviderConfig, price_table
 
 _loop_lock = threading.Lock()
@@ -163,7 +165,6 @@ def record_run_judge_usage(run: Any) -> None:
 
 def run_model_critique(run: Any, records: Iterable[Any]) -> list[dict[str, Any]]:
     """The model critique suggestions of a completed run (empty without a provider)."""
-    from runs.models import RunLane
 
     judge = judge_for_workspace(run.workspace_id)
     if judge is None or isinstance(judge, _BrokenJudge):
@@ -175,6 +176,19 @@ def run_model_critique(run: Any, records: Iterable[Any]) -> list[dict[str, Any]]
     by_challenge: dict[str, list[Any]] = {}
     for case, _ in data.cases.values():
         by_challenge.setdefault(case.challenge_key, []).append(case)
+    lanes, shares = _lane_shares(run, judge, spec)
+    usage = JudgeUsage()
+    found = model_critique(
+        judge, spec, records, by_challenge, run_id=str(run.pk), budget=SharedBudget(shares), usage=usage
+    )
+    _charge_lanes(run, usage, [row["pk"] for row in lanes])
+    return [s.to_dict() for s in found]
+
+
+def _lane_shares(run: Any, judge: LLMJudge, spec: Any) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The run's lanes and each lane's remaining judge budget share (grading.md §6.4)."""
+    from runs.models import RunLane
+
     lanes = list(
         RunLane.objects.filter(run_id=run.pk).values(
             "pk", "judge_input_tokens", "judge_output_tokens", "judge_cost_usd"
@@ -191,12 +205,25 @@ def run_model_critique(run: Any, records: Iterable[Any]) -> list[dict[str, Any]]
         )
         for row in lanes
     ]
-    usage = JudgeUsage()
-    found = model_critique(
-        judge, spec, records, by_challenge, run_id=str(run.pk), budget=SharedBudget(shares), usage=usage
-    )
-    _charge_lanes(run, usage, [row["pk"] for row in lanes])
-    return [s.to_dict() for s in found]
+    return lanes, shares
+
+
+def run_judge_probes(run: Any, cases: Iterable[tuple[Any, Any]]) -> dict[tuple[str, str], list[Suggestion]]:
+    """``critique.probe_judges``: each per-case judge on the empty baseline, once per case,
+    charged to the run's judge budget (split over the lanes, never to an agent). Returns the
+    ``trivially_satisfied`` findings per (challenge key, case key); empty when the pack does
+    not ask for judge probes or the workspace has no working judge provider."""
+    spec = _spec_of(run)
+    if not judges_to_probe(spec):
+        return {}
+    judge = judge_for_workspace(run.workspace_id)
+    if judge is None or isinstance(judge, _BrokenJudge):
+        return {}
+    lanes, shares = _lane_shares(run, judge, spec)
+    probes = JudgeProbes(judge, spec, SharedBudget(shares))
+    found = {(case.challenge_key, case.case_key): probes.findings(case, context) for case, context in cases}
+    _charge_lanes(run, probes.usage, [row["pk"] for row in lanes])
+    return {key: value for key, value in found.items() if value}
 
 
 def _charge_lanes(run: Any, usage: JudgeUsage, lane_ids: list[int]) -> None:

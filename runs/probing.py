@@ -18,8 +18,9 @@ from django.db import connection
 from django.db.models import Subquery
 
 from grading.engine import grade_case
-from grading.engine.critique import probe_case
+from grading.engine.critique import probe_case, sort_findings
 from grading.engine.types import Suggestion
+from runs.judging import run_judge_probes
 from runs.models import Run, RunStatus
 from runs.packdata import version_data
 from runs.recording import LaneContext, findings_key
@@ -65,11 +66,17 @@ def probe_run(run_id: Any) -> str:
     if copied and Run.objects.filter(pk=run.pk, case_findings__isnull=False).exists():
         return "copied"
     data = version_data(run.pack_version, run.input_set.key if run.input_set_id else None)
+    # critique.probe_judges: judges on the empty baseline, charged to the run's judge budget
+    judged = run_judge_probes(
+        run, ((case, dataclasses.replace(base, case_findings=[])) for case, base in data.cases.values())
+    )
     found: dict[str, list[dict[str, Any]]] = {}
     for case, base in data.cases.values():
         probe_ctx = dataclasses.replace(base, case_findings=[])
-        found[findings_key(case.challenge_key, case.case_key)] = [
-            s.to_dict() for s in probe_case(data.spec, case, probe_ctx, grade=grade_case)
-        ]
+        suggestions = probe_case(data.spec, case, probe_ctx, grade=grade_case)
+        extra = judged.get((case.challenge_key, case.case_key))
+        if extra:
+            suggestions = sort_findings(data.spec, list(suggestions) + extra)
+        found[findings_key(case.challenge_key, case.case_key)] = [s.to_dict() for s in suggestions]
     Run.objects.filter(pk=run.pk, case_findings__isnull=True).update(case_findings=found)
     return "computed"

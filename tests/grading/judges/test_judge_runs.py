@@ -205,3 +205,42 @@ def test_run_model_critique_and_grade_case_with_judge(personas, fake):
         evidence_from_response({"final_output": "a"}), case(), sp, context=CTX, judge=judge
     )
     assert g.judge_usage.calls == 2  # the judge sample and the claims call
+
+
+def test_a_run_probes_its_judges_on_the_empty_baseline_charged_to_the_lanes(personas, fake):
+    from runs.probing import probe_run
+
+    ws = personas.workspace
+    setup_provider(ws, fake)
+    doc = yaml.safe_load(pack_yaml(slug="probed", cases=2))
+    spec = doc["version"]["evaluation_spec"]
+    spec["judge_mode"] = "hybrid"
+    spec["llm_judges"] = [{"key": "j", "mode": "assertion", "assertion": "x", "model": "gpt-4o-mini"}]
+    spec["critique"] = {"probe_judges": True}
+    version = pack_version_publish(workspace=ws, data=yaml.safe_dump(doc).encode()).version
+    fake.default = verdict({"pass": True})  # passes anything, the empty answer included
+    with FakeAgent() as agent:
+        run = create_run(ws, version, [hosted(ws, agent.url, name="a"), hosted(ws, agent.url, name="b")])
+        assert probe_run(run.pk) == "computed"
+    run = Run.objects.get(pk=run.pk)
+    findings = [f for per_case in run.case_findings.values() for f in per_case]
+    judged = [f for f in findings if f.get("assertion") == "j"]
+    assert len(judged) == 2 and {f["finding"] for f in judged} == {"trivially_satisfied"}
+    lanes = list(RunLane.objects.filter(run=run).order_by("position"))
+    assert sum(lane.judge_calls for lane in lanes) == fake.calls > 0  # critic spend, split over lanes
+    assert all(lane.agent_input_tokens == 0 for lane in lanes)  # never an agent's figures
+
+
+def test_without_the_setting_a_run_does_not_probe_its_judges(personas, fake):
+    from runs.probing import probe_run
+
+    ws = personas.workspace
+    setup_provider(ws, fake)
+    version = publish_with_judges(
+        ws, [{"key": "j", "mode": "assertion", "assertion": "x", "model": "gpt-4o-mini"}]
+    )
+    fake.default = verdict({"pass": True})
+    with FakeAgent() as agent:
+        run = create_run(ws, version, [hosted(ws, agent.url)])
+        assert probe_run(run.pk) == "computed"
+    assert fake.calls == 0
