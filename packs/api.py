@@ -89,11 +89,24 @@ def _read_upload(request: Request, *names: str) -> tuple[bytes, str | None, str]
             )
         if upload.size > bundle_max_bytes():
             raise _too_large()
-        return upload.read(), upload.name, (upload.content_type or "").lower()
+        name = _printable(upload.name, "filename")
+        return upload.read(), name, _printable((upload.content_type or "").lower(), "Content-Type") or ""
     data = request.data
     if not isinstance(data, bytes):
         data = b""
-    return data, request.query_params.get("filename") or None, content_type
+    filename = _printable(request.query_params.get("filename"), "filename")
+    return data, filename or None, _printable(content_type, "Content-Type") or ""
+
+
+def _printable(value: str | None, field: str) -> str | None:
+    """``value`` when it holds no control characters (NUL cannot even be stored), else a 400."""
+    if value and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise ApiError(
+            "invalid_" + field.lower().replace("-", "_"),
+            f"{field} contains control characters; send a plain name",
+            field=field,
+        )
+    return value
 
 
 def _read_bundle(request: Request) -> tuple[bytes, str | None, dict[str, Any] | None]:

@@ -357,6 +357,17 @@ def test_uploading_the_same_bytes_gives_the_same_artifact(personas):
     assert Artifact.objects.count() == 1
 
 
+def test_a_file_name_with_control_characters_is_a_clear_400_and_nothing_is_stored(personas):
+    client = personas.api(personas.editor)
+    raw = client.generic(
+        "POST", f"{BASE}/artifacts?filename=a%00b.json", b'{"a": 1}', content_type="application/json"
+    )
+    assert raw.status_code == 400
+    assert raw.json()["error"]["code"] == "invalid_filename"
+    assert raw.json()["error"]["field"] == "filename"
+    assert not Artifact.objects.exists()
+
+
 def test_artifact_upload_is_refused_to_viewers_and_outsiders(personas):
     url = f"{BASE}/artifacts"
     viewer = personas.api(personas.viewer).generic("POST", url, b"x", content_type="text/plain")
