@@ -47,6 +47,12 @@ def main() -> int:
         page.goto(f"{args.base_url}/runs/")
         page.get_by_role("link", name=RUN_NAME).first.click()
         page.get_by_test_id("live-status").filter(has_text="completed").wait_for(timeout=120_000)
+        # the charts and assertion health are computed by a task once the run completes
+        for _ in range(60):
+            page.reload()
+            if "omputing…" not in page.content():
+                break
+            page.wait_for_timeout(1000)
         page.screenshot(path=str(OUT / "overview.png"), full_page=True)
         page.get_by_role("link", name="Failed cases").click()
         page.locator("table a[href*='/cases/']").first.click()
