@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from agentclash_site import api
+from agentclash_site.workspaces import schema as _bearer_schema  # noqa: F401  (registers the OpenAPI auth extension)
 
 api_v1 = [
     path("health", api.HealthApi.as_view(), name="api-health"),

@@ -1,4 +1,4 @@
-"""OpenAPI description of bearer-token auth (imported by the app config)."""
+"""OpenAPI description of bearer-token auth (imported by agentclash_site/urls.py, next to the schema views)."""
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 

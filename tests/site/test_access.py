@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 from django.test import Client
 from django.urls import reverse
 
@@ -155,3 +156,9 @@ def test_the_openapi_schema_generates_without_warnings_and_validates(tmp_path):
 
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
     assert (tmp_path / "schema.yaml").stat().st_size > 10_000
+    schema = yaml.safe_load((tmp_path / "schema.yaml").read_text())
+    assert schema["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API token: `manage.py token create`.",
+    }
