@@ -95,15 +95,17 @@ def _redis_ping(port: int) -> bool:
 
 
 class Worker:
-    """A real ``celery worker`` process on its own queue."""
+    """A real ``celery worker`` process (on its own queue when ``queues`` is given; with beat
+    and its own schedule file when ``beat``), in its own process group."""
 
     def __init__(
         self,
         *,
         broker_url: str,
-        queues: str,
+        queues: str | None,
         concurrency: int = 1,
         beat: bool = False,
+        schedule_path: Path | None = None,
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
     ) -> None:
@@ -118,16 +120,18 @@ class Worker:
             "INFO",
             "--concurrency",
             str(concurrency),
-            "-Q",
-            queues,
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
             "-n",
             f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
         ]
+        if queues:
+            argv += ["-Q", queues]
         if beat:
             argv.append("-B")
+            if schedule_path is not None:
+                argv += ["-s", str(schedule_path)]
         self.log_path = log_path
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
@@ -156,4 +160,5 @@ class Worker:
             self._log.close()
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path else ""
+        """The end of the worker's log (for failure messages)."""
+        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path else ""

@@ -106,7 +106,8 @@ def _expectation_tuple(value: Any) -> tuple[str, str | None, str | None]:
     return (str(items[0]), items[1], items[2])
 
 
-def _num(value: Any) -> float | None:
+def finite_float(value: Any) -> float | None:
+    """A finite number as float; None for anything else (booleans included)."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)) and math.isfinite(value):
@@ -114,7 +115,8 @@ def _num(value: Any) -> float | None:
     return None
 
 
-def _int(value: Any) -> int | None:
+def finite_int(value: Any) -> int | None:
+    """A finite number as int; None for anything else (booleans included)."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
@@ -143,7 +145,9 @@ def record_from_grade(
     for dim in scorecard.get("dimensions") or []:
         if not isinstance(dim, Mapping) or "key" not in dim:
             continue
-        score = _num(dim.get("score")) if dim.get("status", "PASSED") in ("PASSED", "FAILED") else None
+        score = (
+            finite_float(dim.get("score")) if dim.get("status", "PASSED") in ("PASSED", "FAILED") else None
+        )
         dimensions[str(dim["key"])] = score
         if dim.get("source") == "reliability" and score is not None and reliability is None:
             reliability = score
@@ -156,7 +160,7 @@ def record_from_grade(
         expectations[key] = (str(exp.get("status")), exp.get("outcome_class"), exp.get("reason_code"))
         details = exp.get("details") or {}
         if exp.get("kind") == "judge" and isinstance(details, Mapping):
-            value = _num(details.get("agreement"))
+            value = finite_float(details.get("agreement"))
             if value is not None:
                 agreement[key] = value
     usage = grade.get("judge_usage") or {}
@@ -170,27 +174,27 @@ def record_from_grade(
         lane_id=str(case.get("lane_id") or deployment),
         challenge_key=str(case.get("challenge_key") or ""),
         case_key=str(case.get("case_key") or ""),
-        repetition=_int(case.get("repetition")) or 1,
+        repetition=finite_int(case.get("repetition")) or 1,
         status=str(grade.get("status") or "NOT_EVALUATED"),
         outcome_class=grade.get("outcome_class"),
         reason_code=grade.get("reason_code"),
-        score=_num(scorecard.get("overall_score")),
+        score=finite_float(scorecard.get("overall_score")),
         validity=grade.get("validity"),
         dimensions=dimensions,
         reliability=reliability,
-        compliance_score=_num(gates.get("compliance_score")),
+        compliance_score=finite_float(gates.get("compliance_score")),
         expectations=expectations,
         judge_agreement=agreement,
-        input_tokens=_int(m.get("input_tokens")),
-        output_tokens=_int(m.get("output_tokens")),
-        cost_usd=_num(m.get("cost_usd")),
-        latency_ms=_num(m.get("latency_ms")),
-        judge_calls=_int(usage.get("calls")) or 0,
-        judge_input_tokens=_int(usage.get("input_tokens")) or 0,
-        judge_output_tokens=_int(usage.get("output_tokens")) or 0,
-        judge_cost_usd=_num(usage.get("cost_usd")) if "cost_usd" in usage else 0.0,
+        input_tokens=finite_int(m.get("input_tokens")),
+        output_tokens=finite_int(m.get("output_tokens")),
+        cost_usd=finite_float(m.get("cost_usd")),
+        latency_ms=finite_float(m.get("latency_ms")),
+        judge_calls=finite_int(usage.get("calls")) or 0,
+        judge_input_tokens=finite_int(usage.get("input_tokens")) or 0,
+        judge_output_tokens=finite_int(usage.get("output_tokens")) or 0,
+        judge_cost_usd=finite_float(usage.get("cost_usd")) if "cost_usd" in usage else 0.0,
         content_hash=content_hash if content_hash is not None else case.get("content_hash"),
-        pack_version=_int(case.get("pack_version")),
+        pack_version=finite_int(case.get("pack_version")),
         run_id=case.get("run_id"),
     )
 

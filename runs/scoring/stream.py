@@ -19,6 +19,8 @@ from grading.engine.aggregate import (
     GroupFigures,
     LaneAggregate,
     LatencyHistogram,
+    finite_float,
+    finite_int,
     worst_validity,
 )
 from grading.engine.compare import LaneStanding, rank_standings
@@ -56,24 +58,6 @@ _COLUMNS = (
     "grade__judge_usage",
     "grade__case__lane_id",
 )
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    return None
 
 
 class _Known:
@@ -359,19 +343,23 @@ class Row:
         self.status = status or "NOT_EVALUATED"
         self.outcome_class = outcome or None
         self.reason_code = reason or None
-        self.score = _num(score)
+        self.score = finite_float(score)
         self.validity = validity
-        self.input_tokens = _int(tin)
-        self.output_tokens = _int(tout)
-        self.cost_usd = _num(cost)
-        self.latency_ms = _num(latency)
-        self.compliance = _num(compliance)
+        self.input_tokens = finite_int(tin)
+        self.output_tokens = finite_int(tout)
+        self.cost_usd = finite_float(cost)
+        self.latency_ms = finite_float(latency)
+        self.compliance = finite_float(compliance)
         self.dimensions = {}
         self.reliability = None
         for dim in dims or ():
             if not isinstance(dim, dict) or "key" not in dim:
                 continue
-            value = _num(dim.get("score")) if dim.get("status", "PASSED") in ("PASSED", "FAILED") else None
+            value = (
+                finite_float(dim.get("score"))
+                if dim.get("status", "PASSED") in ("PASSED", "FAILED")
+                else None
+            )
             self.dimensions[str(dim["key"])] = value
             if dim.get("source") == "reliability" and value is not None and self.reliability is None:
                 self.reliability = value
@@ -388,14 +376,14 @@ class Row:
             )
             details = exp.get("details") or {}
             if exp.get("kind") == "judge" and isinstance(details, dict):
-                value = _num(details.get("agreement"))
+                value = finite_float(details.get("agreement"))
                 if value is not None:
                     self.judge_agreement[key] = value
         usage = usage or {}
-        self.judge_calls = _int(usage.get("calls")) or 0
-        self.judge_input_tokens = _int(usage.get("input_tokens")) or 0
-        self.judge_output_tokens = _int(usage.get("output_tokens")) or 0
-        self.judge_cost_usd = _num(usage.get("cost_usd")) if "cost_usd" in usage else 0.0
+        self.judge_calls = finite_int(usage.get("calls")) or 0
+        self.judge_input_tokens = finite_int(usage.get("input_tokens")) or 0
+        self.judge_output_tokens = finite_int(usage.get("output_tokens")) or 0
+        self.judge_cost_usd = finite_float(usage.get("cost_usd")) if "cost_usd" in usage else 0.0
 
 
 def rank(lanes: list[tuple[str, LaneStream, LaneAggregate]], *, run_id: str) -> list[LaneStanding]:

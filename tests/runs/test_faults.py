@@ -8,17 +8,13 @@ work. Polls use bounded deadlines.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from runs.models import Attempt, GradeRevision, Run, RunItem, RunLane
 from tests.fakes.agent_server import FakeAgent, ok, slow
-from tests.processes import ROOT, child_env, redis_server, wait_until
+from tests.processes import Worker, redis_server, wait_until
 from tests.runs.runfactory import create_run, echo_answer, hosted, publish
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -31,42 +27,17 @@ FAST_RECOVERY = {
 }
 
 
-class BeatWorker:
+def beat_worker(broker_url: str, tmp: Path, name: str) -> Worker:
     """``celery worker -B`` with its own beat schedule file, in its own process group."""
-
-    def __init__(self, broker_url: str, tmp: Path, name: str) -> None:
-        self.log_path = tmp / f"{name}.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115
-        argv = [
-            sys.executable, "-m", "celery", "-A", "agentclash_site", "worker", "-B",
-            "-s", str(tmp / f"{name}-beat"), "--loglevel", "INFO", "--concurrency", "2",
-            "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}-{os.getpid()}@%h",
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=child_env(CELERY_BROKER_URL=broker_url, **FAST_RECOVERY),
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._log.close()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
+    return Worker(
+        broker_url=broker_url,
+        queues=None,
+        concurrency=2,
+        beat=True,
+        schedule_path=tmp / f"{name}-beat",
+        env=FAST_RECOVERY,
+        log_path=tmp / f"{name}.log",
+    )
 
 
 def _graded(run: Run) -> int:
@@ -94,7 +65,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_grades_nothing_twice(personas
         dep = hosted(personas.workspace, agent.url, max_in_flight=4, timeout_seconds=2, max_attempts=2)
         run = create_run(personas.workspace, version, [dep])
         broker = f"redis://127.0.0.1:{port}/0"
-        first = BeatWorker(broker, tmp_path, "first")
+        first = beat_worker(broker, tmp_path, "first")
         try:
             wait_until(lambda: _graded(run) >= 4, timeout=60, message=f"4 graded items\n{first.log()}")
             wait_until(
@@ -107,7 +78,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_grades_nothing_twice(personas
             first.stop()
         in_flight = RunItem.objects.filter(run=run, state="claimed").count()
         assert in_flight > 0 and _graded(run) < cases
-        second = BeatWorker(broker, tmp_path, "second")
+        second = beat_worker(broker, tmp_path, "second")
         try:
             wait_until(
                 lambda: Run.objects.get(pk=run.pk).status == "completed",
@@ -130,7 +101,7 @@ def test_the_run_completes_when_its_broker_restarts_mid_run(personas, tmp_path):
         run = create_run(personas.workspace, version, [dep])
         with redis_server() as port:
             broker = f"redis://127.0.0.1:{port}/0"
-            worker = BeatWorker(broker, tmp_path, "worker")
+            worker = beat_worker(broker, tmp_path, "worker")
             try:
                 wait_until(lambda: _graded(run) >= 3, timeout=60, message=f"3 graded items\n{worker.log()}")
             except BaseException:
