@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-DB = "agentclash_bench_runs"
+DB = os.environ.get("BENCH_RUNS_DB", "agentclash_bench_runs")
 
 
 def start_stub() -> tuple[subprocess.Popen, int]:

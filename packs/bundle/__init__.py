@@ -16,12 +16,30 @@ Public API (everything else in this package is internal):
 
 from __future__ import annotations
 
-from .issues import BundleIssue
-from .models import Bundle
-from .report import BundleReport, CaseDocument
-from .schema import pack_json_schema
-from .selection import Selection, SelectionError, select_input_set
-from .validate import validate_bundle
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .issues import BundleIssue
+    from .models import Bundle
+    from .report import BundleReport, CaseDocument
+    from .schema import pack_json_schema
+    from .selection import Selection, SelectionError, select_input_set
+    from .validate import validate_bundle
+
+# Loaded on first use (PEP 562): run creation needs only ``select_input_set``, and importing
+# the models pulls in pydantic and the whole grading engine (~0.5 s of every CLI start-up).
+_LAZY = {
+    "Bundle": ".models",
+    "BundleIssue": ".issues",
+    "BundleReport": ".report",
+    "CaseDocument": ".report",
+    "Selection": ".selection",
+    "SelectionError": ".selection",
+    "pack_json_schema": ".schema",
+    "select_input_set": ".selection",
+    "validate_bundle": ".validate",
+}
 
 __all__ = [
     "Bundle",
@@ -34,3 +52,16 @@ __all__ = [
     "select_input_set",
     "validate_bundle",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
