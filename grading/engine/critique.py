@@ -10,7 +10,9 @@ synthetic files); judges only on the empty baseline with ``critique.probe_judges
 
 (b) Run health, over the case results of all lanes (light :class:`CaseRecord` rows):
 no_discrimination, mostly_unavailable, pack_error, judge_disagreement,
-unstable_across_repeats, budget_exhausted. Critique never changes a score.
+unstable_across_repeats, budget_exhausted; :func:`run_health` feeds them to the one
+streaming accumulator, :class:`grading.engine.health.RunHealthAccumulator`, which the run's
+streamed scoring uses too. Critique never changes a score.
 
 Every suggestion names the assertion by key (``Suggestion.assertion``) and the reason starts
 with its label when it has one, followed by numbers a reader can check.
@@ -24,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .aggregate import CaseRecord, record_from_grade
+from .aggregate import CaseRecord
 from .types import (
     MISSING,
     CaseDef,
@@ -502,157 +504,12 @@ def eval_feedback(suggestions: Iterable[Suggestion]) -> EvalFeedback:
 # ---------------------------------------------------------------------------
 
 
-def _as_record(item: CaseRecord | Mapping[str, Any]) -> CaseRecord:
-    return item if isinstance(item, CaseRecord) else record_from_grade(item)
-
-
-def _judge_thresholds(spec: Any) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for j in _list(spec, "llm_judges"):
-        value = _get(j, "min_agreement_threshold")
-        if value is None:
-            value = _get(_get(j, "consensus"), "min_agreement_threshold")
-        if value is not None:
-            out[str(_get(j, "key"))] = float(value)
-    return out
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100.0 * part / whole:.0f}%" if whole else "0%"
-
-
-def _top_reasons(reasons: Counter[str]) -> str:
-    return ", ".join(f"{r} \u00d7{n}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
-
-
 def run_health(records: Iterable[CaseRecord | Mapping[str, Any]], spec: Any = None) -> EvalFeedback:
-    """The §9b findings over the case results of all lanes of a run."""
-    rows = [_as_record(r) for r in records]
-    labels = assertion_labels(spec)
-    share_max = float(_critique_setting(spec, "unavailable_share_max", DEFAULT_UNAVAILABLE_SHARE_MAX))
-    agreement_min = float(_critique_setting(spec, "judge_agreement_min", DEFAULT_JUDGE_AGREEMENT_MIN))
-    thresholds = _judge_thresholds(spec)
+    """The §9b findings over the case results of all lanes of a run (records or grading
+    documents), through the one streaming accumulator of :mod:`.health`."""
+    from .health import RunHealthAccumulator
 
-    # key -> [(lane, case_id, status, outcome, reason)]
-    results: dict[str, list[tuple[str, tuple[str, str], str, str | None, str | None]]] = {}
-    agreements: dict[str, list[float]] = {}
-    for r in rows:
-        for key, (status, outcome, reason) in r.expectations.items():
-            results.setdefault(key, []).append((r.deployment, r.case_id, status, outcome, reason))
-        for key, value in r.judge_agreement.items():
-            agreements.setdefault(key, []).append(value)
-    known = {k: i for i, k in enumerate(labels)}
-    keys = sorted(set(results) | set(agreements), key=lambda k: (known.get(k, len(known)), k))
-
-    found: dict[str, list[Suggestion]] = {f: [] for f in FINDING_ORDER}
-
-    def add(finding: str, key: str | None, reason: str) -> None:
-        found[finding].append(Suggestion(reason=reason, finding=finding, assertion=key))
-
-    for key in keys:
-        items = results.get(key, [])
-        name = _name(key, labels)
-        total = len(items)
-        graded = [it for it in items if it[2] in ("PASSED", "FAILED")]
-        # no_discrimination (not for the engine's own claims gate: agents passing it
-        # everywhere is the normal state, not a weakness of the pack's assertions)
-        if len(graded) >= 3 and key != CLAIMS_KEY:
-            statuses = {it[2] for it in graded}
-            lanes = {it[0] for it in graded}
-            cases = {it[1] for it in graded}
-            if len(statuses) == 1 and (len(lanes) >= 2 or len(cases) >= 3):
-                status = next(iter(statuses))
-                add(
-                    "no_discrimination",
-                    key,
-                    f"{name} is {status} on all {len(graded)} graded results ({len(lanes)} lanes, "
-                    f"{len(cases)} cases): it does not tell agents or cases apart",
-                )
-        # mostly_unavailable
-        missing = [it for it in items if it[2] in ("UNAVAILABLE", "NOT_EVALUATED")]
-        if total and len(missing) / total > share_max:
-            reasons = Counter(it[4] or it[3] or "unknown" for it in missing)
-            add(
-                "mostly_unavailable",
-                key,
-                f"{name}: {len(missing)} of {total} results ({_pct(len(missing), total)}) are UNAVAILABLE or "
-                f"NOT_EVALUATED, over the {share_max:.0%} limit ({_top_reasons(reasons)})",
-            )
-        # pack_error
-        pack = [it for it in items if it[3] == "pack_error"]
-        if pack:
-            reasons = Counter(it[4] or "pack_error" for it in pack)
-            add(
-                "pack_error",
-                key,
-                f"{name}: {len(pack)} of {total} results are pack errors ({_top_reasons(reasons)}); "
-                "fix the pack, these never count against the agent",
-            )
-        # judge_disagreement
-        values = agreements.get(key, [])
-        low = [it for it in items if it[4] == "low_agreement"]
-        threshold = thresholds.get(key)
-        below = sum(1 for v in values if threshold is not None and v < threshold)
-        below = max(below, len(low))
-        mean_agreement = sum(values) / len(values) if values else None
-        if (mean_agreement is not None and mean_agreement < agreement_min) or below:
-            parts = []
-            if mean_agreement is not None:
-                parts.append(
-                    f"mean agreement {mean_agreement:.2f} over {len(values)} cases"
-                    + (f" is below {agreement_min:.2f}" if mean_agreement < agreement_min else "")
-                )
-            if below:
-                parts.append(
-                    f"{below} case{'s' if below != 1 else ''} below the judge's min_agreement_threshold"
-                    + (f" {threshold:.2f}" if threshold is not None else "")
-                )
-            add("judge_disagreement", key, f"{name}: " + "; ".join(parts))
-        # unstable_across_repeats
-        per_case: dict[tuple[str, tuple[str, str]], Counter[str]] = {}
-        for lane, case_id, status, _o, _r in graded:
-            per_case.setdefault((lane, case_id), Counter())[status] += 1
-        flaky = sorted(k for k, c in per_case.items() if c["PASSED"] and c["FAILED"])
-        if flaky:
-            shown = [
-                f"{lane}/{case_id[0]}/{case_id[1]} ({per_case[(lane, case_id)]['PASSED']} PASSED, "
-                f"{per_case[(lane, case_id)]['FAILED']} FAILED)"
-                for lane, case_id in flaky[:5]
-            ]
-            more = f" and {len(flaky) - 5} more" if len(flaky) > 5 else ""
-            add(
-                "unstable_across_repeats",
-                key,
-                f"{name} got both PASSED and FAILED across repetitions on {len(flaky)} lane/case "
-                f"pair{'s' if len(flaky) != 1 else ''}: {', '.join(shown)}{more}",
-            )
-        # budget_exhausted
-        spent = [it for it in items if it[4] == "judge_budget_exhausted"]
-        if spent:
-            add(
-                "budget_exhausted",
-                key,
-                f"{name}: {len(spent)} of {total} results were not evaluated because the judge budget ran "
-                "out (judge_budget_exhausted); raise scorecard.judge_limits or reduce samples",
-            )
-
-    # Case-level pack errors that no expectation explains (e.g. an unresolved case reference).
-    explained = {
-        (r.deployment, r.case_id, r.repetition)
-        for r in rows
-        if any(e[1] == "pack_error" for e in r.expectations.values())
-    }
-    unexplained = [
-        r
-        for r in rows
-        if r.outcome_class == "pack_error" and (r.deployment, r.case_id, r.repetition) not in explained
-    ]
-    if unexplained:
-        reasons = Counter(r.reason_code or "pack_error" for r in unexplained)
-        add(
-            "pack_error",
-            None,
-            f"{len(unexplained)} of {len(rows)} case grades are pack errors ({_top_reasons(reasons)})",
-        )
-    suggestions = [s for f in FINDING_ORDER for s in found[f]]
-    return eval_feedback(suggestions)
+    health = RunHealthAccumulator(spec)
+    for record in records:
+        health.add_record(record)
+    return health.finish()

@@ -75,7 +75,7 @@ def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
         lane.stats = doc
         lane_docs.append(doc)
     ranking = rank(streamed, run_id=str(run.pk)) if streamed else []
-    feedback = health.feedback(cases).to_dict()
+    feedback = health.finish().to_dict()
     if critique:
         from runs.judging import run_model_critique
 

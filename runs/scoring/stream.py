@@ -440,5 +440,5 @@ def stream_lane(lane: RunLane, cases: Cases, health: RunHealth | None = None) ->
             stream.lane_id = str(values[-1] or lane.deployment_name)
         stream.add(index, challenge, row)
         if health is not None:
-            health.add(lane.deployment_name, index, challenge, row)
+            health.add_row(lane.deployment_name, cases.keys[index], row)
     return stream

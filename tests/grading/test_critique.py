@@ -15,6 +15,7 @@ from grading.engine.critique import (
     probe_version,
     run_health,
 )
+from grading.engine.health import RunHealthAccumulator
 from grading.engine.types import CaseDef, CaseExpectation, CaseInput, GradeContext, Suggestion
 
 # -- a small fake grader: the seam probe_case exposes until grade_case is wired in ------
@@ -454,6 +455,81 @@ def test_run_health_is_independent_of_record_order():
         rec(d, c, {"v": "PASSED", "u": ("UNAVAILABLE", "unavailable", None)}) for d in "ab" for c in "xyz"
     ]
     assert run_health(records).to_dict() == run_health(list(reversed(records))).to_dict()
+
+
+def every_finding_records():
+    out = []
+    for d in "ab":
+        for i, c in enumerate(("x", "y", "z")):
+            budget = d == "b" and c == "x"
+            exps = {
+                "same": "PASSED",
+                "files": ("UNAVAILABLE", "unavailable", "channel_unavailable") if i else "FAILED",
+                "ref": ("NOT_EVALUATED", "pack_error", "reference_missing") if c == "z" else "PASSED",
+                "tone": ("NOT_EVALUATED", "unavailable", "judge_budget_exhausted") if budget else "PASSED",
+            }
+            out.append(rec(d, c, exps, agreement={"tone": 0.5 + 0.1 * i}))
+            out.append(rec(d, c, {"same": "PASSED", "flaky": "FAILED" if d == "a" else "PASSED"}, rep=2))
+            out.append(rec(d, c, {"flaky": "PASSED"}, rep=3))
+    out.append(rec("a", "w", {}, status="NOT_EVALUATED", outcome="pack_error", reason="unresolved_case_ref"))
+    return out
+
+
+EVERY_FINDING_SPEC = {
+    "validators": [{"key": "same", "label": "Same"}, {"key": "files"}, {"key": "ref"}, {"key": "flaky"}],
+    "llm_judges": [{"key": "tone", "label": "Tone", "min_agreement_threshold": 0.65}],
+}
+
+
+def test_run_health_findings_wording_and_order():
+    # pinned from the record-based implementation that the streaming accumulator replaced
+    feedback = run_health(every_finding_records(), EVERY_FINDING_SPEC)
+    assert [(s.finding, s.assertion, s.reason) for s in feedback.suggestions] == [
+        ("no_discrimination", "same", "'Same' (same) is PASSED on all 12 graded results (2 lanes, 3 cases): "
+         "it does not tell agents or cases apart"),
+        ("no_discrimination", "ref", "ref is PASSED on all 4 graded results (2 lanes, 2 cases): it does not "
+         "tell agents or cases apart"),
+        ("no_discrimination", "tone", "'Tone' (tone) is PASSED on all 5 graded results (2 lanes, 3 cases): "
+         "it does not tell agents or cases apart"),
+        ("mostly_unavailable", "files", "files: 4 of 6 results (67%) are UNAVAILABLE or NOT_EVALUATED, over "
+         "the 50% limit (channel_unavailable \u00d74)"),
+        ("pack_error", "ref", "ref: 2 of 6 results are pack errors (reference_missing \u00d72); fix the pack, "
+         "these never count against the agent"),
+        ("pack_error", None, "1 of 19 case grades are pack errors (unresolved_case_ref \u00d71)"),
+        ("judge_disagreement", "tone", "'Tone' (tone): mean agreement 0.60 over 6 cases is below 0.75; "
+         "4 cases below the judge's min_agreement_threshold 0.65"),
+        ("unstable_across_repeats", "flaky", "flaky got both PASSED and FAILED across repetitions on 3 "
+         "lane/case pairs: a/ch/x (1 PASSED, 1 FAILED), a/ch/y (1 PASSED, 1 FAILED), a/ch/z (1 PASSED, "
+         "1 FAILED)"),
+        ("budget_exhausted", "tone", "'Tone' (tone): 1 of 6 results were not evaluated because the judge "
+         "budget ran out (judge_budget_exhausted); raise scorecard.judge_limits or reduce samples"),
+    ]  # fmt: skip
+    assert feedback.overall == (
+        "9 findings: 3 no_discrimination, 1 mostly_unavailable, 2 pack_error, 1 judge_disagreement, "
+        "1 unstable_across_repeats, 1 budget_exhausted."
+    )
+
+
+def test_the_accumulator_takes_one_outcome_at_a_time_in_any_order():
+    records = every_finding_records()
+    expected = run_health(records, EVERY_FINDING_SPEC).to_dict()
+    health = RunHealthAccumulator(EVERY_FINDING_SPEC)
+    for r in reversed(records[: len(records) // 2]):
+        case = {"outcome_class": r.outcome_class, "reason_code": r.reason_code}
+        health.add(r.deployment, r.case_id, r.expectations, r.judge_agreement, **case)
+    partial = health.finish().to_dict()
+    assert partial != expected  # half the outcomes give other figures
+    for r in records[len(records) // 2 :]:
+        health.add_record(r)
+    assert health.finish().to_dict() == expected
+    assert health.finish().to_dict() == expected  # finish() reads, it does not consume
+
+
+def test_repetition_counts_are_exact_past_a_byte():
+    records = [rec("a", "c1", {"v": "PASSED"}, rep=i) for i in range(1, 301)]
+    records += [rec("a", "c1", {"v": "FAILED"}, rep=301), rec("a", "c2", {"v": "FAILED"})]
+    [s] = findings(run_health(records), "unstable_across_repeats")
+    assert s.reason.endswith("on 1 lane/case pair: a/ch/c1 (300 PASSED, 1 FAILED)")
 
 
 # -- with the real grade_case and EvaluationSpec --------------------------------

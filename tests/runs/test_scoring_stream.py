@@ -1,5 +1,9 @@
 """Run completion figures are streamed (runs/scoring.py): they must equal the figures of the
-record-based computation (aggregate_lane / rank_lanes / run_health over every CaseRecord)."""
+record-based computation (aggregate_lane / rank_lanes / run_health over every CaseRecord).
+
+Run health goes through one accumulator either way (grading.engine.health): here the item
+rows' path (``Row.fill``, the per-run case index) must feed it what ``record_from_grade``
+does; its rules and wording are pinned in tests/grading/test_critique.py."""
 
 from __future__ import annotations
 
