@@ -12,14 +12,17 @@ which the page lists with keyset pagination. Re-running the task gives the same 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import shared_task
 from django.db import connection, transaction
 from django.utils import timezone
 
-from grading.engine.aggregate import CaseRecord
-from grading.engine.compare import CLASSES, compare_records
+if TYPE_CHECKING:
+    from grading.engine.aggregate import CaseRecord
+
+# The grading engine is imported where a comparison is computed: this module is loaded with
+# runs.tasks by every process that enqueues a task (eval start among them).
 from runs.models import ComparisonCase, ComparisonStatus, Run, RunComparison, RunItem, RunLane
 
 STALE_AFTER = dt.timedelta(minutes=5)
@@ -100,6 +103,8 @@ def comparison_request(
 
 
 def _records(lane: RunLane, pack_version: int) -> tuple[list[CaseRecord], dict[tuple[str, str], int]]:
+    from grading.engine.aggregate import CaseRecord
+
     rows = (
         RunItem.objects.filter(lane=lane)
         .order_by("id")
@@ -198,6 +203,8 @@ def compute_comparison(comparison_id: int) -> str:
 def _compute(
     comparison: RunComparison, baseline: Run, candidate: Run
 ) -> tuple[dict[str, Any], list[ComparisonCase]]:
+    from grading.engine.compare import CLASSES, compare_records
+
     pairs, only_baseline, only_candidate = _pairs(comparison)
     lanes: list[dict[str, Any]] = []
     rows: list[ComparisonCase] = []
