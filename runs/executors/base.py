@@ -36,7 +36,8 @@ from grading.engine.types import Evidence, Timing
 from runs.retry import parse_retry_after
 
 if TYPE_CHECKING:
-    from runs.models import Deployment, DeploymentConfig
+    from runs.deployment_config import DeploymentConfig
+    from runs.models import Deployment
 
 EXCERPT_BYTES = 2048
 PROTOCOL_VERSION = "1"

@@ -22,6 +22,7 @@ from agentclash_site.lib.crypto import DecryptionError
 from agentclash_site.lib.outbound import run_with_client
 from agentclash_site.lib.signing import generate_signing_key
 from agentclash_site.workspaces.models import Workspace
+from runs.deployment_config import DeploymentConfig
 from runs.executors import AttemptOutcome, DeploymentTarget, executor_for
 from runs.executors.probe import probe_request
 from runs.models import (
@@ -29,7 +30,6 @@ from runs.models import (
     MAX_IN_FLIGHT_LIMIT,
     MAX_TIMEOUT_SECONDS,
     Deployment,
-    DeploymentConfig,
     DeploymentKind,
     EvidenceLevel,
 )

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from agentclash_site.lib.outbound import OutboundClient
+from runs.deployment_config import DeploymentConfig
 from runs.executors import CaseInfo, ChallengeInfo, DeploymentTarget, ExecutionRequest, executor_for
-from runs.models import DeploymentConfig
 from tests.processes import ROOT, free_port, wait_until
 
 AGENTS = ROOT / "examples" / "agents"

@@ -13,6 +13,7 @@ import pytest
 
 from agentclash_site.lib.outbound import OutboundClient
 from agentclash_site.lib.signing import verify_signature
+from runs.deployment_config import DeploymentConfig
 from runs.executors import (
     AssetLink,
     AttemptCategory,
@@ -25,7 +26,6 @@ from runs.executors import (
     executor_for,
 )
 from runs.executors.attempts import run_attempts
-from runs.models import DeploymentConfig
 from tests.fakes.agent_server import (
     FakeAgent,
     MiB,
