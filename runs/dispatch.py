@@ -338,7 +338,7 @@ def dispatch_lane(
     freeze_long_lived()
     lane = RunLane.objects.select_related("deployment", "deployment__workspace").get(pk=lane_id)
     # Deferred: the stored findings (about 0.5 kB per case) are read by load_stored_findings,
-    # the bundle by version_data (once per process).
+    # the manifest's members by version_data (once per process), cases as they are claimed.
     run = (
         Run.objects.select_related("pack_version", "pack_version__pack", "input_set")
         .defer(*RUN_HEAVY_FIELDS)
@@ -416,6 +416,8 @@ def dispatch_lane(
                         _mark_running(lane, run)
                     result.claimed += len(rows)
                     calls = []
+                    # The batch's cases in one query (those not cached in this process).
+                    ctx.data.load((row["challenge_key"], row["case_key"]) for row in rows)
                     for row in rows:
                         row["request"] = request = _request(ctx, target, row)
                         in_flight[row["id"]] = row

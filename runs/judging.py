@@ -174,7 +174,7 @@ def run_model_critique(run: Any, records: Iterable[Any]) -> list[dict[str, Any]]
 
     data = version_data(run.pack_version, run.input_set.key if run.input_set_id else None)
     by_challenge: dict[str, list[Any]] = {}
-    for case, _ in data.cases.values():
+    for case, _ in data.iter_cases():
         by_challenge.setdefault(case.challenge_key, []).append(case)
     lanes, shares = _lane_shares(run, judge, spec)
     usage = JudgeUsage()

@@ -1,15 +1,28 @@
-"""What a run needs of its pack version, built once per process and version.
+"""What a run needs of its pack version: small shared data per process and version, and
+each case built when a dispatcher claims it.
 
-The grading engine's typed cases come from the same conversion the offline ``grade``
-command uses (``packs.bundle`` ``BundleReport.grading_cases``): the version's stored source
-is validated once and its cases become ``(CaseDef, GradeContext)`` pairs. Executors get
-``ChallengeInfo`` / ``CaseInfo`` built from those, with signed URLs for stored assets.
+Per process, version and input set (``version_data``, an LRU of ``_CACHE_SIZE``), only what
+is shared and small is kept: the evaluation spec, challenge metadata, the version's and
+challenges' asset ids, and a case-less typed bundle read back from the stored manifest
+(``packs.stored.manifest_bundle``; with the zip's files for a zip version). The whole
+stored source is never validated again here: publishing did that.
+
+A case's ``(CaseDef, GradeContext)`` is built from its stored ``packs.models.Case`` row with
+the bundle's own conversion (``packs.stored.stored_case``, then ``packs.bundle.report``
+``case_def`` and ``BundleReport.grade_context``, as ``BundleReport.grading_cases`` and the
+offline ``grade`` command do), and kept in one per-process LRU of ``CASE_CACHE_SIZE`` cases
+across versions. ``VersionData.load(keys)`` fetches a claimed batch's missing cases in one
+query (two when the version has case assets); ``case()`` of a case that is not cached
+fetches that one row. ``iter_cases()`` streams every case of the input set without caching.
+Executors get ``ChallengeInfo`` / ``CaseInfo`` built from those, with signed URLs for
+stored assets.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,16 +30,32 @@ from django.conf import settings
 
 from agentclash_site.lib.signing import signed_asset_url
 from grading.engine.types import MISSING, CaseDef, GradeContext
-from packs.bundle import validate_bundle
 from runs.executors.base import NO_VALUE, AssetLink, CaseInfo, CaseInputInfo, ChallengeInfo
 
 _CACHE_SIZE = 16
+# Cases kept per process, all versions together: more than a dispatcher has in flight (a
+# deployment's max_in_flight), so a claimed case is still cached when its answer is graded.
+CASE_CACHE_SIZE = 4096
+_STREAM_CHUNK = 500
+
 _cache: OrderedDict[tuple[int, str, str | None], VersionData] = OrderedDict()
 _lock = threading.Lock()
+# (version cache key, challenge key, case key) -> the built case
+_cases: OrderedDict[tuple[tuple[int, str, str | None], str, str], _CaseEntry] = OrderedDict()
+_cases_lock = threading.Lock()
+
+CaseKey = tuple[str, str]  # (challenge key, case key)
 
 
 class PackDataError(Exception):
-    """The stored pack version no longer validates (should not happen for a published one)."""
+    """The stored pack version cannot be read (should not happen for a published one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _CaseEntry:
+    case: CaseDef
+    context: GradeContext
+    asset_ids: dict[str, str]  # case asset key -> asset public id
 
 
 @dataclass
@@ -35,18 +64,116 @@ class VersionData:
     pack_number: int
     execution_mode: str
     spec: Any  # grading.engine.spec.EvaluationSpec
-    cases: dict[tuple[str, str], tuple[CaseDef, GradeContext]]
     challenges: dict[str, dict[str, str]]
-    # (challenge_key, case_key or None for challenge scope, asset key) -> asset public id
+    # (challenge_key, None, asset key) -> asset public id (challenge scope)
     asset_ids: dict[tuple[str, str | None, str], str] = field(default_factory=dict)
     version_asset_ids: dict[str, str] = field(default_factory=dict)
+    # How cases are read: the version cache key, the input set's id (None: the zero-set run,
+    # whose empty cases are ``empty_cases``), the case-less report, whether cases have assets.
+    cache_key: tuple[int, str, str | None] = (0, "", None)
+    input_set_id: int | None = None
+    report: Any = None  # packs.bundle.BundleReport without input sets
+    has_case_assets: bool = False
+    empty_cases: dict[CaseKey, tuple[CaseDef, GradeContext]] = field(default_factory=dict)
 
+    # -- cases ------------------------------------------------------------------------
     def case(self, challenge_key: str, case_key: str) -> tuple[CaseDef, GradeContext]:
-        try:
-            return self.cases[(challenge_key, case_key)]
-        except KeyError:
-            raise PackDataError(f"case {challenge_key}/{case_key} is not in the pack version") from None
+        entry = self._entry(challenge_key, case_key)
+        return entry.case, entry.context
 
+    def load(self, keys: Iterable[CaseKey]) -> None:
+        """Build and cache the cases of ``keys`` that are not cached, in one query (the
+        cases of a claimed batch, before their requests are built)."""
+        if self.input_set_id is None:
+            return
+        with _cases_lock:
+            missing = {k for k in keys if (self.cache_key, *k) not in _cases}
+        if missing:
+            self._store(self._fetch(missing))
+
+    def iter_cases(self) -> Iterator[tuple[CaseDef, GradeContext]]:
+        """Every case of the input set in authored order (streamed, not cached)."""
+        if self.input_set_id is None:
+            yield from self.empty_cases.values()
+            return
+        from packs.models import Case
+
+        rows = (
+            Case.objects.filter(input_set_id=self.input_set_id)
+            .order_by("position")
+            .values_list("id", "challenge__key", "case_key", "document", "content_hash")
+        )
+        for chunk in _chunks(rows.iterator(chunk_size=_STREAM_CHUNK), _STREAM_CHUNK):
+            assets = self._case_assets([row[0] for row in chunk])
+            for row in chunk:
+                entry = self._build_case(row, assets.get(row[0], {}))
+                yield entry.case, entry.context
+
+    def _entry(self, challenge_key: str, case_key: str) -> _CaseEntry:
+        if self.input_set_id is None:
+            pair = self.empty_cases.get((challenge_key, case_key))
+            if pair is None:
+                raise PackDataError(f"case {challenge_key}/{case_key} is not in the pack version")
+            return _CaseEntry(pair[0], pair[1], {})
+        key = (self.cache_key, challenge_key, case_key)
+        with _cases_lock:
+            hit = _cases.get(key)
+            if hit is not None:
+                _cases.move_to_end(key)
+                return hit
+        built = self._fetch({(challenge_key, case_key)})
+        if not built:
+            raise PackDataError(f"case {challenge_key}/{case_key} is not in the pack version")
+        self._store(built)
+        return built[(challenge_key, case_key)]
+
+    def _fetch(self, keys: set[CaseKey]) -> dict[CaseKey, _CaseEntry]:
+        from packs.models import Case
+
+        rows = [
+            row
+            for row in Case.objects.filter(
+                input_set_id=self.input_set_id, case_key__in={case_key for _, case_key in keys}
+            ).values_list("id", "challenge__key", "case_key", "document", "content_hash")
+            if (row[1], row[2]) in keys
+        ]
+        assets = self._case_assets([row[0] for row in rows])
+        return {(row[1], row[2]): self._build_case(row, assets.get(row[0], {})) for row in rows}
+
+    def _case_assets(self, case_ids: list[int]) -> dict[int, dict[str, str]]:
+        if not self.has_case_assets or not case_ids:
+            return {}
+        from packs.models import Asset
+
+        out: dict[int, dict[str, str]] = {}
+        for case_id, key, public_id in Asset.objects.filter(
+            scope=Asset.Scope.CASE, case_id__in=case_ids
+        ).values_list("case_id", "key", "public_id"):
+            out.setdefault(case_id, {})[key] = str(public_id)
+        return out
+
+    def _build_case(self, row: tuple[Any, ...], asset_ids: dict[str, str]) -> _CaseEntry:
+        from packs.bundle.report import case_def
+        from packs.stored import StoredFormError, stored_case
+
+        _id, challenge_key, case_key, document, content = row
+        try:
+            bundle_case = stored_case(challenge_key, case_key, document)
+        except StoredFormError as exc:
+            raise PackDataError(str(exc)) from exc
+        case = case_def(bundle_case, self.report.files, content=content)
+        return _CaseEntry(case, self.report.grade_context(case), asset_ids)
+
+    def _store(self, built: dict[CaseKey, _CaseEntry]) -> None:
+        with _cases_lock:
+            for (challenge_key, case_key), entry in built.items():
+                key = (self.cache_key, challenge_key, case_key)
+                _cases[key] = entry
+                _cases.move_to_end(key)
+            while len(_cases) > CASE_CACHE_SIZE:
+                _cases.popitem(last=False)
+
+    # -- what executors see -----------------------------------------------------------
     def challenge_info(self, case: CaseDef, context: GradeContext) -> ChallengeInfo:
         meta = self.challenges.get(case.challenge_key, {})
         return ChallengeInfo(
@@ -70,9 +197,9 @@ class VersionData:
         )
         links: list[AssetLink] = []
         base = settings.PUBLIC_BASE_URL
+        case_asset_ids = self._entry(case.challenge_key, case.case_key).asset_ids if case.assets else {}
         for ref in case.assets:
-            public_id = self.asset_ids.get((case.challenge_key, case.case_key, ref.key))
-            links.append(self._link(ref, public_id, base))
+            links.append(self._link(ref, case_asset_ids.get(ref.key), base))
         for key in case.artifact_keys:
             public_id = self.version_asset_ids.get(key)
             if public_id is not None:
@@ -95,6 +222,17 @@ class VersionData:
         )
 
 
+def _chunks(rows: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def version_data(pack_version: Any, input_set_key: str | None) -> VersionData:
     """The (cached) grading and execution data of one input set of a published version."""
     # The content hash too: SQLite may reuse the id of a deleted version.
@@ -104,7 +242,7 @@ def version_data(pack_version: Any, input_set_key: str | None) -> VersionData:
         if hit is not None:
             _cache.move_to_end(cache_key)
             return hit
-    data = _build(pack_version, input_set_key)
+    data = _build(pack_version, input_set_key, cache_key)
     with _lock:
         _cache[cache_key] = data
         while len(_cache) > _CACHE_SIZE:
@@ -112,45 +250,94 @@ def version_data(pack_version: Any, input_set_key: str | None) -> VersionData:
     return data
 
 
-def _build(pack_version: Any, input_set_key: str | None) -> VersionData:
-    from packs.models import Asset, PackVersion
+def _build(
+    pack_version: Any, input_set_key: str | None, cache_key: tuple[int, str, str | None]
+) -> VersionData:
+    from packs.bundle.archive import read_zip
+    from packs.bundle.report import BundleReport
+    from packs.models import Asset, InputSet, PackVersion
+    from packs.stored import MANIFEST_MEMBERS, StoredFormError, manifest_bundle
 
     if not isinstance(pack_version, PackVersion):
         raise TypeError("version_data needs a PackVersion")
-    source = bytes(pack_version.source)
-    report = validate_bundle(source, filename=pack_version.source_filename)
-    if not report.valid or report.bundle is None:
-        raise PackDataError(f"pack version {pack_version} does not validate any more")
-    pairs = report.grading_cases(input_set_key)
+    # Only the members a run needs, never the manifest's input sets (every case again).
+    values = (
+        PackVersion.objects.filter(pk=pack_version.pk)
+        .values_list(*(f"manifest__{name}" for name in MANIFEST_MEMBERS))
+        .first()
+    )
+    if values is None:
+        raise PackDataError(f"pack version {pack_version} does not exist any more")
+    try:
+        bundle = manifest_bundle(dict(zip(MANIFEST_MEMBERS, values, strict=True)))
+    except StoredFormError as exc:
+        raise PackDataError(f"pack version {pack_version}: {exc}") from exc
+    files: dict[str, bytes] = {}
+    if pack_version.is_zip:
+        source = PackVersion.objects.filter(pk=pack_version.pk).values_list("source", flat=True).get()
+        unpacked, issues = read_zip(bytes(source))
+        if unpacked is None:
+            raise PackDataError(
+                f"pack version {pack_version}: the stored zip does not read back ({issues[0]})"
+            )
+        files = unpacked.files
+    report = BundleReport(valid=True, bundle=bundle, files=files, is_zip=pack_version.is_zip)
+    input_set_id: int | None = None
+    empty: dict[CaseKey, tuple[CaseDef, GradeContext]] = {}
+    if input_set_key is None:
+        for case in report.case_defs(None):
+            empty[(case.challenge_key, case.case_key)] = (case, report.grade_context(case))
+    else:
+        input_set_id = (
+            InputSet.objects.filter(version=pack_version, key=input_set_key)
+            .values_list("id", flat=True)
+            .first()
+        )
+        if input_set_id is None:
+            raise PackDataError(f"pack version {pack_version} has no input set {input_set_key!r}")
     challenges = {
         c.key: {"title": c.title or "", "category": c.category or "", "difficulty": str(c.difficulty or "")}
-        for c in report.bundle.challenges
+        for c in bundle.challenges
     }
     asset_ids: dict[tuple[str, str | None, str], str] = {}
     version_asset_ids: dict[str, str] = {}
-    for scope, key, ch_key, case_key, public_id in Asset.objects.filter(version=pack_version).values_list(
-        "scope", "key", "challenge__key", "case__case_key", "public_id"
+    for scope, key, ch_key, public_id in (
+        Asset.objects.filter(version=pack_version)
+        .exclude(scope=Asset.Scope.CASE)
+        .values_list("scope", "key", "challenge__key", "public_id")
     ):
         if scope == Asset.Scope.VERSION:
             version_asset_ids[key] = str(public_id)
-        elif scope == Asset.Scope.CASE:
-            for case, _ in pairs:
-                if case.case_key == case_key:
-                    asset_ids[(case.challenge_key, case_key, key)] = str(public_id)
         else:
             asset_ids[(ch_key, None, key)] = str(public_id)
+    has_case_assets = (
+        input_set_id is not None
+        and Asset.objects.filter(scope=Asset.Scope.CASE, case__input_set_id=input_set_id).exists()
+    )
     return VersionData(
         pack_slug=pack_version.pack.slug,
         pack_number=pack_version.number,
-        execution_mode=report.bundle.version.execution_mode,
-        spec=report.evaluation_spec,
-        cases={(c.challenge_key, c.case_key): (c, ctx) for c, ctx in pairs},
+        execution_mode=bundle.version.execution_mode,
+        spec=bundle.version.evaluation_spec,
         challenges=challenges,
         asset_ids=asset_ids,
         version_asset_ids=version_asset_ids,
+        cache_key=cache_key,
+        input_set_id=input_set_id,
+        report=report,
+        has_case_assets=has_case_assets,
+        empty_cases=empty,
     )
+
+
+def cached_case_count() -> int:
+    """How many built cases this process holds (at most ``CASE_CACHE_SIZE``)."""
+    with _cases_lock:
+        return len(_cases)
 
 
 def clear_cache() -> None:
     with _lock:
         _cache.clear()
+    with _cases_lock:
+        _cases.clear()

@@ -68,10 +68,10 @@ def probe_run(run_id: Any) -> str:
     data = version_data(run.pack_version, run.input_set.key if run.input_set_id else None)
     # critique.probe_judges: judges on the empty baseline, charged to the run's judge budget
     judged = run_judge_probes(
-        run, ((case, dataclasses.replace(base, case_findings=[])) for case, base in data.cases.values())
+        run, ((case, dataclasses.replace(base, case_findings=[])) for case, base in data.iter_cases())
     )
     found: dict[str, list[dict[str, Any]]] = {}
-    for case, base in data.cases.values():
+    for case, base in data.iter_cases():
         probe_ctx = dataclasses.replace(base, case_findings=[])
         suggestions = probe_case(data.spec, case, probe_ctx, grade=grade_case)
         extra = judged.get((case.challenge_key, case.case_key))

@@ -67,7 +67,7 @@ def _templates(version: Any) -> dict[str, Template]:
     from runs.packdata import version_data
 
     data = version_data(version, INPUT_SET)
-    case, context = next(iter(data.cases.values()))
+    case, context = next(data.iter_cases())
     out: dict[str, Template] = {}
     for line in (EXAMPLE / "results.jsonl").read_text().splitlines():
         response = json.loads(line)

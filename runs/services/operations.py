@@ -240,6 +240,7 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int:
         )
         for item in items
     ]  # fmt: skip
+    ctx.data.load((item.challenge_key, item.case_key) for item in items)  # the batch's cases: one query
     for item in items:
         key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
         _case, base = ctx.data.case(item.challenge_key, item.case_key)

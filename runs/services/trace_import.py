@@ -251,8 +251,9 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     )
     any_lane = next(iter(lanes.values()))
     ctx0 = lane_context_for(any_lane, run, any_lane.deployment)
-    cases = [c for c, _ in ctx0.data.cases.values()]
-    contexts = {key: ctx for key, (_, ctx) in ctx0.data.cases.items()}
+    pairs = list(ctx0.data.iter_cases())
+    cases = [c for c, _ in pairs]
+    contexts = {(c.challenge_key, c.case_key): ctx for c, ctx in pairs}
     outcome = ImportOutcome()
     seen: dict[tuple[int, str, str, int], int] = {}
     matched: dict[int, list[tuple[int, Any, dict[str, Any]]]] = {}  # lane id -> (line, execution, response)
