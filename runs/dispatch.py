@@ -175,32 +175,16 @@ def _claimed_rows(fetched: list[tuple[Any, ...]], item_deadline: datetime) -> li
     ]  # fmt: skip
 
 
-# PostgreSQL: after the deployment row is locked (claimers of any lane of the deployment
-# wait here), one statement, with a snapshot taken after the lock, counts the deployment's
-# claimed items (and the lane's, for the run's override), minus this owner's finished ones,
-# and claims up to the free slots. A CTE is evaluated once: an IN (subquery ... SKIP LOCKED)
-# can be rescanned and then claims more rows than the limit.
-_CLAIM_SQL = """
-WITH counts AS (
-    SELECT count(*) AS claimed,
-           count(*) FILTER (WHERE lane_id = %(lane)s) AS lane_claimed,
-           count(*) FILTER (WHERE claim_owner = %(owner)s AND id = ANY(%(finished)s::bigint[])) AS done
-    FROM runs_runitem WHERE deployment_id = %(deployment)s AND state = 'claimed'
-), free AS (
-    SELECT GREATEST(0, LEAST(
-        (SELECT max_in_flight FROM runs_deployment WHERE id = %(deployment)s) - claimed + done,
-        COALESCE(%(run_limit)s::integer - lane_claimed + done, 2147483647),
-        COALESCE(%(wanted)s::integer, 2147483647)
-    )) AS n FROM counts
-), candidates AS (
-    SELECT id FROM runs_runitem WHERE lane_id = %(lane)s AND state = 'pending'
-    ORDER BY id LIMIT (SELECT n FROM free) FOR UPDATE SKIP LOCKED
+# PostgreSQL: one call of runs_claim_items (migration 0005): it locks the deployment row
+# (claimers of any lane of the deployment wait there), then one statement, with a snapshot
+# taken after the lock, counts the deployment's claimed items (and the lane's, for the run's
+# override), minus this owner's finished ones, and claims up to the free slots. A CTE is
+# evaluated once: an IN (subquery ... SKIP LOCKED) can be rescanned and then claims more rows
+# than the limit. One round trip (in autocommit), where BEGIN, lock, claim, COMMIT were three.
+_CLAIM_SQL = (
+    "SELECT * FROM runs_claim_items(%(lane)s, %(owner)s, %(finished)s::bigint[], %(deployment)s,"
+    " %(run_limit)s::integer, %(wanted)s::integer, %(now)s, %(deadline)s)"
 )
-UPDATE runs_runitem AS item SET state = 'claimed', claim_owner = %(owner)s, claimed_at = %(now)s,
-    claim_deadline = %(deadline)s, claims = item.claims + 1
-FROM candidates WHERE item.id = candidates.id AND item.state = 'pending'
-RETURNING item.id, item.challenge_key, item.case_key, item.repetition, item.attempt_count
-"""
 
 
 def _claim_pg(
@@ -224,8 +208,8 @@ def _claim_pg(
         "now": now,
         "deadline": deadline,
     }
-    with transaction.atomic(savepoint=False), server_cursor() as cursor:
-        cursor.execute("SELECT 1 FROM runs_deployment WHERE id = %s FOR UPDATE", [deployment.pk])
+    # In autocommit the call is its own transaction; in the caller's transaction when there is one.
+    with server_cursor() as cursor:
         cursor.execute(_CLAIM_SQL, params)
         fetched = cursor.fetchall()
     return _claimed_rows(fetched, now + timedelta(seconds=budget))
