@@ -115,6 +115,9 @@ class LoopThread:
             self.loop.close()
 
 
+MERGE_LIMIT = 512  # results per write when batches queue up behind the writer
+
+
 class Writer:
     """Writes finished batches (``record_results``), inline or on a thread of its own.
 
@@ -139,12 +142,23 @@ class Writer:
             self._thread.start()
 
     def _write(self, batch: list[ItemResult]) -> None:
+        self._write_many([batch])
+
+    def _write_many(self, batches: list[list[ItemResult]]) -> None:
+        """One ``record_results`` (one transaction) for the batches; each batch is reported
+        done with its own written ids."""
+        merged = batches[0] if len(batches) == 1 else [r for b in batches for r in b]
         t0 = time.perf_counter()
         written = record_results(
-            self.lane_id, batch, owner=self.owner, revision=self.revision, repetitions=self.repetitions
+            self.lane_id, merged, owner=self.owner, revision=self.revision, repetitions=self.repetitions
         )
         self.seconds += time.perf_counter() - t0
-        self._done.put((batch, written))
+        if len(batches) == 1:
+            self._done.put((batches[0], written))
+            return
+        mine = set(written)
+        for batch in batches:
+            self._done.put((batch, [r.item_id for r in batch if r.item_id in mine]))
 
     def _run(self) -> None:
         try:
@@ -153,7 +167,22 @@ class Writer:
                 batch = self._todo.get()
                 if batch is None:
                     return
-                self._write(batch)
+                # The batches that queued up while the last write ran go in one transaction
+                # (the round trips per write, not the rows, are what a write costs).
+                batches, size, stop = [batch], len(batch), False
+                while size < MERGE_LIMIT:
+                    try:
+                        more = self._todo.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        stop = True
+                        break
+                    batches.append(more)
+                    size += len(more)
+                self._write_many(batches)
+                if stop:
+                    return
         except BaseException as exc:  # handed to the dispatcher thread by collect()
             self._error = exc
         finally:
