@@ -102,8 +102,9 @@ class LaneContext:
     repetitions: int
     judge: Any = None
     pack_hash: str = ""
-    # "challenge\x1fcase" -> [Suggestion]: Run.case_findings once the probe task stored them
-    stored_findings: dict[str, list[Any]] | None = None
+    # runs.probing.StoredFindings ("challenge\x1fcase" -> [Suggestion] by .get): Run.case_findings
+    # once the probe task stored them
+    stored_findings: Any = None
 
 
 def findings_key(challenge_key: str, case_key: str) -> str:
