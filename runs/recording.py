@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,7 +56,11 @@ CATEGORY_COLUMNS = {
     AttemptCategory.CANCELLED: "cancelled",
 }
 
-_findings_cache: dict[tuple[int, str, str | None, str, str], list[Any]] = {}
+# Findings a dispatcher computed itself (before the probe task stored the run's): an LRU of
+# FINDINGS_CACHE_SIZE cases per process (it held up to 50,000 cases, ~4 kB each: worker memory
+# grew with the pack).
+FINDINGS_CACHE_SIZE = 4096
+_findings_cache: OrderedDict[tuple[int, str, str | None, str, str], list[Any]] = OrderedDict()
 _findings_lock = threading.Lock()
 
 
@@ -129,13 +134,15 @@ def case_findings(ctx: LaneContext, case: Any, base: Any) -> list[Any]:
     key = (ctx.pack_version_id, ctx.pack_hash, ctx.input_set_key, case.challenge_key, case.case_key)
     with _findings_lock:
         hit = _findings_cache.get(key)
+        if hit is not None:
+            _findings_cache.move_to_end(key)
     if hit is not None:
         return hit
     found = probe_findings(ctx, case, base)
     with _findings_lock:
-        if len(_findings_cache) > 50_000:
-            _findings_cache.clear()
         _findings_cache[key] = found
+        while len(_findings_cache) > FINDINGS_CACHE_SIZE:
+            _findings_cache.popitem(last=False)
     return found
 
 
