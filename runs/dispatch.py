@@ -71,9 +71,10 @@ class DispatchResult:
     reason: str = ""
     peak_in_flight: int = 0
     stale: list[int] = field(default_factory=list)  # results no longer ours (not written)
-    # seconds spent per phase (claim, wait, grade, record): for benchmarks and logs
+    # seconds spent per phase (claim, wait, grade, record; behind: waiting for the writer to
+    # catch up): for benchmarks and logs
     timings: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys(("claim", "wait", "grade", "record"), 0.0)
+        default_factory=lambda: dict.fromkeys(("claim", "wait", "grade", "record", "behind"), 0.0)
     )
 
 
@@ -383,7 +384,9 @@ def dispatch_lane(
             claiming = not cancelled and not drained and now < slice_end
             account(writer.collect())
             if len(writer.unwritten()) > 4 * limit:
+                t0 = time.perf_counter()
                 account(writer.wait(below=2 * limit))  # the writer is behind: let it catch up
+                result.timings["behind"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             # Claim before the finished batch is written: the calls of finished (unwritten)
             # items are over, so their slots are free and new calls overlap the writing.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -100,6 +101,8 @@ from .validators.common import (
 SCHEMA_VERSION = 1
 _PASSED, _FAILED = Status.PASSED, Status.FAILED
 _NO_TIME_LIMIT = frozenset({"code_execution"})  # the sandbox enforces its own limits
+
+logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------
@@ -1153,6 +1156,8 @@ def _findings(spec: Any, case: CaseDef, context: GradeContext) -> list[Suggestio
     try:
         return list(probe_case(spec, case, context))
     except Exception:
+        # The grade stands without the eval's self-critique; say why instead of hiding it.
+        logger.exception("baseline probes of case %s/%s failed", case.challenge_key, case.case_key)
         return []
 
 
@@ -1173,6 +1178,7 @@ def _overall_line_uncached(findings: list[Suggestion]) -> str:
     try:
         return overall_line(findings)
     except Exception:
+        logger.exception("critique.overall_line failed; the counts line is used instead")
         if not findings:
             return "No issues found in this case's assertions."
         counts: dict[str, int] = {}
