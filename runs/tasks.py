@@ -10,6 +10,8 @@ from typing import Any
 from celery import shared_task
 from celery.signals import worker_process_init
 
+from runs.memory import release_free_memory
+
 logger = logging.getLogger("runs.dispatch")
 
 
@@ -18,7 +20,9 @@ def _freeze_long_lived(**_: Any) -> None:
     """In each new worker process, before its first task: collect once and freeze what is
     alive (runs.dispatch.freeze_long_lived), so the first dispatch slice does not pay it."""
     from runs.dispatch import freeze_long_lived
+    from runs.memory import limit_malloc_arenas
 
+    limit_malloc_arenas()
     freeze_long_lived()
 
 
@@ -28,7 +32,10 @@ def dispatch_lane(lane_id: int) -> dict[str, Any]:
     from runs.dispatch import dispatch_lane as run_slice
 
     started = time.perf_counter()
-    result = run_slice(lane_id, requeue=lambda lid: dispatch_lane.delay(lid))
+    try:
+        result = run_slice(lane_id, requeue=lambda lid: dispatch_lane.delay(lid))
+    finally:
+        release_free_memory()  # the slice's batches, grades and (at the end) scoring
     logger.info(
         "lane %s: %s; claimed %d, recorded %d in %.2fs (peak in flight %d; seconds %s)",
         lane_id, result.reason, result.claimed, result.recorded, time.perf_counter() - started,
@@ -42,7 +49,10 @@ def check_run(run_id: str) -> bool:
     """Finalise a run whose counters say every item finished."""
     from runs.scoring import check_run as check
 
-    return check(run_id)
+    try:
+        return check(run_id)
+    finally:
+        release_free_memory()  # scoring's transient rows
 
 
 @shared_task(name="runs.sweep")
@@ -62,7 +72,10 @@ def probe_run(run_id: str) -> str:
     """Store the run's baseline-probe findings once (runs.probing)."""
     from runs.probing import probe_run as probe
 
-    return probe(run_id)
+    try:
+        return probe(run_id)
+    finally:
+        release_free_memory()  # every case built and probed once
 
 
 @shared_task(name="runs.rescore_run")
