@@ -19,7 +19,12 @@ from functools import cache
 logger = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # glibc malloc.h
+M_MMAP_THRESHOLD = -3
 ARENAS = 2
+# Blocks from this size up are mmap'ed and unmapped on free. Setting it also stops glibc
+# raising the threshold (up to 32 MiB) after large frees, which put the writer's multi-MB JSON
+# batches on the heap, where they fragment it.
+MMAP_THRESHOLD = 256 * 1024
 
 
 @cache
@@ -44,6 +49,9 @@ def limit_malloc_arenas(arenas: int = ARENAS) -> bool:
     ok = bool(libc.mallopt(M_ARENA_MAX, arenas))
     if not ok:
         logger.warning("mallopt(M_ARENA_MAX, %d) was refused", arenas)
+    if not libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD):
+        logger.warning("mallopt(M_MMAP_THRESHOLD, %d) was refused", MMAP_THRESHOLD)
+        ok = False
     return ok
 
 
