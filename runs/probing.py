@@ -23,7 +23,7 @@ from grading.engine.types import Suggestion
 from runs.judging import run_judge_probes
 from runs.models import Run, RunStatus
 from runs.packdata import version_data
-from runs.recording import LaneContext, findings_key
+from runs.recording import LaneContext, findings_key, forget_computed_findings
 
 
 class StoredFindings:
@@ -79,6 +79,7 @@ def load_stored_findings(ctx: LaneContext, run_id: Any) -> bool:
         cursor.execute(_STORED_EACH_SQL[vendor], [run_pk])
         texts = dict(cursor.fetchall())
     ctx.stored_findings = StoredFindings(texts)
+    forget_computed_findings()  # the stored ones serve from now on
     return True
 
 

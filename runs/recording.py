@@ -58,8 +58,8 @@ CATEGORY_COLUMNS = {
 
 # Findings a dispatcher computed itself (before the probe task stored the run's): an LRU of
 # FINDINGS_CACHE_SIZE cases per process (it held up to 50,000 cases, ~4 kB each: worker memory
-# grew with the pack).
-FINDINGS_CACHE_SIZE = 4096
+# grew with the pack); emptied once a run's stored findings are loaded.
+FINDINGS_CACHE_SIZE = 1024
 _findings_cache: OrderedDict[tuple[int, str, str | None, str, str], list[Any]] = OrderedDict()
 _findings_lock = threading.Lock()
 
@@ -120,6 +120,12 @@ def findings_key(challenge_key: str, case_key: str) -> str:
 def probe_findings(ctx: LaneContext, case: Any, base: Any) -> list[Any]:
     probe_ctx = dataclasses.replace(base, case_findings=[])
     return list(probe_case(ctx.data.spec, case, probe_ctx, grade=grade_case))
+
+
+def forget_computed_findings() -> None:
+    """Drop the findings this process computed itself (the run's stored findings replace them)."""
+    with _findings_lock:
+        _findings_cache.clear()
 
 
 def case_findings(ctx: LaneContext, case: Any, base: Any) -> list[Any]:

@@ -30,3 +30,10 @@ def test_findings_cache_is_a_bounded_lru(monkeypatch):
     recording.case_findings(ctx, case("a"), None)
     recording.case_findings(ctx, case("b"), None)
     assert computed == ["a", "b", "c", "b"]
+
+
+def test_stored_findings_replace_the_computed_ones(monkeypatch):
+    monkeypatch.setattr(recording, "_findings_cache", type(recording._findings_cache)())
+    recording._findings_cache[(1, "h", None, "ch", "a")] = ["x"]
+    recording.forget_computed_findings()
+    assert len(recording._findings_cache) == 0
