@@ -4,11 +4,11 @@ each case built when a dispatcher claims it.
 Per process, version and input set (``version_data``, an LRU of ``_CACHE_SIZE``), only what
 is shared and small is kept: the evaluation spec, challenge metadata, the version's and
 challenges' asset ids, and a case-less typed bundle read back from the stored manifest
-(``packs.stored.manifest_bundle``; with the zip's files for a zip version). The whole
+(``packs.bundle.stored.manifest_bundle``; with the zip's files for a zip version). The whole
 stored source is never validated again here: publishing did that.
 
 A case's ``(CaseDef, GradeContext)`` is built from its stored ``packs.models.Case`` row with
-the bundle's own conversion (``packs.stored.stored_case``, then ``packs.bundle.report``
+the bundle's own conversion (``packs.bundle.stored.stored_case``, then ``packs.bundle.report``
 ``case_def`` and ``BundleReport.grade_context``, as ``BundleReport.grading_cases`` and the
 offline ``grade`` command do), and kept in one per-process LRU of ``CASE_CACHE_SIZE`` cases
 across versions. ``VersionData.load(keys)`` fetches a claimed batch's missing cases in one
@@ -154,7 +154,7 @@ class VersionData:
 
     def _build_case(self, row: tuple[Any, ...], asset_ids: dict[str, str]) -> _CaseEntry:
         from packs.bundle.report import case_def
-        from packs.stored import StoredFormError, stored_case
+        from packs.bundle.stored import StoredFormError, stored_case
 
         _id, challenge_key, case_key, document, content = row
         try:
@@ -255,8 +255,8 @@ def _build(
 ) -> VersionData:
     from packs.bundle.archive import read_zip
     from packs.bundle.report import BundleReport
+    from packs.bundle.stored import MANIFEST_MEMBERS, StoredFormError, manifest_bundle
     from packs.models import Asset, InputSet, PackVersion
-    from packs.stored import MANIFEST_MEMBERS, StoredFormError, manifest_bundle
 
     if not isinstance(pack_version, PackVersion):
         raise TypeError("version_data needs a PackVersion")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from packs.bundle.models import Bundle, Case
-from packs.bundle.report import CASE_SCHEMA_VERSION
+from .models import Bundle, Case
+from .report import CASE_SCHEMA_VERSION
 
 # The manifest members ``manifest_bundle`` reads (never ``input_sets``: its cases are read
 # one at a time from their rows).
