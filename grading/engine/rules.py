@@ -20,7 +20,7 @@ from .types import (
     Task,
     canonical_json,
 )
-from .validators.common import PatternError, cfg, clip, compile_re2, quote
+from .validators.common import PatternError, cfg, clip, compile_re2, quote, search_span
 
 DEFAULT_SHELL_TOOLS = ("Bash", "bash", "shell", "exec", "run_command", "terminal")
 PLAN_TOOLS = ("TodoWrite", "update_plan", "write_todos")
@@ -317,7 +317,7 @@ def prepare_rule(
 
         def resolution_status(evidence: Evidence, tasks: list[Task] | None) -> ExpectationResult:
             status = derived_status(evidence)
-            cond = rx.search(status) is not None
+            cond = search_span(rx, status) is not None
             source = (
                 "reported"
                 if evidence.resolution is not None and evidence.resolution.status is not None
@@ -346,10 +346,10 @@ def prepare_rule(
         for i, text in enumerate(values):
             if not text:
                 continue
-            m = rx.search(text)
-            if m is not None:
+            span = search_span(rx, text)
+            if span is not None:
                 return _outcome(
-                    key, label, not negate, functools.partial(_hit_text, i, m.start(), text), required
+                    key, label, not negate, functools.partial(_hit_text, i, span[0], text), required
                 )
         return _outcome(key, label, negate, lambda: _miss_text(values), required)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import re2
 
 from ..refs import text_of
@@ -245,8 +246,21 @@ def deep_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+_LONG_DIGITS = re2.compile(r"[0-9]{19}")
+
+
 def parse_json_text(text: str) -> tuple[Any, int | None]:
-    """(value, None) or (None, error offset in code points)."""
+    """(value, None) or (None, error offset in code points).
+
+    orjson parses first (about 5x faster on agent-sized documents); whatever it refuses
+    (NaN and Infinity, 1e400, lone surrogates, bad JSON) is parsed again by ``json``, which
+    gives the result or the error offset. orjson reads integers beyond 64 bits as floats, so
+    a text with a run of 19 digits goes to ``json`` directly: integers stay exact."""
+    if search_span(_LONG_DIGITS, text) is None:
+        try:
+            return orjson.loads(text), None
+        except orjson.JSONDecodeError:
+            pass
     try:
         return json.loads(text), None
     except json.JSONDecodeError as exc:
@@ -307,6 +321,21 @@ def compile_re2(pattern: str) -> Any:
         _REGEX_CACHE.clear()
     _REGEX_CACHE[pattern] = compiled
     return compiled
+
+
+_UNANCHORED = re2._Anchor.UNANCHORED
+
+
+def search_span(rx: Any, text: str) -> tuple[int, int] | None:
+    """The code-point span of the first match of a compiled RE2 pattern in ``text``, or None:
+    ``rx.search(text).span()`` without the wrapper's generator, Match object and offset
+    table. An ASCII text's byte offsets are its code-point offsets, so RE2 is asked
+    directly; any other text goes through ``search``, which converts the offsets."""
+    if text.isascii():
+        s, e = rx._regexp.Match(_UNANCHORED, text.encode(), 0, len(text))[0]
+        return None if s < 0 else (s, e)
+    m = rx.search(text)
+    return None if m is None else m.span()
 
 
 def compile_pattern(pattern: str, prefix: str = "") -> tuple[Any, VResult | None]:

@@ -25,6 +25,7 @@ from .common import (
     parse_json_path,
     parse_json_text,
     quote,
+    search_span,
     short_json,
     value_as_json,
 )
@@ -74,10 +75,11 @@ def file_content_match(actual: Resolved, expected: Resolved | None, config: Any,
         rx, problem = compile_pattern(exp)
         if problem is not None:
             return problem
-        m = rx.search(text)
-        if m is None:
+        span = search_span(rx, text)
+        if span is None:
             return binary(False, f"{where}: no match for {quote(exp, 200)} in {len(text)} code points")
-        return binary(True, f"{where}: match at {m.start()}-{m.end()}: {quote(m.group(0), 200)}")
+        s, e = span
+        return binary(True, f"{where}: match at {s}-{e}: {quote(text[s:e], 200)}")
     if cfg(config, "ignore_whitespace", False):
         text, exp = _WS.sub(" ", text), _WS.sub(" ", exp)
     if mode == "exact":
@@ -181,13 +183,13 @@ def postcondition(actual: Resolved, expected: Resolved | None, config: Any, env:
         rx, problem = compile_pattern(value)
         if problem is not None:
             return problem
-        m = rx.search(text)
+        span = search_span(rx, text)
         return binary(
-            m is not None,
+            span is not None,
             f"{where}: "
             + (
-                f"match at {m.start()}-{m.end()}: {quote(m.group(0), 120)}"
-                if m
+                f"match at {span[0]}-{span[1]}: {quote(text[span[0] : span[1]], 120)}"
+                if span is not None
                 else f"no match for {quote(value, 120)}"
             ),
         )

@@ -33,6 +33,7 @@ from .common import (
     parse_json_text,
     prepared,
     quote,
+    search_span,
     short_json,
     value_as_json,
 )
@@ -108,8 +109,8 @@ def regex_match(config: Any) -> PreparedGrader:
         if problem is not None:
             return problem
         text = actual.text
-        m = rx.search(text)
-        if m is None:
+        span = search_span(rx, text)
+        if span is None:
             return VResult(
                 _FAILED,
                 0.0,
@@ -117,13 +118,13 @@ def regex_match(config: Any) -> PreparedGrader:
                     f"no match for {quote(pattern, 200)} in {len(text)} code points; head: {head(text, 200)}"
                 ),
             )
-        return VResult(_PASSED, 1.0, lambda: _match_text(m, text))
+        return VResult(_PASSED, 1.0, lambda: _match_text(span, text))
 
     return grade
 
 
-def _match_text(m: Any, text: str) -> str:
-    s, t = m.span()
+def _match_text(span: tuple[int, int], text: str) -> str:
+    s, t = span
     return f"match at {s}-{t}: {quote(text[s:t], 200)}"
 
 

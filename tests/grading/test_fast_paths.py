@@ -1,0 +1,113 @@
+"""The engine's fast paths give exactly what the reference calls give: ``search_span`` is
+``re2.search(...).span()``, ``parse_json_text`` is ``json.loads`` (value or error offset)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import re2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grading.engine.validators.common import compile_re2, parse_json_text, search_span
+
+
+def _reference_parse(text: str) -> tuple[object, int | None]:
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, exc.pos
+    except (ValueError, RecursionError):
+        return None, 0
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal values of equal types all the way down (1 and 1.0 differ; NaN equals NaN)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)  # type: ignore[index]
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[arg-type]
+    return a == b
+
+
+TRICKY_JSON = [
+    '{"a": 1, "a": 2}',  # duplicate keys: the last wins
+    "-0",
+    "-0.0",
+    "1e400",  # json reads inf; orjson refuses
+    "NaN",
+    "[Infinity, -Infinity]",
+    '"\\ud800"',  # a lone surrogate escape
+    "123456789012345678901234567890",  # beyond 64 bits: must stay an exact int
+    "18446744073709551615",
+    "-9223372036854775809",
+    '{"n": 12345678901234567890123}',
+    "1.0000000000000002",
+    "  [1, 2]  ",
+    "\ufeff1",
+    '"a\x01"',  # a raw control character
+    "[1, 2",
+    "",
+    "{}x",
+    '{"k": "é ✓ 𝄞"}',
+    "[" * 5000 + "]" * 5000,  # deeper than orjson's limit
+]
+
+
+@pytest.mark.parametrize("text", TRICKY_JSON, ids=range(len(TRICKY_JSON)))
+def test_parse_json_text_matches_json_loads(text: str) -> None:
+    got, want = parse_json_text(text), _reference_parse(text)
+    assert got[1] == want[1]
+    assert _same(got[0], want[0])
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.booleans())
+def test_parse_json_text_matches_json_loads_on_generated_documents(value: object, ascii_only: bool) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    got, want = parse_json_text(text), _reference_parse(text)
+    assert got[1] is None and want[1] is None
+    assert _same(got[0], want[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_parse_json_text_matches_json_loads_on_arbitrary_text(text: str) -> None:
+    got, want = parse_json_text(text), _reference_parse(text)
+    assert got[1] == want[1]
+    assert _same(got[0], want[0])
+
+
+PATTERNS = [r"\d+", r"(?i)ABC", r"^$", r"", r"(a)(b)?", r"é+", r"(?m)^x$", r"\bfoo\b", "z{2,}"]
+TEXTS = ["", "abc 123", "xyz", "ééé a", "line\nx\nmore", "foo bar", "a" * 10, "café 42 ✓ 𝄞 7", "zz zzz"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("text", TEXTS)
+def test_search_span_matches_re2_search(pattern: str, text: str) -> None:
+    m = re2.compile(pattern).search(text)
+    assert search_span(compile_re2(pattern), text) == (None if m is None else m.span())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(PATTERNS), st.text(max_size=30))
+def test_search_span_matches_re2_search_on_arbitrary_text(pattern: str, text: str) -> None:
+    m = re2.compile(pattern).search(text)
+    assert search_span(compile_re2(pattern), text) == (None if m is None else m.span())
