@@ -213,6 +213,28 @@ class RunQuerySet(models.QuerySet["Run"]):
     def for_workspace(self, workspace: Any) -> RunQuerySet:
         return self.filter(workspace=workspace).order_by("-created_at", "-id")
 
+    def copy_previous_findings(self, run: Run) -> bool:
+        """Give ``run`` the stored probe findings of the latest other run of the same pack
+        version and input set (findings depend on the spec and the cases only), copied inside
+        the database: the document never travels through this process. True when the run
+        has stored findings now.
+
+        Done when a run is created, so its dispatchers read stored findings from their first
+        slice instead of probing every case again, and by ``runs.probing.probe_run``."""
+        previous = (
+            self.model.objects.filter(
+                pack_version_id=run.pack_version_id,
+                input_set_id=run.input_set_id,
+                case_findings__isnull=False,
+            )
+            .exclude(pk=run.pk)
+            .order_by("-created_at")
+            .values("case_findings")[:1]
+        )
+        mine = self.model.objects.filter(pk=run.pk)
+        mine.filter(case_findings__isnull=True).update(case_findings=models.Subquery(previous))
+        return mine.filter(case_findings__isnull=False).exists()
+
 
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

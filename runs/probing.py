@@ -3,7 +3,8 @@
 ``probe_run(run_id)`` (the ``runs.probe_run`` task, enqueued with the run's dispatch so it
 runs on another worker process while the calls go out) stores ``Run.case_findings``:
 ``{"<challenge>\\x1f<case>": [suggestion dicts]}``. A later run of the same pack version and
-input set copies them. Dispatchers pick the stored findings up (``load_stored_findings``)
+input set copies them when it is created (``Run.objects.copy_previous_findings``) and is not
+probed again. Dispatchers pick the stored findings up (``load_stored_findings``)
 and pass them to ``grade_case``; until then they compute a case's findings themselves
 (``runs.recording.case_findings``), with the same result.
 """
@@ -15,13 +16,12 @@ from typing import Any
 
 import orjson
 from django.db import connection
-from django.db.models import Subquery
 
 from grading.engine import grade_case
 from grading.engine.critique import probe_case, sort_findings
 from grading.engine.types import Suggestion
 from runs.judging import run_judge_probes
-from runs.models import Run, RunStatus
+from runs.models import RUN_HEAVY_FIELDS, Run, RunStatus
 from runs.packdata import version_data
 from runs.recording import LaneContext, findings_key, forget_computed_findings
 
@@ -84,23 +84,17 @@ def load_stored_findings(ctx: LaneContext, run_id: Any) -> bool:
 
 
 def probe_run(run_id: Any) -> str:
-    run = Run.objects.select_related("pack_version", "input_set").filter(pk=run_id).first()
-    if run is None or run.case_findings is not None:
+    run = (
+        Run.objects.select_related("pack_version", "input_set")
+        .defer(*RUN_HEAVY_FIELDS)
+        .filter(pk=run_id, case_findings__isnull=True)
+        .first()
+    )
+    if run is None:
         return "nothing to do"
     if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
         return f"run is {run.status}"
-    previous = (
-        Run.objects.filter(
-            pack_version_id=run.pack_version_id, input_set_id=run.input_set_id, case_findings__isnull=False
-        )
-        .order_by("-created_at")
-        .values("case_findings")[:1]
-    )
-    # Copied inside the database: the document never travels through this process.
-    copied = Run.objects.filter(pk=run.pk, case_findings__isnull=True).update(
-        case_findings=Subquery(previous)
-    )
-    if copied and Run.objects.filter(pk=run.pk, case_findings__isnull=False).exists():
+    if Run.objects.copy_previous_findings(run):
         return "copied"
     data = version_data(run.pack_version, run.input_set.key if run.input_set_id else None)
     # critique.probe_judges: judges on the empty baseline, charged to the run's judge budget

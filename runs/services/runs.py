@@ -266,13 +266,15 @@ def run_create(
         Run.objects.filter(pk=run.pk).update(items_total=total, items_open=total)
         run.items_total = run.items_open = total
         transition_run(run, RunStatus.QUEUED, reason="created")
+        # An earlier run of this version and input set already probed these cases.
+        has_findings = bool(total) and Run.objects.copy_previous_findings(run)
         if not total:
             # A pack version with nothing to run: complete at once (nothing can fail).
             for lane in lanes:
                 transition_lane(lane, LaneStatus.SCORING, reason="no cases")
         if enqueue:
             run_id = run.pk
-            transaction.on_commit(lambda: enqueue_run(run_id))
+            transaction.on_commit(lambda: enqueue_run(run_id, probe=not has_findings))
     return run
 
 
@@ -327,8 +329,9 @@ def insert_items(run: Run, lanes: Sequence[RunLane], cases: Sequence[tuple[Any, 
     return len(keys)
 
 
-def enqueue_run(run_id: Any) -> None:
-    """Start work for a run: one dispatch task per calling lane, or finish an empty run."""
+def enqueue_run(run_id: Any, *, probe: bool = True) -> None:
+    """Start work for a run: one dispatch task per calling lane (and the probe task, unless
+    the run already has its findings), or finish an empty run."""
     from runs import tasks
 
     lanes = list(
@@ -339,7 +342,7 @@ def enqueue_run(run_id: Any) -> None:
     calling = [lane_id for lane_id, kind in lanes if kind != DeploymentKind.TRACE_IMPORT]
     for lane_id in calling:
         tasks.dispatch_lane.delay(lane_id)
-    if calling:
+    if calling and probe:
         # On another worker process, while the calls go out (runs.probing).
         tasks.probe_run.delay(str(run_id))
     tasks.check_run.delay(str(run_id))

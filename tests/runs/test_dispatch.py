@@ -172,7 +172,9 @@ def test_recording_is_idempotent_and_owner_guarded(personas):
     assert RunItem.objects.get(pk=rows[0]["id"]).state == ItemState.CLAIMED
 
 
-def test_probe_findings_are_computed_once_per_run_and_used_by_grading(personas, enqueued):
+def test_probe_findings_are_computed_once_per_run_and_used_by_grading(
+    personas, enqueued, django_capture_on_commit_callbacks
+):
     from runs.probing import probe_run
     from runs.services.runs import enqueue_run
 
@@ -189,9 +191,18 @@ def test_probe_findings_are_computed_once_per_run_and_used_by_grading(personas, 
         assert set(run.case_findings) == {"echo\x1fc0", "echo\x1fc1"}
         assert run.case_findings["echo\x1fc0"][0]["finding"] == "trivially_satisfied"
         assert probe_run(run.pk) == "nothing to do"
-        again = create_run(personas.workspace, version, [dep])
-        assert probe_run(again.pk) == "copied"
+        # A later run of the version copies them when it is created and is not probed again.
+        with django_capture_on_commit_callbacks(execute=True):
+            again = create_run(personas.workspace, version, [dep], enqueue=True)
         assert Run.objects.get(pk=again.pk).case_findings == run.case_findings
+        assert enqueued.names().count("runs.probe_run") == 1  # the first run's only
+        assert enqueued.names().count("runs.dispatch_lane") == 2
+        assert probe_run(again.pk) == "nothing to do"
+        # A run created before any other stored findings copies them in its probe task.
+        late = create_run(personas.workspace, version, [dep])
+        Run.objects.filter(pk=late.pk).update(case_findings=None)
+        assert probe_run(late.pk) == "copied"
+        assert Run.objects.get(pk=late.pk).case_findings == run.case_findings
         run = drive(run)
     stored = RunItem.objects.get(run=run, case_key="c0").grade["eval_feedback"]
     computed = RunItem.objects.get(run=inline, case_key="c0").grade["eval_feedback"]
