@@ -11,6 +11,7 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grading.engine.refs import Resolved
 from grading.engine.validators.common import compile_re2, parse_json_text, search_span
 
 
@@ -111,3 +112,37 @@ def test_search_span_matches_re2_search(pattern: str, text: str) -> None:
 def test_search_span_matches_re2_search_on_arbitrary_text(pattern: str, text: str) -> None:
     m = re2.compile(pattern).search(text)
     assert search_span(compile_re2(pattern), text) == (None if m is None else m.span())
+
+
+def test_the_pattern_cache_is_a_bounded_lru(monkeypatch):
+    from grading.engine.validators import common
+
+    monkeypatch.setattr(common, "REGEX_CACHE_SIZE", 8)
+    monkeypatch.setattr(common, "_REGEX_CACHE", common.OrderedDict())
+    kept = compile_re2("kept")
+    for n in range(20):
+        compile_re2(f"case{n}")
+        assert compile_re2("kept") is kept  # used all along: never evicted
+    assert len(common._REGEX_CACHE) == 8
+    assert "case0" not in common._REGEX_CACHE and "case19" in common._REGEX_CACHE
+
+
+def test_a_literal_pattern_is_compiled_once_per_validator(monkeypatch):
+    """regex_match keeps the pattern it compiled last: a spec literal does not go through
+    the shared cache on every case, so per-case patterns cannot evict it."""
+    from grading.engine.validators import common, text
+
+    calls = []
+    real = common.compile_pattern
+
+    def counting(pattern, prefix=""):
+        calls.append(pattern)
+        return real(pattern, prefix)
+
+    monkeypatch.setattr(text, "compile_pattern", counting)
+    grade = text.regex_match.prepare({})
+    for answer in ("A1 = 1", "A2 = 4", "nope"):
+        grade(Resolved(answer), Resolved(r"A\d+ = \d+"), None)
+    assert calls == [r"A\d+ = \d+"]
+    grade(Resolved("x"), Resolved("y"), None)
+    assert calls == [r"A\d+ = \d+", "y"]

@@ -3,9 +3,11 @@ JSON helpers (grading.md §2, §3.1)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -298,7 +300,12 @@ def cfg(config: Any, name: str, default: Any = None) -> Any:
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
-_REGEX_CACHE: dict[str, Any] = {}
+# The most recently used compiled patterns of this process. A compiled RE2 pattern holds
+# ~4 kB once it has searched, and patterns from case expectations differ per case: 4,096 of
+# them were ~17 MiB in every worker process. A validator's literal pattern stays with its
+# plan (``regex_match`` keeps the one it compiled last), so this cache serves the rest.
+REGEX_CACHE_SIZE = 256
+_REGEX_CACHE: OrderedDict[str, Any] = OrderedDict()
 
 
 class PatternError(ValueError):
@@ -309,6 +316,8 @@ def compile_re2(pattern: str) -> Any:
     """Compile (cached) an RE2 pattern; ``PatternError`` with the engine's text on failure."""
     compiled = _REGEX_CACHE.get(pattern)
     if compiled is not None:
+        with contextlib.suppress(KeyError):  # another grading thread evicted it meanwhile
+            _REGEX_CACHE.move_to_end(pattern)
         return compiled
     try:
         compiled = re2.compile(pattern, options=_RE2_OPTIONS)
@@ -317,9 +326,10 @@ def compile_re2(pattern: str) -> Any:
         if isinstance(msg, bytes):
             msg = msg.decode("utf-8", "replace")
         raise PatternError(str(msg)) from None
-    if len(_REGEX_CACHE) > 4096:
-        _REGEX_CACHE.clear()
     _REGEX_CACHE[pattern] = compiled
+    while len(_REGEX_CACHE) > REGEX_CACHE_SIZE:
+        with contextlib.suppress(KeyError):
+            _REGEX_CACHE.popitem(last=False)
     return compiled
 
 

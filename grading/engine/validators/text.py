@@ -103,11 +103,16 @@ def regex_match(config: Any) -> PreparedGrader:
     flags = cfg(config, "flags", "")
     prefix = flags_prefix(flags) if flags else ""
 
+    last: list[tuple[str | None, Any]] = [(None, None)]  # the pattern compiled last, its RE2 object
+
     def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
         pattern = expected.text if expected is not None else ""
-        rx, problem = compile_pattern(pattern, prefix)
-        if problem is not None:
-            return problem
+        seen, rx = last[0]
+        if pattern != seen:
+            rx, problem = compile_pattern(pattern, prefix)
+            if problem is not None:
+                return problem
+            last[0] = (pattern, rx)
         text = actual.text
         span = search_span(rx, text)
         if span is None:
