@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import task_postrun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
 
@@ -31,3 +32,14 @@ def _ensure_filesystem_broker_dirs() -> None:
 @app.on_after_configure.connect
 def _setup(sender: Celery, **kwargs: object) -> None:
     _ensure_filesystem_broker_dirs()
+
+
+@task_postrun.connect
+def _reset_queries(**kwargs: object) -> None:
+    """Forget the task's logged queries. With ``DEBUG`` on, Django logs every statement of a
+    connection (the last 9,000) and clears the log when a request starts; a task is not a
+    request, so without this a dispatcher process would keep its last 9,000 statements,
+    multi-megabyte result batches and findings documents among them."""
+    from django.db import reset_queries
+
+    reset_queries()

@@ -31,4 +31,4 @@ def get_run_for_user(
     lookup: dict[str, Any] = {"pk": run_id}
     if workspace_slug is not None:
         lookup["workspace__slug"] = workspace_slug
-    return scoped_get(request, Run.objects.all(), write=write, **lookup)
+    return scoped_get(request, Run.objects.light(), write=write, **lookup)

@@ -23,7 +23,15 @@ if TYPE_CHECKING:
 
 # The grading engine is imported where a comparison is computed: this module is loaded with
 # runs.tasks by every process that enqueues a task (eval start among them).
-from runs.models import ComparisonCase, ComparisonStatus, Run, RunComparison, RunItem, RunLane
+from runs.models import (
+    RUN_HEAVY_FIELDS,
+    ComparisonCase,
+    ComparisonStatus,
+    Run,
+    RunComparison,
+    RunItem,
+    RunLane,
+)
 
 STALE_AFTER = dt.timedelta(minutes=5)
 BATCH = 5000
@@ -170,6 +178,7 @@ def compute_comparison(comparison_id: int) -> str:
         RunComparison.objects.select_related(
             "baseline__pack_version__pack", "candidate__pack_version__pack", "baseline_lane", "candidate_lane"
         )
+        .defer(*(f"{side}__{name}" for side in ("baseline", "candidate") for name in RUN_HEAVY_FIELDS))
         .filter(id=comparison_id)
         .first()
     )

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings
@@ -55,7 +56,10 @@ class PackDataError(Exception):
 class _CaseEntry:
     case: CaseDef
     context: GradeContext
-    asset_ids: dict[str, str]  # case asset key -> asset public id
+    asset_ids: Mapping[str, str]  # case asset key -> asset public id
+
+
+_NO_ASSETS: Mapping[str, str] = MappingProxyType({})  # shared by the cases without assets
 
 
 @dataclass
@@ -106,7 +110,7 @@ class VersionData:
         for chunk in _chunks(rows.iterator(chunk_size=_STREAM_CHUNK), _STREAM_CHUNK):
             assets = self._case_assets([row[0] for row in chunk])
             for row in chunk:
-                entry = self._build_case(row, assets.get(row[0], {}))
+                entry = self._build_case(row, assets.get(row[0], _NO_ASSETS))
                 yield entry.case, entry.context
 
     def _entry(self, challenge_key: str, case_key: str) -> _CaseEntry:
@@ -114,7 +118,7 @@ class VersionData:
             pair = self.empty_cases.get((challenge_key, case_key))
             if pair is None:
                 raise PackDataError(f"case {challenge_key}/{case_key} is not in the pack version")
-            return _CaseEntry(pair[0], pair[1], {})
+            return _CaseEntry(pair[0], pair[1], _NO_ASSETS)
         key = (self.cache_key, challenge_key, case_key)
         with _cases_lock:
             hit = _cases.get(key)
@@ -138,7 +142,7 @@ class VersionData:
             if (row[1], row[2]) in keys
         ]
         assets = self._case_assets([row[0] for row in rows])
-        return {(row[1], row[2]): self._build_case(row, assets.get(row[0], {})) for row in rows}
+        return {(row[1], row[2]): self._build_case(row, assets.get(row[0], _NO_ASSETS)) for row in rows}
 
     def _case_assets(self, case_ids: list[int]) -> dict[int, dict[str, str]]:
         if not self.has_case_assets or not case_ids:
@@ -152,7 +156,7 @@ class VersionData:
             out.setdefault(case_id, {})[key] = str(public_id)
         return out
 
-    def _build_case(self, row: tuple[Any, ...], asset_ids: dict[str, str]) -> _CaseEntry:
+    def _build_case(self, row: tuple[Any, ...], asset_ids: Mapping[str, str]) -> _CaseEntry:
         from packs.bundle.report import case_def
         from packs.bundle.stored import StoredFormError, stored_case
 

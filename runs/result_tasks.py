@@ -61,7 +61,7 @@ def result_summary_request(*, run: Run) -> RunResultSummary:
 @shared_task(name="runs.compute_result_summary")
 def compute_result_summary(run_id: str) -> str:
     """Compute and store the summary of a run; returns its status."""
-    run = Run.objects.filter(id=run_id).first()
+    run = Run.objects.light().filter(id=run_id).first()
     if run is None:
         return "missing"
     revision = run.scoring_revision

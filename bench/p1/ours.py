@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -29,6 +30,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 WORKSPACE = "p1bench"
 DEPLOYMENT = "stub"
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
 
 
 def free_port() -> int:
@@ -128,7 +135,10 @@ class Stack:
             os.environ,
             DATABASE_URL=f"{PG}/{self.database}",
             CELERY_BROKER_URL=f"redis://127.0.0.1:{self.redis_port}/0",
-            DEBUG="true",
+            # Production-like (README "Configuration"): no DEBUG query log; throwaway keys.
+            DEBUG="false",
+            SECRET_KEY="bench-p1-" + secrets.token_hex(24),
+            FIELD_ENCRYPTION_KEY=_fernet_key(),
             PYTHONUNBUFFERED="1",
         )
         self.manage("migrate", "--noinput")

@@ -10,7 +10,9 @@ form of §6, never ``items``), ``pack`` metadata, the bound zip ``files``, and h
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,12 +91,14 @@ def asset_ref(asset: Asset, scope: str, files: dict[str, bytes]) -> AssetRef:
 
 
 def case_def(case: Case, files: dict[str, bytes], *, content: str | None = None) -> CaseDef:
-    """A case of the manifest as the grading engine's ``CaseDef``."""
+    """A case of the manifest as the grading engine's ``CaseDef``. The names every case
+    repeats (challenge, payload and expectation keys, kinds) are interned: a runs worker
+    keeps thousands of cases, each parsed from its own JSON document."""
     named: list[str] = [ref.key for ref in case.artifacts]
     return CaseDef(
-        challenge_key=case.challenge_key,
+        challenge_key=sys.intern(case.challenge_key),
         case_key=case.effective_key,
-        payload=dict(case.payload),
+        payload=_interned_keys(case.payload),
         inputs=[
             CaseInput(
                 key=i.key,
@@ -107,8 +111,8 @@ def case_def(case: Case, files: dict[str, bytes], *, content: str | None = None)
         ],
         expectations=[
             CaseExpectation(
-                key=e.key,
-                kind=e.kind,
+                key=sys.intern(e.key),
+                kind=sys.intern(e.kind) if e.kind else e.kind,
                 value=e.value if e.has_value else MISSING,
                 source=e.source,
                 artifact_key=e.artifact_key,
@@ -119,6 +123,12 @@ def case_def(case: Case, files: dict[str, bytes], *, content: str | None = None)
         artifact_keys=named,
         content_hash=content,
     )
+
+
+def _interned_keys(payload: Any) -> dict[str, Any]:
+    if not isinstance(payload, dict):
+        return dict(payload)
+    return {sys.intern(k) if type(k) is str else k: v for k, v in payload.items()}
 
 
 def empty_case_def(challenge_key: str) -> CaseDef:
@@ -135,6 +145,8 @@ class BundleReport:
     manifest: dict[str, Any] | None = None  # pack-format §6, when valid
     files: dict[str, bytes] = field(default_factory=dict)  # bound zip members: path -> bytes
     is_zip: bool = False
+    # challenge key -> the grading context its cases share (grade_context)
+    _contexts: dict[str, GradeContext] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # -- the validate body ------------------------------------------------------------
     def to_body(self) -> dict[str, Any]:
@@ -201,12 +213,24 @@ class BundleReport:
 
     def grade_context(self, case: CaseDef) -> GradeContext:
         """The grading context of a case outside any run (offline ``grade``): the challenge,
-        its instructions rendered for the case, assets with a loader for bundled files."""
+        its instructions rendered for the case, assets with a loader for bundled files.
+
+        Only the rendered instructions differ between the cases of a challenge: the rest
+        (asset maps, tool policy, the loader) is built once per challenge and shared, so a
+        runs worker that keeps thousands of cases holds one copy of it."""
         from grading.engine.refs import render_template
 
+        template = self._contexts.get(case.challenge_key)
+        if template is None:
+            template = self._contexts[case.challenge_key] = self._challenge_context(case.challenge_key)
+        return dataclasses.replace(
+            template, rendered_instructions=render_template(template.challenge_instructions, case)
+        )
+
+    def _challenge_context(self, challenge_key: str) -> GradeContext:
         bundle = self._require()
         version = bundle.version
-        challenge = self.challenge(case.challenge_key)
+        challenge = self.challenge(challenge_key)
         instructions = (challenge.instructions or "") if challenge is not None else ""
         files = self.files
 
@@ -218,9 +242,8 @@ class BundleReport:
         return GradeContext(
             pack_slug=bundle.pack.slug,
             pack_version=version.number,
-            challenge_key=case.challenge_key,
+            challenge_key=sys.intern(challenge_key),
             challenge_instructions=instructions,
-            rendered_instructions=render_template(instructions, case),
             version_assets={a.key: asset_ref(a, "version", files) for a in version.assets},
             challenge_assets=(
                 {a.key: asset_ref(a, "challenge", files) for a in challenge.assets} if challenge else {}

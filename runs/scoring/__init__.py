@@ -38,7 +38,7 @@ def check_run(run_id: Any) -> bool:
     """Finalise the run when its counter says no item is pending or claimed. True when
     this call finalised it. A cancelled run gets its stats over what was graded once its
     last in-flight item is written."""
-    run = Run.objects.defer("case_findings").get(pk=run_id)
+    run = Run.objects.light().get(pk=run_id)
     if run.status == RunStatus.CANCELLED and run.items_open <= 0:
         Run.objects.filter(pk=run.pk).update(stats=compute_stats(run))
         return False

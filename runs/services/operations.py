@@ -202,7 +202,7 @@ def run_rescore_execute(*, run_id: Any, revision: int) -> int:
     from runs.dispatch import lane_context_for
     from runs.scoring import finalize_run
 
-    run = Run.objects.defer("case_findings").filter(pk=run_id).first()
+    run = Run.objects.light().filter(pk=run_id).first()
     if run is None or run.scoring_revision != revision or run.status != RunStatus.SCORING:
         return 0
     done = 0

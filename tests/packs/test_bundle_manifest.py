@@ -179,6 +179,37 @@ def test_case_defs_and_grade_contexts_for_the_engine():
     assert [c.case_key for c, _ in pairs] == ["q1", "q2"]
 
 
+def test_the_cases_of_a_challenge_share_its_context_and_interned_names():
+    """A runs worker keeps thousands of cases: what does not vary per case is one object."""
+    doc = items_pack()
+    doc["version"]["assets"] = [{"key": "gold", "path": "/data/gold.json", "media_type": "application/json"}]
+    doc["challenges"][0]["instructions"] = "Compute {{zed}}."
+    # names built at run time: distinct string objects per case, as JSON parsing gives them
+    doc["input_sets"][1]["cases"] = [
+        {
+            "challenge_key": "".join(["s", "um"]),
+            "case_key": f"k{z}",
+            "payload": {"".join(["ze", "d"]): z},
+            "expectations": [{"key": "".join(["ans", "wer"]), "kind": "number", "value": z + 1}],
+        }
+        for z in (1, 2)
+    ]
+    report = check(doc)
+    assert report.valid, report.to_body()
+    first, second = report.case_defs("modern")
+    a, b = report.grade_context(first), report.grade_context(second)
+    assert a.rendered_instructions == "Compute 1." and b.rendered_instructions == "Compute 2."
+    assert a.version_assets is b.version_assets and a.tool_policy is b.tool_policy
+    assert a.asset_loader is b.asset_loader and a.challenge_assets is b.challenge_assets
+    # the same case again is an equal context, not the shared template itself
+    assert report.grade_context(first) == a and report.grade_context(first) is not a
+    # names every case repeats are one string object
+    assert first.challenge_key is second.challenge_key
+    (k1,), (k2,) = first.payload.keys(), second.payload.keys()
+    assert k1 is k2
+    assert first.expectations[0].key is second.expectations[0].key
+
+
 def test_an_invalid_report_has_no_manifest():
     doc = base_pack()
     del doc["pack"]
