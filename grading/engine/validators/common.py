@@ -258,7 +258,7 @@ def parse_json_text(text: str) -> tuple[Any, int | None]:
     (NaN and Infinity, 1e400, lone surrogates, bad JSON) is parsed again by ``json``, which
     gives the result or the error offset. orjson reads integers beyond 64 bits as floats, so
     a text with a run of 19 digits goes to ``json`` directly: integers stay exact."""
-    if search_span(_LONG_DIGITS, text) is None:
+    if len(text) < 19 or search_span(_LONG_DIGITS, text) is None:
         try:
             return orjson.loads(text), None
         except orjson.JSONDecodeError:
