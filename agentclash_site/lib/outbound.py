@@ -205,8 +205,27 @@ def _parse_ip(host: str) -> IPAddress | None:
 def check_url(url: str | URL, *, allow_private: bool) -> URL:
     """Validate scheme and host, and check a literal IP or a refused name, before any I/O.
 
-    Host names that need DNS are checked by the resolver at connect time.
+    Host names that need DNS are checked by the resolver at connect time. The check is a
+    pure function of the URL text, so the URLs that passed are remembered (a run calls one
+    endpoint thousands of times); a refused URL is checked again every time.
     """
+    if isinstance(url, str):
+        key = (url, allow_private)
+        passed = _CHECKED.get(key)
+        if passed is None:
+            passed = _check_url(url, allow_private=allow_private)
+            if len(_CHECKED) >= _CHECKED_SIZE:
+                _CHECKED.clear()
+            _CHECKED[key] = passed
+        return passed
+    return _check_url(url, allow_private=allow_private)
+
+
+_CHECKED: dict[tuple[str, bool], URL] = {}
+_CHECKED_SIZE = 256
+
+
+def _check_url(url: str | URL, *, allow_private: bool) -> URL:
     try:
         parsed = url if isinstance(url, URL) else URL(url)
     except (ValueError, TypeError) as exc:
@@ -462,7 +481,8 @@ class OutboundClient:
         history: list[str] = []
         current = check_url(url, allow_private=allow_private)
         for _hop in range(self.max_redirects + 1):
-            log.debug("outbound %s %s", method, _safe_url(current))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("outbound %s %s", method, _safe_url(current))
             try:
                 async with session.request(
                     method,

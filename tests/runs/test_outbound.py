@@ -124,6 +124,18 @@ def test_metadata_host_names_are_refused_before_any_lookup(host):
         check_url(f"http://{host}/computeMetadata/v1/", allow_private=True)
 
 
+def test_a_url_that_passed_is_remembered_and_a_refused_one_is_refused_every_time():
+    url = "http://127.0.0.1:8080/v1/chat/completions"
+    first = check_url(url, allow_private=True)
+    assert check_url(url, allow_private=True) is first  # no second parse
+    for _ in range(3):  # the allowance is part of the key: never the cached pass
+        with pytest.raises(BlockedAddress):
+            check_url(url, allow_private=False)
+    with pytest.raises(BlockedAddress):
+        check_url("http://metadata.google.internal/x", allow_private=True)
+    assert ("http://metadata.google.internal/x", True) not in outbound._CHECKED
+
+
 # --- the decision inside real requests (transport patched) ------------------------------------
 
 
