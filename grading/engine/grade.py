@@ -1161,15 +1161,20 @@ def _findings(spec: Any, case: CaseDef, context: GradeContext) -> list[Suggestio
         return []
 
 
-_NO_FINDINGS_LINE: list[str] = []
+# The line counts findings by kind: the same kinds give the same line, and the cases of a
+# pack repeat a few combinations (a Counter, a sort and a join per case otherwise).
+_OVERALL_LINES: dict[tuple[str, ...], str] = {}
+_OVERALL_LINES_SIZE = 256
 
 
 def _overall_line(findings: list[Suggestion]) -> str:
-    if not findings and _NO_FINDINGS_LINE:
-        return _NO_FINDINGS_LINE[0]
-    line = _overall_line_uncached(findings)
-    if not findings:
-        _NO_FINDINGS_LINE.append(line)
+    kinds = tuple(sorted(s.finding for s in findings))
+    line = _OVERALL_LINES.get(kinds)
+    if line is None:
+        line = _overall_line_uncached(findings)
+        if len(_OVERALL_LINES) >= _OVERALL_LINES_SIZE:
+            _OVERALL_LINES.clear()
+        _OVERALL_LINES[kinds] = line
     return line
 
 

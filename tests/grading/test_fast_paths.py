@@ -74,7 +74,9 @@ json_values = st.recursive(
     | st.integers(min_value=-(10**30), max_value=10**30)
     | st.floats(allow_nan=False)
     | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -146,3 +148,21 @@ def test_a_literal_pattern_is_compiled_once_per_validator(monkeypatch):
     assert calls == [r"A\d+ = \d+"]
     grade(Resolved("x"), Resolved("y"), None)
     assert calls == [r"A\d+ = \d+", "y"]
+
+
+def test_the_overall_line_is_remembered_by_finding_kinds():
+    from grading.engine import grade
+    from grading.engine.critique import overall_line
+    from grading.engine.types import Suggestion
+
+    def s(kind, n=0):
+        return Suggestion(reason=f"r{n}", finding=kind, source="probe")
+
+    for findings in (
+        [],
+        [s("trivially_satisfied")],
+        [s("b", 1), s("a", 2), s("b", 3)],
+        [s("a"), s("b"), s("b")],
+    ):
+        assert grade._overall_line(findings) == overall_line(findings)
+        assert grade._overall_line(list(reversed(findings))) == overall_line(findings)
