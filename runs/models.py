@@ -217,9 +217,7 @@ class RunQuerySet(models.QuerySet["Run"]):
         """Runs with their pack version and input set, without ``RUN_HEAVY_FIELDS``: a run
         of 9,900 cases read plainly, then ``run.pack_version``, held ~30 MB of parsed
         findings, manifest and source that no worker task or page reads from the instance."""
-        return self.select_related("pack_version", "pack_version__pack", "input_set").defer(
-            *RUN_HEAVY_FIELDS
-        )
+        return self.select_related("pack_version", "pack_version__pack", "input_set").defer(*RUN_HEAVY_FIELDS)
 
     def copy_previous_findings(self, run: Run) -> bool:
         """Give ``run`` the stored probe findings of the latest other run of the same pack

@@ -34,7 +34,6 @@ from grading.engine.stats import seed_for
 from grading.engine.types import Evidence, Timing
 from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.models import (
-    Attempt,
     ItemState,
     Run,
     RunItem,
@@ -249,25 +248,25 @@ def grade_outcomes(
 # --- writing -------------------------------------------------------------------------------
 
 
-def _attempt_rows(item_id: int, result: ItemResult) -> list[Attempt]:
-    rows = []
-    for offset, outcome in enumerate(result.attempts):
-        rows.append(
-            Attempt(
-                item_id=item_id,
-                number=result.first_attempt_number + offset,
-                category=str(outcome.category),
-                status_code=outcome.status_code,
-                error_code=outcome.error_code[:100],
-                error=outcome.error,
-                latency_ms=outcome.latency_ms,
-                body_excerpt=outcome.body_excerpt.replace("\x00", ""),
-                retry_after=outcome.retry_after,
-                started_at=outcome.started_at,
-                finished_at=outcome.ended_at,
-            )
+def _attempt_rows(item_id: int, result: ItemResult) -> list[tuple[Any, ...]]:
+    """The item's attempts as rows in ``_ATTEMPT_COLUMNS`` order (plain tuples: a model
+    instance per attempt cost more than writing it)."""
+    return [
+        (
+            item_id,
+            result.first_attempt_number + offset,
+            str(outcome.category),
+            outcome.status_code,
+            outcome.error_code[:100],
+            outcome.error,
+            outcome.latency_ms,
+            outcome.body_excerpt.replace("\x00", ""),
+            outcome.retry_after,
+            outcome.started_at,
+            outcome.ended_at,
         )
-    return rows
+        for offset, outcome in enumerate(result.attempts)
+    ]
 
 
 _ITEM_COLUMNS = (
@@ -431,30 +430,13 @@ _ATTEMPT_TYPES = (
 )  # fmt: skip
 
 
-def _insert_attempts(rows: list[Attempt]) -> None:
+def _insert_attempts(rows: list[tuple[Any, ...]]) -> None:
+    """Insert attempt rows (``_ATTEMPT_COLUMNS`` order)."""
     if not rows:
         return
     if connection.vendor == "postgresql":
         # One JSON document per batch, as for the items.
-        doc = orjson.dumps(
-            [
-                [
-                    a.item_id,
-                    a.number,
-                    a.category,
-                    a.status_code,
-                    a.error_code,
-                    a.error,
-                    a.latency_ms,
-                    a.body_excerpt,
-                    a.retry_after,
-                    a.started_at,
-                    a.finished_at,
-                ]
-                for a in rows
-            ],
-            option=orjson.OPT_NAIVE_UTC,
-        )
+        doc = orjson.dumps(rows, option=orjson.OPT_NAIVE_UTC)
         names = ", ".join(_ATTEMPT_COLUMNS)
         picks = ", ".join(f"(r->>{i})::{t}" for i, t in enumerate(_ATTEMPT_TYPES))
         sql = f"INSERT INTO runs_attempt ({names}) SELECT {picks} FROM json_array_elements(%s::json) AS r"  # noqa: S608 (our columns)
@@ -467,11 +449,8 @@ def _insert_attempts(rows: list[Attempt]) -> None:
         for start in range(0, len(rows), 500):
             chunk = rows[start : start + 500]
             params: list[Any] = []
-            for a in chunk:
-                params += [
-                    a.item_id, a.number, a.category, a.status_code, a.error_code, a.error, a.latency_ms,
-                    a.body_excerpt, a.retry_after, adapt(a.started_at), adapt(a.finished_at),
-                ]  # fmt: skip
+            for row in chunk:
+                params += [*row[:-2], adapt(row[-2]), adapt(row[-1])]
             cursor.execute(
                 f"INSERT INTO runs_attempt ({', '.join(_ATTEMPT_COLUMNS)}) VALUES "  # noqa: S608 (our columns)
                 + ", ".join([one] * len(chunk)),
@@ -519,7 +498,7 @@ def record_results(
         counters = LaneCounters.from_dict(counters_doc) if counters_doc else LaneCounters(repetitions)
         counters.repetitions = max(counters.repetitions, repetitions)
         deltas: dict[str, Any] = {}
-        attempts: list[Attempt] = []
+        attempts: list[tuple[Any, ...]] = []
         for pk in written:
             r = by_id[pk]
             attempts += _attempt_rows(pk, r)
