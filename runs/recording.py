@@ -36,7 +36,6 @@ from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.models import (
     ItemState,
     Run,
-    RunItem,
     RunLane,
 )
 from runs.packdata import VersionData
@@ -291,7 +290,7 @@ _PG_TYPES = {
 }  # fmt: skip
 
 
-def _item_json(item: RunItem) -> dict[str, Any]:
+def _item_json(item: _ItemRow) -> dict[str, Any]:
     out: dict[str, Any] = {"id": item.pk}
     for column in _ITEM_COLUMNS:
         out[column] = getattr(item, column)
@@ -309,7 +308,7 @@ def server_cursor() -> Iterator[Any]:
         yield cursor
 
 
-def _item_rows(items: list[RunItem]) -> list[list[Any]]:
+def _item_rows(items: list[_ItemRow]) -> list[list[Any]]:
     rows = []
     for item in items:
         row: list[Any] = [item.pk]
@@ -324,7 +323,7 @@ def _item_rows(items: list[RunItem]) -> list[list[Any]]:
     return rows
 
 
-def _write_items(items: list[RunItem], *, state: str, owner: str) -> list[int]:
+def _write_items(items: list[_ItemRow], *, state: str, owner: str) -> list[int]:
     """Write the items' result columns where an item is still in ``state`` (and, when
     claimed, still claimed by ``owner``); returns the ids written. ``attempt_count`` of each
     item is the number of attempts to add. On PostgreSQL one ``UPDATE ... FROM
@@ -368,9 +367,19 @@ def _locked(qs: Any) -> Any:
     return qs.select_for_update() if connection.features.has_select_for_update else qs
 
 
-def _prepare(r: ItemResult, revision: int, now: datetime) -> RunItem:
+class _ItemRow:
+    """An item's new result columns (``_ITEM_COLUMNS``) and its ``pk``: a model instance per
+    item only carried them to the batch UPDATE."""
+
+    __slots__ = ("pk", *_ITEM_COLUMNS)
+
+    def __init__(self, pk: int) -> None:
+        self.pk = pk
+
+
+def _prepare(r: ItemResult, revision: int, now: datetime) -> _ItemRow:
     """The item's new result columns (``attempt_count`` holds the attempts to add)."""
-    item = RunItem(id=r.item_id)
+    item = _ItemRow(r.item_id)
     item.attempt_count = len(r.attempts)
     item.state = ItemState.DONE
     item.claim_owner = ""
@@ -392,7 +401,7 @@ def _prepare(r: ItemResult, revision: int, now: datetime) -> RunItem:
     return item
 
 
-def _add_deltas(deltas: dict[str, Any], counters: LaneCounters, r: ItemResult, item: RunItem) -> None:
+def _add_deltas(deltas: dict[str, Any], counters: LaneCounters, r: ItemResult, item: _ItemRow) -> None:
     if r.grade is not None and r.record is not None:
         counters.add(r.record)
         column = STATUS_COLUMNS.get(item.status)
