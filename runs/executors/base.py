@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from agentclash_site.lib.outbound import (
     BlockedAddress,
     ConnectionFailed,
@@ -358,7 +360,7 @@ class Executor(ABC):
                 error="the item's deadline passed before the attempt started",
                 error_code="deadline_passed",
             )
-        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        body = _json_body(payload)
         headers = {
             **target.extra_headers(),
             "Content-Type": "application/json",
@@ -447,3 +449,12 @@ class Executor(ABC):
                 error_code="not_protocol",
             )
         return data, None
+
+
+def _json_body(payload: Any) -> bytes:
+    """Compact UTF-8 JSON: orjson, or ``json`` for what orjson refuses (integers beyond 64
+    bits, non-string keys). NaN and infinities, which are not JSON, go out as null."""
+    try:
+        return orjson.dumps(payload)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()

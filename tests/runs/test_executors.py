@@ -502,3 +502,18 @@ def test_requests_are_immutable_and_replace_makes_the_next_attempt(agent):
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.attempt = 2  # type: ignore[misc]
     assert dataclasses.replace(request, attempt=2).protocol_body()["attempt"] == 2
+
+
+def test_request_bodies_are_compact_json_and_what_orjson_refuses_still_goes_out():
+    import json as stdlib_json
+
+    from runs.executors.base import _json_body
+
+    payload = {"q": "é ✓", "n": [1, 2.5, None, True], "nested": {"a": {"b": []}}}
+    assert (
+        _json_body(payload) == stdlib_json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    )
+    big = {"id": 123456789012345678901234567890}
+    assert stdlib_json.loads(_json_body(big)) == big  # exact, through json
+    assert stdlib_json.loads(_json_body({1: "x"})) == {"1": "x"}  # non-string keys, as json does
+    assert _json_body({"x": float("nan")}) == b'{"x":null}'  # NaN is not JSON
