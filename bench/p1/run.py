@@ -155,7 +155,7 @@ def measure(
     rate = {k: v.get("cases_per_s") for k, v in report["tools"].items() if v.get("status") == "measured"}
     peers = [rate[k] for k in ("promptfoo", "inspect") if k in rate]
     ours = rate.get("ours")
-    report["P1_vs_peer"] = round(ours / max(peers), 2) if ours and peers else None
+    report["P1_vs_peer"] = round(ours / max(peers), 3) if ours and peers else None
     report["P1_vs_limit"] = round(ours / rate["limit"], 3) if ours and rate.get("limit") else None
     return report
 
