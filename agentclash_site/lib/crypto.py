@@ -1,13 +1,18 @@
-"""Secret encryption at rest (Fernet, key from ``FIELD_ENCRYPTION_KEY``)."""
+"""Secret encryption at rest (Fernet, key from ``FIELD_ENCRYPTION_KEY``).
+
+``cryptography`` is imported when a secret is encrypted or decrypted: every process imports
+this module with the models, and most (``eval start``, the web pages) never touch a secret."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-
-from cryptography.fernet import Fernet, InvalidToken
+from typing import TYPE_CHECKING
 
 from agentclash_site.lib.env import ConfigError
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 
 def validate_fernet_key(key: str, *, name: str) -> None:
@@ -23,6 +28,7 @@ def validate_fernet_key(key: str, *, name: str) -> None:
 
 
 def _fernet() -> Fernet:
+    from cryptography.fernet import Fernet
     from django.conf import settings
 
     return Fernet(settings.FIELD_ENCRYPTION_KEY.encode())
@@ -37,6 +43,8 @@ class DecryptionError(Exception):
 
 
 def decrypt_text(token: str) -> str:
+    from cryptography.fernet import InvalidToken
+
     try:
         return _fernet().decrypt(token.encode()).decode()
     except InvalidToken:

@@ -18,7 +18,14 @@ import packs.bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 
-HEAVY = ("packs.bundle.models", "grading.engine.grade", "grading.engine.spec", "aiohttp", "pydantic")
+HEAVY = (
+    "packs.bundle.models",
+    "grading.engine.grade",
+    "grading.engine.spec",
+    "aiohttp",
+    "pydantic",
+    "cryptography",
+)
 
 
 @pytest.mark.parametrize("package", [packs.bundle, grading.engine])
