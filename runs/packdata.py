@@ -107,7 +107,7 @@ class VersionData:
             .order_by("position")
             .values_list("id", "challenge__key", "case_key", "document", "content_hash")
         )
-        for chunk in _chunks(rows.iterator(chunk_size=_STREAM_CHUNK), _STREAM_CHUNK):
+        for chunk in chunked(rows.iterator(chunk_size=_STREAM_CHUNK), _STREAM_CHUNK):
             assets = self._case_assets([row[0] for row in chunk])
             for row in chunk:
                 entry = self._build_case(row, assets.get(row[0], _NO_ASSETS))
@@ -226,7 +226,8 @@ class VersionData:
         )
 
 
-def _chunks(rows: Iterator[Any], size: int) -> Iterator[list[Any]]:
+def chunked(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of up to ``size`` items of ``rows``, in order (``itertools.batched`` from 3.12)."""
     chunk: list[Any] = []
     for row in rows:
         chunk.append(row)

@@ -23,7 +23,7 @@ from grading.engine.critique import probe_case, sort_findings
 from grading.engine.types import Suggestion
 from runs.judging import run_judge_probes
 from runs.models import RUN_HEAVY_FIELDS, Run, RunStatus
-from runs.packdata import version_data
+from runs.packdata import chunked, version_data
 from runs.recording import LaneContext, findings_key, forget_computed_findings
 
 
@@ -153,7 +153,7 @@ def store_findings(run_id: Any, rows: Iterable[tuple[str, str]]) -> None:
             on_commit = " ON COMMIT DROP" if pg else ""
             cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_LOAD_TABLE} (k text, v text){on_commit}")
             cursor.execute(f"DELETE FROM {_LOAD_TABLE}")  # noqa: S608
-            for batch in _batches(rows, _LOAD_BATCH):
+            for batch in chunked(rows, _LOAD_BATCH):
                 if pg:
                     with cursor.copy(f"COPY {_LOAD_TABLE} (k, v) FROM STDIN") as copy:
                         for row in batch:
@@ -163,14 +163,3 @@ def store_findings(run_id: Any, rows: Iterable[tuple[str, str]]) -> None:
             cursor.execute(_ASSEMBLE_SQL[vendor], [run_pk])
             if not pg:
                 cursor.execute(f"DROP TABLE {_LOAD_TABLE}")
-
-
-def _batches(rows: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
-    batch: list[tuple[str, str]] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
