@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+from django.db import connection
 
 from grading.engine.aggregate import (
     OUTCOME_CLASSES,
@@ -31,6 +34,7 @@ from grading.engine.stats import (
     seed_for,
     wilson_interval,
 )
+from grading.engine.validators.common import parse_json_text
 from runs.models import RunItem, RunLane
 from runs.scoring.health import RunHealth
 
@@ -58,6 +62,47 @@ _COLUMNS = (
     "grade__judge_usage",
     "grade__case__lane_id",
 )
+
+
+# The same rows as ``values_list(*_COLUMNS)`` on PostgreSQL, with each grade decompressed
+# once: the ORM's six ``grade -> member`` expressions decompressed the (pglz, ~3.5 kB) grade
+# six times per row, 72 ms of PostgreSQL time for 2,000 items against 17 ms this way.
+# Of each expectation only what ``Row.fill`` reads is sent (key, kind, status, outcome
+# class, reason code, a judge's agreement), not its evidence text and details.
+_PG_STREAM_SQL = """
+SELECT i.challenge_key, i.case_key, i.repetition, i.status, i.outcome_class, i.reason_code,
+       i.score, i.input_tokens, i.output_tokens, i.cost_usd, i.latency_ms,
+       (g.g -> 'validity')::text, (g.g #> '{scorecard,dimensions}')::text,
+       (g.g #> '{gates,compliance_score}')::text,
+       (SELECT jsonb_agg(jsonb_build_object(
+            'key', e -> 'key', 'kind', e -> 'kind', 'status', e -> 'status',
+            'outcome_class', e -> 'outcome_class', 'reason_code', e -> 'reason_code',
+            'details', CASE WHEN e ->> 'kind' = 'judge'
+                THEN jsonb_build_object('agreement', e #> '{details,agreement}') END
+        ) ORDER BY t.n)
+        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(g.g -> 'expectations') = 'array'
+            THEN g.g -> 'expectations' ELSE '[]'::jsonb END) WITH ORDINALITY AS t(e, n))::text,
+       (g.g -> 'judge_usage')::text, (g.g #> '{case,lane_id}')::text
+FROM runs_runitem i
+CROSS JOIN LATERAL (SELECT i.grade || '{}'::jsonb AS g OFFSET 0) g
+WHERE i.lane_id = %s AND i.status <> '' AND i.grade IS NOT NULL AND i.grade <> '{}'::jsonb
+ORDER BY i.id
+"""
+_PG_JSON_SLOTS = range(11, 17)  # the grade members, as JSON text
+
+
+def _pg_rows(lane_id: int) -> Iterator[tuple[Any, ...]]:
+    with connection.chunked_cursor() as cursor:  # server side: STREAM_CHUNK rows at a time
+        cursor.execute(_PG_STREAM_SQL, [lane_id])
+        while chunk := cursor.fetchmany(STREAM_CHUNK):
+            for raw in chunk:
+                values = list(raw)
+                for i in _PG_JSON_SLOTS:
+                    if values[i] is not None:
+                        values[i], bad = parse_json_text(values[i])
+                        if bad is not None:
+                            raise ValueError(f"grade member {_COLUMNS[i]} of an item is not JSON")
+                yield tuple(values)
 
 
 class _Known:
@@ -424,15 +469,19 @@ def stream_lane(lane: RunLane, cases: Cases, health: RunHealth | None = None) ->
     """One pass over the lane's graded items (in id order, ``STREAM_CHUNK`` rows at a time)."""
     stream = LaneStream(cases)
     row = Row()
-    rows = (
-        RunItem.objects.filter(lane_id=lane.pk)
-        .exclude(status="")
-        .exclude(grade__isnull=True)
-        .exclude(grade={})
-        .order_by("id")
-        .values_list(*_COLUMNS)
-    )
-    for values in rows.iterator(chunk_size=STREAM_CHUNK):
+    if connection.vendor == "postgresql":
+        rows: Iterable[tuple[Any, ...]] = _pg_rows(lane.pk)
+    else:
+        rows = (
+            RunItem.objects.filter(lane_id=lane.pk)
+            .exclude(status="")
+            .exclude(grade__isnull=True)
+            .exclude(grade={})
+            .order_by("id")
+            .values_list(*_COLUMNS)
+            .iterator(chunk_size=STREAM_CHUNK)
+        )
+    for values in rows:
         challenge, case_key = values[0], values[1]
         index = cases.get(challenge, case_key)
         row.fill(values)
