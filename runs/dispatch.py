@@ -36,7 +36,6 @@ from runs.executors.base import AttemptOutcome
 from runs.executors.openai_chat import protocol_response
 from runs.judging import judge_for_lane
 from runs.models import (
-    RUN_HEAVY_FIELDS,
     Deployment,
     DeploymentKind,
     ItemState,
@@ -324,11 +323,7 @@ def dispatch_lane(
     lane = RunLane.objects.select_related("deployment", "deployment__workspace").get(pk=lane_id)
     # Deferred: the stored findings (about 0.5 kB per case) are read by load_stored_findings,
     # the manifest's members by version_data (once per process), cases as they are claimed.
-    run = (
-        Run.objects.select_related("pack_version", "pack_version__pack", "input_set")
-        .defer(*RUN_HEAVY_FIELDS)
-        .get(pk=lane.run_id)
-    )
+    run = Run.objects.light().get(pk=lane.run_id)
     deployment = lane.deployment
     if lane.deployment_kind == DeploymentKind.TRACE_IMPORT:
         result.reason = "trace_import lanes wait for uploaded results"

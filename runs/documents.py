@@ -12,7 +12,7 @@ from django.conf import settings
 
 from grading.engine.aggregate import STATUSES, LaneCounters
 from grading.engine.stats import round4, round_interval
-from runs.models import RUN_HEAVY_FIELDS, Attempt, GradeRevision, ItemState, Run, RunItem, RunLane
+from runs.models import Attempt, GradeRevision, ItemState, Run, RunItem, RunLane
 
 CASE_FIELDS = (
     "id", "lane__deployment_name", "challenge_key", "case_key", "repetition", "status", "state",
@@ -73,11 +73,7 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 def run_document(run: Run, *, cases: bool = False) -> dict[str, Any]:
     """``{"run", "lanes"[, "cases"]}`` as interfaces.md §6 shows it."""
-    run = (
-        Run.objects.select_related("pack_version", "pack_version__pack", "input_set")
-        .defer(*RUN_HEAVY_FIELDS)
-        .get(pk=run.pk)
-    )
+    run = Run.objects.light().get(pk=run.pk)
     lanes = list(RunLane.objects.filter(run=run).order_by("position"))
     doc: dict[str, Any] = {"run": run_summary(run), "lanes": [lane_document(lane, run) for lane in lanes]}
     if cases:

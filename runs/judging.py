@@ -80,9 +80,9 @@ def judge_for_workspace(workspace_id: int, *, budget: Any = None) -> LLMJudge | 
 
 
 def judge_for_lane(lane: Any) -> LLMJudge | None:
-    from runs.models import RUN_HEAVY_FIELDS, Run, RunLane
+    from runs.models import Run, RunLane
 
-    run = Run.objects.select_related("pack_version", "input_set").defer(*RUN_HEAVY_FIELDS).get(pk=lane.run_id)
+    run = Run.objects.light().get(pk=lane.run_id)
     lanes = RunLane.objects.filter(run_id=run.pk).count()
     fresh = (
         RunLane.objects.filter(pk=lane.pk)

@@ -222,8 +222,8 @@ class RunQuerySet(models.QuerySet["Run"]):
     def copy_previous_findings(self, run: Run) -> bool:
         """Give ``run`` the stored probe findings of the latest other run of the same pack
         version and input set (findings depend on the spec and the cases only), copied inside
-        the database: the document never travels through this process. True when the run
-        has stored findings now.
+        the database: the document never travels through this process. True when it copied
+        them (the run had none and an earlier run has them); one guarded UPDATE.
 
         Done when a run is created, so its dispatchers read stored findings from their first
         slice instead of probing every case again, and by ``runs.probing.probe_run``."""
@@ -235,11 +235,13 @@ class RunQuerySet(models.QuerySet["Run"]):
             )
             .exclude(pk=run.pk)
             .order_by("-created_at")
-            .values("case_findings")[:1]
         )
-        mine = self.model.objects.filter(pk=run.pk)
-        mine.filter(case_findings__isnull=True).update(case_findings=models.Subquery(previous))
-        return mine.filter(case_findings__isnull=False).exists()
+        copied = (
+            self.model.objects.filter(pk=run.pk, case_findings__isnull=True)
+            .filter(models.Exists(previous))
+            .update(case_findings=models.Subquery(previous.values("case_findings")[:1]))
+        )
+        return copied > 0
 
 
 class Run(models.Model):

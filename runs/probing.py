@@ -22,7 +22,7 @@ from grading.engine import grade_case
 from grading.engine.critique import probe_case, sort_findings
 from grading.engine.types import Suggestion
 from runs.judging import run_judge_probes
-from runs.models import RUN_HEAVY_FIELDS, Run, RunStatus
+from runs.models import Run, RunStatus
 from runs.packdata import chunked, version_data
 from runs.recording import LaneContext, findings_key, forget_computed_findings
 
@@ -85,12 +85,7 @@ def load_stored_findings(ctx: LaneContext, run_id: Any) -> bool:
 
 
 def probe_run(run_id: Any) -> str:
-    run = (
-        Run.objects.select_related("pack_version", "input_set")
-        .defer(*RUN_HEAVY_FIELDS)
-        .filter(pk=run_id, case_findings__isnull=True)
-        .first()
-    )
+    run = Run.objects.light().filter(pk=run_id, case_findings__isnull=True).first()
     if run is None:
         return "nothing to do"
     if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):

@@ -8,6 +8,7 @@ by a small per-run case number, per-expectation run-health counters. The results
 
 from __future__ import annotations
 
+import json
 import math
 from array import array
 from collections.abc import Iterable, Iterator
@@ -34,7 +35,6 @@ from grading.engine.stats import (
     seed_for,
     wilson_interval,
 )
-from grading.engine.validators.common import parse_json_text
 from runs.models import RunItem, RunLane
 from runs.scoring.health import RunHealth
 
@@ -99,9 +99,7 @@ def _pg_rows(lane_id: int) -> Iterator[tuple[Any, ...]]:
                 values = list(raw)
                 for i in _PG_JSON_SLOTS:
                     if values[i] is not None:
-                        values[i], bad = parse_json_text(values[i])
-                        if bad is not None:
-                            raise ValueError(f"grade member {_COLUMNS[i]} of an item is not JSON")
+                        values[i] = json.loads(values[i])
                 yield tuple(values)
 
 

@@ -25,7 +25,6 @@ from django.db import transaction
 
 from grading.engine.reader import DEFAULT_DEPLOYMENT, InvalidResults, read_results
 from runs.models import (
-    RUN_HEAVY_FIELDS,
     DeploymentKind,
     ItemState,
     LaneStatus,
@@ -244,11 +243,7 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
             status_code=409,
         )
     only_lane = next(iter(lanes.values())) if len(lanes) == 1 else None
-    run = (
-        Run.objects.select_related("pack_version", "pack_version__pack", "input_set")
-        .defer(*RUN_HEAVY_FIELDS)
-        .get(pk=run.pk)
-    )
+    run = Run.objects.light().get(pk=run.pk)
     any_lane = next(iter(lanes.values()))
     ctx0 = lane_context_for(any_lane, run, any_lane.deployment)
     pairs = list(ctx0.data.iter_cases())

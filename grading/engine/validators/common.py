@@ -300,28 +300,16 @@ def cfg(config: Any, name: str, default: Any = None) -> Any:
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
-# The most recently used compiled patterns of this process. A compiled RE2 pattern holds
-# ~4 kB once it has searched, and patterns from case expectations differ per case: 4,096 of
-# them were ~17 MiB in every worker process. A validator's literal pattern stays with its
-# plan (``regex_match`` keeps the one it compiled last), so this cache serves the rest.
+# The most recently used compiled patterns of this process. A compiled RE2 pattern holds a
+# few kB once it has searched, and patterns from case expectations differ per case: 4,096 of
+# them were ~17 MiB in every worker process. (``regex_match`` also keeps the pattern it
+# compiled last, so a spec literal skips this lookup on every case.)
 REGEX_CACHE_SIZE = 256
 _REGEX_CACHE: OrderedDict[str, Any] = OrderedDict()
 
 
 class PatternError(ValueError):
     pass
-
-
-# ``re2.compile`` rebuilds an ``Options`` object field by field and keeps its own LRU of the
-# last 128 compiled patterns on top of ours; the pattern class itself compiles in half the
-# time (per-case patterns miss every cache). ``re2.compile`` where the class is not there.
-_Regexp = getattr(re2, "_Regexp", None)
-
-
-def _compile(pattern: str, options: Any) -> Any:
-    if _Regexp is None:
-        return re2.compile(pattern, options=options)
-    return _Regexp(pattern, options)
 
 
 def compile_re2(pattern: str) -> Any:
@@ -332,7 +320,11 @@ def compile_re2(pattern: str) -> Any:
             _REGEX_CACHE.move_to_end(pattern)
         return compiled
     try:
-        compiled = _compile(pattern, _RE2_OPTIONS)
+        # google-re2's pattern class, not ``re2.compile``, which rebuilds an ``Options``
+        # object field by field and keeps its own LRU of 128 patterns on top of this one:
+        # half the time for per-case patterns. Like ``search_span`` below, this reads
+        # google-re2 internals; tests/grading/test_fast_paths.py holds them to the public API.
+        compiled = re2._Regexp(pattern, _RE2_OPTIONS)
     except Exception as exc:  # re2.error
         msg = exc.args[0] if exc.args else exc
         if isinstance(msg, bytes):
