@@ -33,7 +33,6 @@ from runs.dispatch_threads import LoopThread, Writer, fast_commit, graders
 from runs.executors import DeploymentTarget, ExecutionRequest, executor_for
 from runs.executors.attempts import run_attempts
 from runs.executors.base import AttemptOutcome
-from runs.executors.openai_chat import protocol_response
 from runs.judging import judge_for_lane
 from runs.models import (
     Deployment,
@@ -435,11 +434,7 @@ def dispatch_lane(
                     repetition=row["repetition"],
                     attempt_count=row["attempt_count"],
                 )
-                response = outcomes[-1].response
-                if response is not None and lane.deployment_kind == DeploymentKind.OPENAI_CHAT:
-                    converted = protocol_response(row["request"], response)
-                    response = converted if isinstance(converted, dict) else response
-                finished.append((item, outcomes, response))
+                finished.append((item, outcomes, outcomes[-1].response))
             if ctx.judge is not None and len(finished) > 1:
                 # Judges make blocking HTTP calls: grade the batch in parallel threads.
                 batch.extend(graders().map(lambda f: grade_outcomes(ctx, *f), finished))

@@ -257,7 +257,7 @@ def _attempt_rows(item_id: int, result: ItemResult) -> list[tuple[Any, ...]]:
             str(outcome.category),
             outcome.status_code,
             outcome.error_code[:100],
-            outcome.error,
+            outcome.error.replace("\x00", "\ufffd"),  # an agent's text may be quoted in it
             outcome.latency_ms,
             outcome.body_excerpt.replace("\x00", ""),
             outcome.retry_after,
@@ -276,11 +276,42 @@ _ITEM_COLUMNS = (
 _JSON_COLUMNS = frozenset({"grade", "evidence"})
 
 
+_ESCAPED_NUL = b"\\u0000"
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nul(v) for v in value]
+    return value
+
+
+def storable_json(value: Any, option: int = 0) -> bytes:
+    """``value`` as JSON that PostgreSQL can store. Its ``jsonb`` and ``text`` refuse the NUL
+    character, which an agent's or a judge's text may hold (one such answer failed the whole
+    batch's write); each NUL becomes U+FFFD, on every database, so a result reads the same on
+    SQLite. The common case costs one search of the encoded bytes."""
+    out = orjson.dumps(value, option=option)
+    if _ESCAPED_NUL in out:  # also matches an escaped backslash before "u0000": re-encoding is harmless
+        out = orjson.dumps(_without_nul(value), option=option)
+    return out
+
+
+def storable(value: Any) -> Any:
+    """``value`` with NUL characters replaced as ``storable_json`` does (for ORM writes)."""
+    if _ESCAPED_NUL in orjson.dumps(value, option=orjson.OPT_NAIVE_UTC):
+        return _without_nul(value)
+    return value
+
+
 def _json(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
+    return None if value is None else storable_json(value).decode()
 
 
-# PostgreSQL types of the batch document's fields (json_to_recordset).
+# PostgreSQL types of the batch document's fields (jsonb_to_recordset).
 _PG_TYPES = {
     "id": "bigint", "state": "varchar", "claim_owner": "varchar", "claim_deadline": "timestamptz", "attempt_count": "integer",
     "last_category": "varchar", "status": "varchar", "outcome_class": "varchar", "reason_code": "varchar",
@@ -327,22 +358,25 @@ def _write_items(items: list[_ItemRow], *, state: str, owner: str) -> list[int]:
     """Write the items' result columns where an item is still in ``state`` (and, when
     claimed, still claimed by ``owner``); returns the ids written. ``attempt_count`` of each
     item is the number of attempts to add. On PostgreSQL one ``UPDATE ... FROM
-    json_to_recordset(...) RETURNING`` for the batch; elsewhere one guarded UPDATE per item.
+    jsonb_to_recordset(...) RETURNING`` for the batch; elsewhere one guarded UPDATE per item.
     Both are far cheaper than ``bulk_update``'s CASE expressions."""
     columns = [c for c in _ITEM_COLUMNS if c != "attempt_count"]
     guard = "state = %s" + (" AND claim_owner = %s" if state == ItemState.CLAIMED else "")
     guard_params = [state, owner] if state == ItemState.CLAIMED else [state]
     if connection.vendor == "postgresql":
         # The batch travels as one JSON document (orjson, in C) unpacked by the server with
-        # json_to_recordset: no per-value adaptation in Python, and the statement text is the
-        # same for every batch (server-side binding; parsed and planned like any other).
-        doc = orjson.dumps([_item_json(item) for item in items], option=orjson.OPT_NAIVE_UTC)
+        # jsonb_to_recordset: no per-value adaptation in Python, and the statement text is the
+        # same for every batch (server-side binding; parsed and planned like any other). As
+        # jsonb the document is parsed once: json_to_recordset parsed it, then parsed each
+        # grade and evidence again into its jsonb column (the server's time for 2,000 P1
+        # items: 76 -> 42 ms).
+        doc = storable_json([_item_json(item) for item in items], option=orjson.OPT_NAIVE_UTC)
         sets = ", ".join(f"{c} = v.{c}" for c in columns)
         record = ", ".join(f"{c} {_PG_TYPES[c]}" for c in ("id", *_ITEM_COLUMNS))
         where = " AND ".join(f"t.{g}" for g in guard.split(" AND "))
         sql = (
             f"UPDATE runs_runitem AS t SET {sets}, attempt_count = t.attempt_count + v.attempt_count"  # noqa: S608 (our columns)
-            f" FROM json_to_recordset(%s::json) AS v({record}) WHERE t.id = v.id AND {where} RETURNING t.id"
+            f" FROM jsonb_to_recordset(%s::jsonb) AS v({record}) WHERE t.id = v.id AND {where} RETURNING t.id"
         )
         with server_cursor() as cursor:
             cursor.execute(sql, [doc.decode(), *guard_params])

@@ -230,7 +230,9 @@ class AttemptOutcome:
     error: str = ""  # one readable sentence; "" when ok
     error_code: str = ""  # stable snake_case: timeout, http_status, invalid_json, ...
     retry_after: float | None = None  # seconds, from Retry-After (delta or HTTP-date)
-    response: dict[str, Any] | None = None  # the JSON body as received
+    # The JSON body as received; for an ok openai_chat attempt, the reply in the agent
+    # protocol's response shape (what the evidence document records).
+    response: dict[str, Any] | None = None
     evidence: Evidence | None = None  # set when category is ok
     started_at: datetime | None = None
     ended_at: datetime | None = None

@@ -139,4 +139,7 @@ class OpenAIChatExecutor(Executor):
             return self.outcome(
                 AttemptCategory.CONFIG_ERROR, timer, error=exc.message, error_code="protocol_error", **common
             )
+        # The evidence document records the reply in the protocol's response shape: the
+        # outcome carries it (converted once, here, not again where the item is graded).
+        common["response"] = normalized
         return self.outcome(AttemptCategory.OK, timer, evidence=evidence, **common)

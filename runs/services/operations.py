@@ -32,7 +32,7 @@ from runs.models import (
     RunStatus,
 )
 from runs.probing import load_stored_findings
-from runs.recording import STATUS_COLUMNS, ItemKey, grade_evidence, rebuild_evidence
+from runs.recording import STATUS_COLUMNS, ItemKey, grade_evidence, rebuild_evidence, storable
 from runs.services.runs import RunError
 from runs.states import FINISHED_RUN, record_item_transitions, transition_lane, transition_run
 
@@ -250,7 +250,7 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int:
         )
         if result.grade is None or result.record is None:
             raise RuntimeError(f"item {item.pk}: the engine returned no grade")
-        item.grade = result.grade
+        item.grade = storable(result.grade)  # a judge's text may hold NUL characters
         item.status = result.grade.get("status") or ""
         item.outcome_class = result.grade.get("outcome_class") or ""
         item.reason_code = (result.grade.get("reason_code") or "")[:100]

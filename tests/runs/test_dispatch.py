@@ -81,6 +81,34 @@ def test_failure_modes_end_in_the_right_categories(personas):
     assert (lane.passed, lane.config_error, lane.infra_error, lane.pending) == (3, 3, 1, 0)
 
 
+def test_nul_characters_in_an_answer_are_stored_as_replacement_characters(personas):
+    """PostgreSQL's jsonb and text refuse NUL: one such answer used to fail its whole batch's
+    write (every item of it claimed again and again). NUL becomes U+FFFD in what is stored."""
+    from runs import tasks
+    from runs.services.operations import run_rescore
+
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(ok({"final_output": "answer-0\u0000", "extra": {"k\u0000": ["v\u0000"]}}), case="c0")
+        agent.queue(raw('{"error": "no\\u0000pe"}', status=404), case="c1")
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        assert run.status == "completed"
+        items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+        assert (items["c0"].status, items["c2"].status) == ("PASSED", "PASSED")  # contains answer-0
+        response = items["c0"].evidence["response"]
+        assert response["final_output"] == "answer-0\ufffd"
+        assert response["extra"] == {"k\ufffd": ["v\ufffd"]}
+        assert "\x00" not in str(items["c0"].grade)
+        assert items["c1"].display_status == "config_error"
+        # the stored evidence re-grades to the same verdicts
+        run_rescore(run=run)
+        assert tasks.rescore_run(str(run.pk), 2) == 2
+    statuses = dict(RunItem.objects.filter(run=run).values_list("case_key", "status"))
+    assert (statuses["c0"], statuses["c2"]) == ("PASSED", "PASSED")
+
+
 def _peak_tracker(delay: float):
     state = {"active": 0, "peak": 0}
 

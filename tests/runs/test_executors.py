@@ -421,6 +421,11 @@ def test_openai_chat_posts_model_messages_and_config_params(agent):
     assert sent.headers["Authorization"] == f"Bearer {SECRET}"
     assert outcome.ok
     assert outcome.evidence.final_output == "36"
+    # What the evidence document records: the reply in the protocol's response shape.
+    assert outcome.response["final_output"] == "36"
+    assert [m["role"] for m in outcome.response["messages"]] == ["system", "user", "assistant"]
+    assert outcome.response["metrics"]["model"]
+    assert "choices" not in outcome.response
 
 
 def test_openai_chat_evidence_has_usage_transcript_and_unexecuted_tool_calls(agent):
