@@ -348,7 +348,7 @@ def _pending(grade: Any, key: str) -> bool:
 
 def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, columns: dict[str, str]) -> None:
     from runs.models import GradeRevision, RunItem, RunLane
-    from runs.recording import storable
+    from runs.storable import storable
 
     doc = storable(doc)  # a judge's text may hold NUL characters
     with transaction.atomic():

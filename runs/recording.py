@@ -39,6 +39,7 @@ from runs.models import (
     RunLane,
 )
 from runs.packdata import VersionData
+from runs.storable import storable, storable_json
 
 # grade status -> RunLane count column
 STATUS_COLUMNS = {
@@ -257,7 +258,7 @@ def _attempt_rows(item_id: int, result: ItemResult) -> list[tuple[Any, ...]]:
             str(outcome.category),
             outcome.status_code,
             outcome.error_code[:100],
-            outcome.error.replace("\x00", "\ufffd"),  # an agent's text may be quoted in it
+            storable(outcome.error),  # an agent's text may be quoted in it
             outcome.latency_ms,
             outcome.body_excerpt.replace("\x00", ""),
             outcome.retry_after,
@@ -274,37 +275,6 @@ _ITEM_COLUMNS = (
     "latency_ms", "input_tokens", "output_tokens", "cost_usd", "finished_at",
 )  # fmt: skip
 _JSON_COLUMNS = frozenset({"grade", "evidence"})
-
-
-_ESCAPED_NUL = b"\\u0000"
-
-
-def _without_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_without_nul(v) for v in value]
-    return value
-
-
-def storable_json(value: Any, option: int = 0) -> bytes:
-    """``value`` as JSON that PostgreSQL can store. Its ``jsonb`` and ``text`` refuse the NUL
-    character, which an agent's or a judge's text may hold (one such answer failed the whole
-    batch's write); each NUL becomes U+FFFD, on every database, so a result reads the same on
-    SQLite. The common case costs one search of the encoded bytes."""
-    out = orjson.dumps(value, option=option)
-    if _ESCAPED_NUL in out:  # also matches an escaped backslash before "u0000": re-encoding is harmless
-        out = orjson.dumps(_without_nul(value), option=option)
-    return out
-
-
-def storable(value: Any) -> Any:
-    """``value`` with NUL characters replaced as ``storable_json`` does (for ORM writes)."""
-    if _ESCAPED_NUL in orjson.dumps(value, option=orjson.OPT_NAIVE_UTC):
-        return _without_nul(value)
-    return value
 
 
 def _json(value: Any) -> str | None:
@@ -479,7 +449,7 @@ def _insert_attempts(rows: list[tuple[Any, ...]]) -> None:
         return
     if connection.vendor == "postgresql":
         # One JSON document per batch, as for the items.
-        doc = orjson.dumps(rows, option=orjson.OPT_NAIVE_UTC)
+        doc = storable_json(rows, option=orjson.OPT_NAIVE_UTC)
         names = ", ".join(_ATTEMPT_COLUMNS)
         picks = ", ".join(f"(r->>{i})::{t}" for i, t in enumerate(_ATTEMPT_TYPES))
         sql = f"INSERT INTO runs_attempt ({names}) SELECT {picks} FROM json_array_elements(%s::json) AS r"  # noqa: S608 (our columns)

@@ -32,9 +32,10 @@ from runs.models import (
     RunStatus,
 )
 from runs.probing import load_stored_findings
-from runs.recording import STATUS_COLUMNS, ItemKey, grade_evidence, rebuild_evidence, storable
+from runs.recording import STATUS_COLUMNS, ItemKey, grade_evidence, rebuild_evidence
 from runs.services.runs import RunError
 from runs.states import FINISHED_RUN, record_item_transitions, transition_lane, transition_run
+from runs.storable import storable
 
 FAILED_CATEGORIES = ("infra_error", "config_error")
 

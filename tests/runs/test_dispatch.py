@@ -81,32 +81,42 @@ def test_failure_modes_end_in_the_right_categories(personas):
     assert (lane.passed, lane.config_error, lane.infra_error, lane.pending) == (3, 3, 1, 0)
 
 
-def test_nul_characters_in_an_answer_are_stored_as_replacement_characters(personas):
-    """PostgreSQL's jsonb and text refuse NUL: one such answer used to fail its whole batch's
-    write (every item of it claimed again and again). NUL becomes U+FFFD in what is stored."""
+def test_answers_postgresql_cannot_store_as_sent_are_stored_cleaned(personas):
+    """PostgreSQL's jsonb refuses NUL and lone surrogates, and orjson refuses integers beyond
+    64 bits: one such answer used to fail its whole batch's write (every item of it claimed
+    again and again). NUL and lone surrogates become U+FFFD, big integers stay exact, and
+    infinities become null (runs.storable)."""
     from runs import tasks
     from runs.services.operations import run_rescore
 
-    version = publish(personas.workspace, cases=3)
+    version = publish(personas.workspace, cases=4)
     with FakeAgent() as agent:
         agent.default = ok(echo_answer)
         agent.queue(ok({"final_output": "answer-0\u0000", "extra": {"k\u0000": ["v\u0000"]}}), case="c0")
         agent.queue(raw('{"error": "no\\u0000pe"}', status=404), case="c1")
+        agent.queue(
+            raw('{"final_output": "answer-2\\ud800", "id": 123456789012345678901234567890, "f": 1e400}'),
+            case="c2",
+        )
         dep = hosted(personas.workspace, agent.url)
         run = drive(create_run(personas.workspace, version, [dep]))
         assert run.status == "completed"
         items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
-        assert (items["c0"].status, items["c2"].status) == ("PASSED", "PASSED")  # contains answer-0
+        # contains "answer-<n>": the stored text differs, the verdicts do not
+        assert [items[k].status for k in ("c0", "c2", "c3")] == ["PASSED"] * 3
         response = items["c0"].evidence["response"]
         assert response["final_output"] == "answer-0\ufffd"
         assert response["extra"] == {"k\ufffd": ["v\ufffd"]}
         assert "\x00" not in str(items["c0"].grade)
         assert items["c1"].display_status == "config_error"
+        response = items["c2"].evidence["response"]
+        assert response["final_output"] == "answer-2\ufffd"
+        assert (response["id"], response["f"]) == (123456789012345678901234567890, None)
         # the stored evidence re-grades to the same verdicts
         run_rescore(run=run)
-        assert tasks.rescore_run(str(run.pk), 2) == 2
+        assert tasks.rescore_run(str(run.pk), 2) == 3
     statuses = dict(RunItem.objects.filter(run=run).values_list("case_key", "status"))
-    assert (statuses["c0"], statuses["c2"]) == ("PASSED", "PASSED")
+    assert [statuses[k] for k in ("c0", "c2", "c3")] == ["PASSED"] * 3
 
 
 def _peak_tracker(delay: float):
