@@ -112,3 +112,19 @@ def test_otlp_traces_are_matched_by_routing_attributes(personas):
     item = RunItem.objects.get(run=run, case_key="c1")
     assert item.status == "PASSED" and item.input_tokens == 12
     assert item.evidence["response"]["tool_calls"][0]["name"] == "lookup"
+
+
+def test_uploaded_text_postgresql_cannot_store_as_sent_is_stored_cleaned(personas):
+    run = _trace_run(personas, cases=2)
+    data = "\n".join(
+        [
+            '{"case_key": "c0", "final_output": "answer-0\\u0000", "n": 123456789012345678901234567890}',
+            '{"case_key": "c1", "final_output": "answer-1\\ud800"}',
+        ]
+    ).encode()
+    outcome = run_import_results(run=run, data=data)
+    assert (outcome.accepted, outcome.bad_lines) == (2, [])
+    items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+    assert items["c0"].evidence["response"]["final_output"] == "answer-0\ufffd"
+    assert items["c1"].evidence["response"]["final_output"] == "answer-1\ufffd"
+    assert [items[k].status for k in ("c0", "c1")] == ["PASSED", "PASSED"]
