@@ -113,6 +113,8 @@ def run_p1(quick: bool) -> list[dict]:
     if report["P1_vs_peer"] is None:
         peer_detail["reason"] = why(("ours",)) or why(("promptfoo", "inspect"))
     limit_detail = dict(base)
+    # The same bare client timed from process start, as the other tools are (no goal).
+    limit_detail["ours_vs_limit_process"] = report.get("ours_vs_limit_process")
     if report["P1_vs_limit"] is None:
         limit_detail["reason"] = why(("ours", "limit"))
     return [

@@ -1,11 +1,13 @@
 #!/usr/bin/env python
-"""P1: end to end vs peers. One workload (2,000 cases, 4 checks, 16 in flight), four tools.
+"""P1: end to end vs peers. One workload (2,000 cases, 4 checks, 16 in flight), five tools (the limit timed two ways).
 
 Tools: this project (``ours``: real Celery worker, PostgreSQL, Redis, ``eval start``),
 promptfoo, Inspect AI, and the limit (a bare aiohttp client applying the same checks in
-Python). All talk to one local OpenAI-compatible stub (``stub.py``) on 127.0.0.1.
+Python, ``limit_client.py``), timed in this process (``limit``, the goal's divisor) and as
+a process of its own like the other tools (``limit_process``, for comparison). All talk to
+one local OpenAI-compatible stub (``stub.py``) on 127.0.0.1.
 
-After one warm-up run per tool, the tools alternate (A B C D, A B C D, ...) for ``--rounds``
+After one warm-up run per tool, the tools alternate (A B C D E, A B C D E, ...) for ``--rounds``
 rounds and the median cases/s of each is reported. Every run must pass exactly 1,500 of
 2,000 cases and the stub must have served exactly one request per case; anything else is
 an error, not a figure. A peer that cannot be installed is printed as "not measured".
@@ -35,9 +37,9 @@ if str(ROOT) not in sys.path:
 
 from bench.p1 import workload  # noqa: E402
 from bench.p1.ours import Ours  # noqa: E402
-from bench.p1.tools import Inspect, Limit, NotMeasured, Promptfoo  # noqa: E402
+from bench.p1.tools import Inspect, Limit, LimitProcess, NotMeasured, Promptfoo  # noqa: E402
 
-TOOL_KEYS = ("ours", "promptfoo", "inspect", "limit")
+TOOL_KEYS = ("ours", "promptfoo", "inspect", "limit", "limit_process")
 
 
 class Stub:
@@ -77,6 +79,7 @@ def make_tools(keys: list[str], cases: int, install: bool) -> list:
         "promptfoo": lambda: Promptfoo(cases, install),
         "inspect": lambda: Inspect(cases, install),
         "limit": lambda: Limit(cases),
+        "limit_process": lambda: LimitProcess(cases),
     }
     return [made[k]() for k in keys]
 
@@ -157,6 +160,10 @@ def measure(
     ours = rate.get("ours")
     report["P1_vs_peer"] = round(ours / max(peers), 3) if ours and peers else None
     report["P1_vs_limit"] = round(ours / rate["limit"], 3) if ours and rate.get("limit") else None
+    # For comparison only: the bare client timed as a process, as every other tool is.
+    report["ours_vs_limit_process"] = (
+        round(ours / rate["limit_process"], 3) if ours and rate.get("limit_process") else None
+    )
     return report
 
 
@@ -184,6 +191,10 @@ def format_table(report: dict) -> str:
     lines.append("")
     lines.append(f"P1_vs_peer  = {report['P1_vs_peer']} (goal >= 5)")
     lines.append(f"P1_vs_limit = {report['P1_vs_limit']} (goal >= 0.5)")
+    if report.get("ours_vs_limit_process") is not None:
+        lines.append(
+            f"ours / limit as a process = {report['ours_vs_limit_process']} (for comparison, no goal)"
+        )
     return "\n".join(lines)
 
 

@@ -2,7 +2,9 @@
 
 Each tool has ``setup(base_url, workdir)`` (raises ``NotMeasured`` with the reason when it
 cannot run) and ``run() -> (elapsed_seconds, passed_cases)``. Timing covers the whole tool
-invocation as a user would start it (process start to results written).
+invocation as a user would start it (process start to results written), except ``Limit``,
+the goal's divisor, which is timed inside the harness; ``LimitProcess`` is the same client
+timed like the others.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +25,8 @@ class NotMeasured(Exception):
 
 
 class Limit:
-    """A bare aiohttp client: the same requests, 16 in flight, the same checks in Python."""
+    """A bare aiohttp client (``limit_client.py``): the same requests, 16 in flight, the same
+    checks in Python; timed inside this process (no interpreter start, no imports)."""
 
     name = "limit (bare aiohttp)"
     key = "limit"
@@ -32,33 +36,44 @@ class Limit:
         self.concurrency = concurrency
 
     def setup(self, base_url: str, workdir: Path) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.base_url = base_url
 
-    async def _run(self) -> int:
-        import aiohttp
+    def run(self) -> tuple[float, int]:
+        from bench.p1.limit_client import run_client
 
-        queue = list(range(self.cases, 0, -1))
-        passed = 0
-        connector = aiohttp.TCPConnector(limit=self.concurrency)
-        async with aiohttp.ClientSession(connector=connector) as session:
+        start = time.perf_counter()
+        passed = asyncio.run(run_client(self.base_url, self.cases, self.concurrency))
+        return time.perf_counter() - start, passed
 
-            async def worker() -> None:
-                nonlocal passed
-                while queue:
-                    n = queue.pop()
-                    body = {"model": "stub", "messages": [{"role": "user", "content": workload.question(n)}]}
-                    async with session.post(self.url, json=body) as resp:
-                        resp.raise_for_status()
-                        data = await resp.json()
-                    passed += workload.checks(n, data["choices"][0]["message"]["content"])
+    def teardown(self) -> None:
+        pass
 
-            await asyncio.gather(*(worker() for _ in range(self.concurrency)))
-        return passed
+
+class LimitProcess:
+    """The same bare client as a process of its own, timed from process start like the
+    other tools (interpreter and imports included)."""
+
+    name = "limit as a process"
+    key = "limit_process"
+
+    def __init__(self, cases: int) -> None:
+        self.cases = cases
+
+    def setup(self, base_url: str, workdir: Path) -> None:
+        self.argv = [
+            sys.executable,
+            str(Path(__file__).with_name("limit_client.py")),
+            base_url,
+            str(self.cases),
+        ]
 
     def run(self) -> tuple[float, int]:
         start = time.perf_counter()
-        passed = asyncio.run(self._run())
-        return time.perf_counter() - start, passed
+        done = subprocess.run(self.argv, capture_output=True, text=True, timeout=600)
+        elapsed = time.perf_counter() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"limit_client.py exited {done.returncode}: {done.stderr[-800:]}")
+        return elapsed, int(json.loads(done.stdout)["passed"])
 
     def teardown(self) -> None:
         pass
