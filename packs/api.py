@@ -20,13 +20,13 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.parsers import BaseParser, JSONParser, MultiPartParser
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentclash_site.lib.api import ApiError
+from agentclash_site.lib.api import ApiError, JSONParser
 from agentclash_site.workspaces.access import get_workspace_for_user
 from packs import bundle as pack_bundle
 from packs import selectors, services

@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from grading.engine import jsontext
 from runs.models import (
     MAX_ATTEMPTS_LIMIT,
     MAX_IN_FLIGHT_LIMIT,
@@ -135,7 +136,7 @@ class DeploymentForm(forms.Form):
         if not text:
             return {}
         try:
-            value = json.loads(text)
+            value = jsontext.loads(text)
         except ValueError as exc:
             raise forms.ValidationError(f"not valid JSON: {exc}") from None
         if not isinstance(value, dict):

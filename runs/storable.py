@@ -9,7 +9,8 @@ to encode them) and integers beyond 64 bits (orjson refuses them; PostgreSQL tak
 
 What is stored instead, on every database so that a result reads the same on SQLite: NUL and
 lone surrogates become U+FFFD, integers stay exact, NaN and infinities become null (as orjson
-writes them). For the result writer, values without any of these, the common case, cost one
+writes them), and containers nested more than ``MAX_DEPTH`` levels deep (orjson's own limit
+is 254; a reply can parse about 1,000 deep) become a note saying so. For the result writer, values without any of these, the common case, cost one
 orjson encoding and one search of its bytes.
 """
 
@@ -27,13 +28,28 @@ _ESCAPED_NUL = b"\\u0000"
 _UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
 
 
-def _clean(value: Any) -> Any:
+# orjson writes documents up to 254 levels deep; the slow path keeps this many and writes
+# deeper containers as a note (a reply can parse about 1,000 levels deep).
+MAX_DEPTH = 250
+TOO_DEEP = "(nested more than 250 levels deep: not stored)"
+
+
+def _clean(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return _UNSTORABLE_CHARS.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {_clean(k if isinstance(k, str) else str(k)): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+    if isinstance(value, dict | list | tuple):
+        if depth >= MAX_DEPTH:
+            return TOO_DEEP
+        depth += 1
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                out[_clean(k if isinstance(k, str) else str(k))] = _clean(v, depth)
+            return out
+        items = []
+        for v in value:  # a loop, not a comprehension: one frame per level
+            items.append(_clean(v, depth))
+        return items
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

@@ -10,9 +10,21 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, parsers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's JSON parser, with a body nested too deeply to parse answered as a parse error
+    (400) like any other bad JSON: ``json`` raises ``RecursionError`` for it, which DRF's
+    parser let through as a 500."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise exceptions.ParseError("JSON parse error - nested too deeply") from None
 
 
 class ApiError(exceptions.APIException):
@@ -92,7 +104,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body["error"]["fields"] = exc.detail
         response.data = body
         return response
-    code = _CODES.get(response.status_code, "error")
+    code = (
+        "parse_error" if isinstance(exc, exceptions.ParseError) else _CODES.get(response.status_code, "error")
+    )
     if isinstance(exc, exceptions.APIException):
         message = str(exc.detail) if not isinstance(exc.detail, (dict, list)) else str(exc.default_detail)
     else:

@@ -68,7 +68,7 @@ def env_json_object(
         return dict(default)
     try:
         value = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ConfigError(f'{name} must be a JSON object, e.g. {{"bucket_name": "x"}}: {exc}') from None
     if not isinstance(value, dict):
         raise ConfigError(f"{name} must be a JSON object, got {type(value).__name__}")

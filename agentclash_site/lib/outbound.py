@@ -340,8 +340,13 @@ class OutboundResponse:
         return self.body.decode("utf-8", errors=errors)
 
     def json(self) -> Any:
-        """The body as JSON; raises ``ValueError`` when it is not."""
-        return json.loads(self.body)
+        """The body as JSON; raises ``ValueError`` when it is not, or when it is nested too
+        deeply to parse (``json`` raises ``RecursionError`` then: one such agent reply took
+        down a whole lane dispatcher)."""
+        try:
+            return json.loads(self.body)
+        except RecursionError:
+            raise ValueError("the body's JSON is nested too deeply to read") from None
 
 
 # --- the client ---------------------------------------------------------------------------

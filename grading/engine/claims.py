@@ -12,12 +12,12 @@ user-supplied pattern is ever compiled in this module.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import jsontext
 from .types import Claim, Evidence, GradeContext, ToolCall, as_text
 
 MAX_CLAIMS = 50
@@ -218,7 +218,7 @@ def parse_test_counts(value: Any) -> TestCounts | None:
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            data = json.loads(stripped)
+            data = jsontext.loads(stripped)
         except ValueError:
             data = None
         if isinstance(data, Mapping):

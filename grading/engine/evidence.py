@@ -11,10 +11,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from . import jsontext
 from .types import (
     Channels,
     Evidence,
@@ -88,7 +88,7 @@ def _parse_args(raw: Any) -> tuple[dict[str, Any], Any]:
         if not raw.strip():
             return {}, None
         try:
-            parsed = json.loads(raw)
+            parsed = jsontext.loads(raw)
         except ValueError:
             return {}, raw
         if isinstance(parsed, dict):

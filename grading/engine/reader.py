@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import jsontext
 from .types import CaseDef, Evidence, GradeContext
 
 DEFAULT_DEPLOYMENT = "default"
@@ -123,7 +124,7 @@ def read_results(
             continue
         problems: list[str] = []
         try:
-            obj = json.loads(raw.decode("utf-8"))
+            obj = jsontext.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:
             bad.append({"line": number, "message": "not UTF-8 text"})
             continue

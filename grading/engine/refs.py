@@ -8,13 +8,13 @@ evidence, judged by the file validators).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import jsontext
 from .evidence import metric_value, normalize_path
 from .refsyntax import RefKind, RefSyntaxError
 from .refsyntax import parse_reference as parse_syntax
@@ -230,7 +230,7 @@ def _walk_resolved(res: Resolved, path: tuple[str, ...], text: str) -> Resolved:
     value = res.value
     if isinstance(value, str):  # asset content: walk into its JSON
         try:
-            value = json.loads(value)
+            value = jsontext.loads(value)
         except ValueError:
             return Resolved(
                 state=REFERENCE_MISSING, message=f"{text}: content is not JSON, cannot walk a path"

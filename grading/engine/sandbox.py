@@ -8,7 +8,6 @@ is ``SandboxResult.started == False`` (the caller reports ERROR / infra_error,
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import resource
@@ -20,6 +19,8 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from . import jsontext
 
 KEEP_BYTES = 64 * 1024
 FILE_SIZE_LIMIT = 16 * 1024 * 1024
@@ -221,7 +222,7 @@ def _status(data: bytes) -> tuple[bool, int | None]:
     started, code = False, None
     for line in data.decode("utf-8", "replace").splitlines():
         try:
-            obj = json.loads(line)
+            obj = jsontext.loads(line)
         except ValueError:
             continue
         if "child-pid" in obj:

@@ -17,6 +17,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from grading.engine import jsontext
+
 
 class YamlEditError(Exception):
     """The draft's YAML cannot be edited structurally (it does not parse, or has no such place)."""
@@ -195,7 +197,7 @@ def parse_value(text: str) -> Any:
     if not stripped:
         return ""
     try:
-        return json.loads(stripped)
+        return jsontext.loads(stripped)
     except ValueError:
         return text
 
@@ -204,7 +206,7 @@ def format_value(value: Any) -> str:
     """The inverse of :func:`parse_value` for showing a stored value in a form cell."""
     if isinstance(value, str):
         try:
-            json.loads(value)
+            jsontext.loads(value)
         except ValueError:
             return value
         return json.dumps(value)  # a string that looks like JSON keeps its quotes

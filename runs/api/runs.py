@@ -15,12 +15,12 @@ from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentclash_site.lib.api import ApiError
+from agentclash_site.lib.api import ApiError, JSONParser
 from agentclash_site.workspaces.access import get_workspace_for_user
 from runs.access import get_run_for_user
 from runs.documents import CASE_FIELDS, case_detail, case_row, filter_cases, run_document, run_summary

@@ -432,13 +432,16 @@ class Executor(ABC):
     ) -> tuple[dict[str, Any] | None, AttemptOutcome | None]:
         try:
             data = response.json()
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError) as exc:
+            deep = "nested too deeply" in str(exc)
             return None, self.outcome(
                 AttemptCategory.CONFIG_ERROR,
                 timer,
                 status_code=response.status,
                 body=response.body,
-                error="the response body is not JSON",
+                error="the response body's JSON is nested too deeply to read"
+                if deep
+                else "the response body is not JSON",
                 error_code="invalid_json",
             )
         if not isinstance(data, dict):

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from agentclash_site.lib.outbound import OutboundClient
+from grading.engine import jsontext
 from runs.executors.base import AttemptCategory, AttemptOutcome, AttemptTimer, ExecutionRequest, Executor
 from runs.executors.evidence import ProtocolError, build_evidence
 
@@ -61,7 +62,7 @@ def _tool_call(raw: Any) -> dict[str, Any] | None:
     if isinstance(args, str):
         # Unparseable arguments stay text: the engine records them as args_unparsed.
         with contextlib.suppress(ValueError):
-            args = json.loads(args) if args.strip() else {}
+            args = jsontext.loads(args) if args.strip() else {}
     call: dict[str, Any] = {"name": name, "args": args, "attributes": {"executed": False}}
     if isinstance(raw.get("id"), str):
         call["id"] = raw["id"]

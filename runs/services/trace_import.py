@@ -23,6 +23,7 @@ from typing import Any
 
 from django.db import transaction
 
+from grading.engine import jsontext
 from grading.engine.reader import DEFAULT_DEPLOYMENT, InvalidResults, read_results
 from runs.models import (
     DeploymentKind,
@@ -86,7 +87,7 @@ def _attrs(items: Iterable[Any] | None) -> dict[str, Any]:
 def _json_attr(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return jsontext.loads(value)
         except ValueError:
             return value
     return value
@@ -204,7 +205,7 @@ def _lines(data: bytes) -> list[tuple[int, bytes | None, str]]:
     stripped = data.lstrip()
     if stripped.startswith(b"{") and b"resourceSpans" in stripped[:4096]:
         try:
-            document = json.loads(data)
+            document = jsontext.loads(data)
         except ValueError:
             document = None
         if isinstance(document, Mapping) and "resourceSpans" in document:

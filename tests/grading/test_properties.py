@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -296,3 +297,43 @@ def test_grade_case_is_deterministic(response, level):
 def test_evidence_from_response_raises_only_protocol_errors(raw):
     with contextlib.suppress(ProtocolError):
         evidence_from_response(raw)  # type: ignore[arg-type]
+
+
+def _nested(depth: int) -> object:
+    value: object = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [300, 900, 5000])
+def test_deeply_nested_answers_are_graded_not_raised(depth):
+    """JSON text nested deeper than the interpreter can parse (json raises RecursionError,
+    not ValueError) is text that is not JSON; a structure as deep as a reply can parse is
+    graded like any other."""
+    brackets = "[" * depth + "]" * depth
+    response = {
+        "final_output": brackets,
+        "tool_calls": [{"name": "a", "args": brackets}, {"name": "b", "args": {"x": brackets}}],
+        "files": {"out.json": brackets},
+        "messages": [{"role": "assistant", "content": brackets}],
+    }
+    for level in ("structured", "black_box"):
+        grade = _grade(response, level, "hosted_http")
+        assert grade is not None and grade.to_dict()["status"] in GRADED_STATUSES | {
+            "NOT_EVALUATED",
+            "ERROR",
+            "UNAVAILABLE",
+        }
+    if depth < 900:
+        grade = _grade({"final_output": _nested(depth)}, "structured", "hosted_http")
+        assert grade is not None and grade.to_dict()["expectations"]
+
+
+def test_jsontext_loads_reports_too_deep_as_value_error():
+    from grading.engine import jsontext
+
+    with pytest.raises(jsontext.JSONTooDeep):
+        jsontext.loads("[" * 100_000 + "]" * 100_000)
+    assert issubclass(jsontext.JSONTooDeep, ValueError)
+    assert jsontext.loads('{"a": [1]}') == {"a": [1]}

@@ -125,6 +125,9 @@ def test_form_values_parse_as_json_or_stay_text():
     assert yaml_edit.parse_value('["a"]') == ["a"]
     assert yaml_edit.parse_value("007") == "007"
     assert yaml_edit.parse_value("Harbor Tools Ltd") == "Harbor Tools Ltd"
+    deep = "[" * 5000 + "]" * 5000  # json raises RecursionError: it stays text, not a 500
+    assert yaml_edit.parse_value(deep) == deep
+    assert yaml_edit.format_value(deep) == deep
     for value in (168, "168", "text", ["a"], {"b": 1}, True):
         assert yaml_edit.parse_value(yaml_edit.format_value(value)) == value
 

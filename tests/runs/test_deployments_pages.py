@@ -109,6 +109,18 @@ def test_creating_a_chat_deployment_stores_its_model_settings(personas):
     }  # fmt: skip
 
 
+def test_extra_body_nested_too_deeply_is_a_form_error_not_a_500(personas):
+    deep = "[" * 5000 + "]" * 5000
+    response = login(personas.owner).post(
+        "/deployments/new/",
+        form_data(name="gpt", kind="openai_chat", endpoint_url="", base_url="https://api.example.com/v1",
+                  model="gpt-x", extra_body=deep),
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert "not valid JSON" in response.content.decode()
+    assert not Deployment.objects.filter(name="gpt").exists()
+
+
 def test_a_duplicate_name_is_shown_on_the_name_field(personas):
     existing(personas)
     response = login(personas.owner).post("/deployments/new/", form_data())

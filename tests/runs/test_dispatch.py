@@ -119,6 +119,33 @@ def test_answers_postgresql_cannot_store_as_sent_are_stored_cleaned(personas):
     assert [statuses[k] for k in ("c0", "c2", "c3")] == ["PASSED"] * 3
 
 
+def test_deeply_nested_replies_end_as_config_errors_or_are_stored_cut(personas):
+    """A reply nested deeper than json can parse (it raises RecursionError) used to take down
+    the dispatcher; one it can parse but orjson cannot write failed its batch's write."""
+    from runs.storable import TOO_DEEP
+
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(raw('{"final_output": "answer-0", "x": ' + "[" * 5000 + "]" * 5000 + "}"), case="c0")
+        agent.queue(raw('{"final_output": "answer-1", "x": ' + "[" * 900 + "]" * 900 + "}"), case="c1")
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    assert run.status == "completed"
+    items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+    assert items["c0"].display_status == "config_error"
+    attempt = Attempt.objects.get(item=items["c0"])
+    assert (attempt.error_code, attempt.error) == (
+        "invalid_json",
+        "the response body's JSON is nested too deeply to read",
+    )
+    assert [items[k].status for k in ("c1", "c2")] == ["PASSED", "PASSED"]
+    depth, value = 0, items["c1"].evidence["response"]["x"]
+    while isinstance(value, list):
+        depth, value = depth + 1, value[0]
+    assert value == TOO_DEEP and 240 < depth < 250
+
+
 def _peak_tracker(delay: float):
     state = {"active": 0, "peak": 0}
 

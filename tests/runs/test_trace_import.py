@@ -128,3 +128,14 @@ def test_uploaded_text_postgresql_cannot_store_as_sent_is_stored_cleaned(persona
     assert items["c0"].evidence["response"]["final_output"] == "answer-0\ufffd"
     assert items["c1"].evidence["response"]["final_output"] == "answer-1\ufffd"
     assert [items[k].status for k in ("c0", "c1")] == ["PASSED", "PASSED"]
+
+
+def test_an_upload_nested_too_deeply_is_a_bad_line_not_an_error(personas):
+    run = _trace_run(personas, cases=2)
+    deep = '{"case_key": "c0", "final_output": ' + "[" * 5000 + "]" * 5000 + "}"
+    otlp = '{"resourceSpans": ' + "[" * 5000 + "]" * 5000 + "}"
+    for data in (deep, otlp):
+        outcome = run_import_results(run=run, data=data.encode())
+        assert outcome.accepted == 0 and len(outcome.bad_lines) == 1, outcome.bad_lines
+    ok_line = json.dumps({"case_key": "c1", "final_output": "answer-1"}).encode()
+    assert run_import_results(run=run, data=ok_line).accepted == 1

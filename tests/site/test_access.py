@@ -162,3 +162,23 @@ def test_the_openapi_schema_generates_without_warnings_and_validates(tmp_path):
         "scheme": "bearer",
         "description": "An API token: `manage.py token create`.",
     }
+
+
+@pytest.mark.parametrize(
+    "method,url",
+    [
+        ("patch", "/api/v1/workspaces/acme"),  # the default parsers
+        ("post", "/api/v1/workspaces/acme/runs"),
+        ("post", "/api/v1/workspaces/acme/drafts"),
+    ],
+)
+@pytest.mark.parametrize(
+    "body",
+    ["{not json", '{"name": ' + "[" * 5000 + "]" * 5000 + "}"],  # json raises RecursionError on the second
+    ids=["malformed", "nested-too-deeply"],
+)
+def test_a_body_that_is_not_usable_json_is_a_400_parse_error(personas, method, url, body):
+    response = getattr(personas.api(personas.editor), method)(url, body, content_type="application/json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "parse_error" and error["message"].startswith("JSON parse error")

@@ -16,6 +16,7 @@ from typing import Any
 
 import re2
 
+from grading.engine import jsontext
 from grading.engine.configs.fields import regex_fields
 from grading.engine.configs.models import NORMALIZATION_STEPS, TRAJECTORY_MATCH_TYPES
 from grading.engine.modelcheck import Anchor, Issue, Path, path_is_under
@@ -82,7 +83,7 @@ def check_json_path_expectation(text: str) -> list[tuple[str, str | None]]:
         reason = json_path_problem(text)
         return [(BAD_JSON_PATH, reason)] if reason else []
     try:
-        value = json.loads(text)
+        value = jsontext.loads(text)
     except ValueError as exc:
         return [(BAD_JSON_PATH_EXPECTATION, str(exc))]
     if not isinstance(value, dict) or not isinstance(value.get("path"), str) or not value["path"].strip():

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from .. import jsontext
 from ..refs import Resolved, render_template, visible_assets
 from ..sandbox import run_sandboxed
 from ..types import OutcomeClass
@@ -18,7 +18,7 @@ def _json_counts(text: str) -> dict[str, int] | None:
         if not (line.startswith("{") and line.endswith("}")):
             continue
         try:
-            obj = json.loads(line)
+            obj = jsontext.loads(line)
         except ValueError:
             continue
         if isinstance(obj, dict) and any(k in obj for k in ("passed", "failed", "errors", "total")):
@@ -31,7 +31,7 @@ def _json_counts(text: str) -> dict[str, int] | None:
                 counts["total"] = int(obj["total"])
             return _complete(counts)
     try:
-        obj = json.loads(text)
+        obj = jsontext.loads(text)
     except ValueError:
         return None
     if isinstance(obj, dict) and any(k in obj for k in ("passed", "failed", "errors", "total")):

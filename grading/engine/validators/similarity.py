@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import unicodedata
@@ -11,6 +10,7 @@ from typing import Any
 
 from rapidfuzz.distance import Indel, LCSseq
 
+from .. import jsontext
 from ..refs import Resolved
 from .common import Env, VResult, cfg, error, graded, head, pack_error
 
@@ -45,7 +45,7 @@ def references(expected: Resolved | None) -> tuple[list[str] | None, VResult | N
         if not text.lstrip().startswith("["):
             return [text], None
         try:
-            arr = json.loads(text)
+            arr = jsontext.loads(text)
         except ValueError:
             return [text], None
         if not isinstance(arr, list):

@@ -9,7 +9,6 @@ Exit 0 created or updated, 2 invalid.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -17,6 +16,7 @@ from django.core.management.base import CommandParser
 
 from agentclash_site.lib.cli import CliError, JsonCommand
 from agentclash_site.workspaces.models import Workspace
+from grading.engine import jsontext
 from runs.api.deployments import deployment_document
 from runs.models import DeploymentKind, EvidenceLevel
 from runs.services.deployments import DeploymentError, deployment_create_or_update
@@ -84,7 +84,7 @@ class Command(JsonCommand):
 
 def _parse_config(raw: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
+        value = jsontext.loads(raw)
     except ValueError as exc:
         raise CliError("invalid_config", f"--config is not valid JSON: {exc}", field="config") from None
     if not isinstance(value, dict):
