@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from datetime import UTC, datetime
 
 import orjson
@@ -89,3 +90,36 @@ def test_the_slow_path_writes_datetimes_as_orjson_does():
     assert json.loads(storable_json(clean, option=orjson.OPT_NAIVE_UTC)) == json.loads(
         orjson.dumps(clean, option=orjson.OPT_NAIVE_UTC)
     )
+
+
+def test_values_as_deep_as_json_reads_on_a_fresh_thread_are_stored_cut():
+    """The dispatcher reads a reply on its loop thread and writes it on its writer thread,
+    both with shallow stacks, where json reads nearly 1,000 levels: the writer must not hit
+    the recursion limit where the reader did not."""
+    from runs.storable import MAX_DEPTH, TOO_DEEP
+
+    seen: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            deepest = 0
+            for depth in range(850, 1100, 10):
+                try:
+                    value = json.loads("[" * depth + "]" * depth)
+                except RecursionError:
+                    break
+                stored = json.loads(storable_json({"evidence": {"response": value}}))
+                inner, levels = stored["evidence"]["response"], 0
+                while isinstance(inner, list):
+                    inner, levels = inner[0] if inner else None, levels + 1
+                assert (inner, levels) == (TOO_DEEP, MAX_DEPTH - 2)
+                deepest = depth
+            seen["deepest"] = deepest
+        except BaseException as exc:  # reported on the test's thread
+            seen["error"] = exc
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(timeout=60)
+    assert "error" not in seen, seen.get("error")
+    assert seen["deepest"] >= 900
