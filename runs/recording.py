@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -26,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from grading.engine import grade_case
+from grading.engine import CaseGrade, grade_case
 from grading.engine.aggregate import CaseRecord, LaneCounters, record_from_grade
 from grading.engine.critique import probe_case
 from grading.engine.evidence import evidence_from_response
@@ -40,6 +41,8 @@ from runs.models import (
 )
 from runs.packdata import VersionData
 from runs.storable import storable, storable_json
+
+log = logging.getLogger(__name__)
 
 # grade status -> RunLane count column
 STATUS_COLUMNS = {
@@ -205,14 +208,18 @@ def grade_evidence(
     case, base = ctx.data.case(item.challenge_key, item.case_key)
     findings = case_findings(ctx, case, base)
     context = grade_context(ctx, item, base, attempt=attempt, findings=findings)
-    grade = grade_case(evidence, case, ctx.data.spec, context=context, judge=ctx.judge)
-    if ctx.judge is not None:
-        from runs.judging import with_model_claims
+    try:
+        grade = grade_case(evidence, case, ctx.data.spec, context=context, judge=ctx.judge)
+        if ctx.judge is not None:
+            from runs.judging import with_model_claims
 
-        grade = with_model_claims(
-            ctx.judge, grade, evidence=evidence, case=case, spec=ctx.data.spec, context=context
-        )
-    doc = grade.to_dict()
+            grade = with_model_claims(
+                ctx.judge, grade, evidence=evidence, case=case, spec=ctx.data.spec, context=context
+            )
+        doc = grade.to_dict()  # claims and critique are built here, outside grade_case's net
+    except Exception as exc:  # one item's grade, never the dispatcher's slice
+        log.exception("item %s (%s/%s): grading crashed", item.id, item.challenge_key, item.case_key)
+        doc = CaseGrade.crashed(case, context, exc).to_dict()
     metrics = evidence.metrics
     record = record_from_grade(doc, metrics=metrics, content_hash=case.content_hash)
     return ItemResult(

@@ -688,6 +688,20 @@ class CaseGrade:
         )
 
     @classmethod
+    def crashed(cls, case: CaseDef, context: GradeContext, exc: BaseException) -> CaseGrade:
+        """ERROR / evaluator_error grade of a case whose grading raised (grading.md §2: the
+        evaluator crashed): the last net, so one case never sinks a batch."""
+        grade = cls.no_result(
+            case, context, "evaluator_error", f"grading crashed: {type(exc).__name__}: {exc}"
+        )
+        grade.status, grade.outcome_class, grade.validity = (
+            Status.ERROR,
+            OutcomeClass.EVALUATOR_ERROR,
+            Validity.INVALID,
+        )
+        return grade
+
+    @classmethod
     def no_result(
         cls,
         case: CaseDef,
@@ -1232,14 +1246,8 @@ def grade_case(
     try:
         grade = _grade(evidence, case, spec, context, judge)
     except Exception as exc:  # the last net: never let one case sink a batch
-        grade = CaseGrade.no_result(
-            case, context, "evaluator_error", f"grading crashed: {type(exc).__name__}: {exc}"
-        )
-        grade.status, grade.outcome_class, grade.validity = (
-            Status.ERROR,
-            OutcomeClass.EVALUATOR_ERROR,
-            Validity.INVALID,
-        )
+        logger.exception("grading case %s/%s crashed", case.challenge_key, case.case_key)
+        grade = CaseGrade.crashed(case, context, exc)
     grade._timing = _Lazy(_timing, evidence.timing, _clock() - started)  # built on first read
     return grade
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import random
 from collections.abc import Awaitable, Callable
 
 from agentclash_site.lib.outbound import OutboundClient
-from runs.executors.base import AttemptOutcome, Clock, ExecutionRequest, Executor, utc_now
+from runs.executors.base import AttemptCategory, AttemptOutcome, Clock, ExecutionRequest, Executor, utc_now
 from runs.retry import next_delay
+
+log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[object]]
 
@@ -36,7 +39,20 @@ async def run_attempts(
     outcomes: list[AttemptOutcome] = []
     attempt = request.attempt
     while True:
-        outcome = await executor.execute(dataclasses.replace(request, attempt=attempt), client=client)
+        try:
+            outcome = await executor.execute(dataclasses.replace(request, attempt=attempt), client=client)
+        except Exception as exc:  # a bug of ours, not the agent's: one item's outcome, not the lane's
+            log.exception(
+                "item %s attempt %s: the %s executor crashed", request.item_id, attempt, executor.kind
+            )
+            now = clock()
+            outcome = AttemptOutcome(
+                AttemptCategory.CONFIG_ERROR,
+                error=f"AgentClash failed on this reply ({type(exc).__name__}: {exc}); please report it",
+                error_code="internal_error",
+                started_at=now,
+                ended_at=now,
+            )
         outcomes.append(outcome)
         if on_attempt is not None:
             on_attempt(outcome)

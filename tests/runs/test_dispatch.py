@@ -146,6 +146,45 @@ def test_deeply_nested_replies_end_as_config_errors_or_are_stored_cut(personas):
     assert value == TOO_DEEP and 240 < depth < 250
 
 
+def test_a_crash_of_ours_costs_one_item_not_the_slice(personas, monkeypatch, caplog):
+    """Unknown bugs too: an executor that raises is that item's config_error (internal_error,
+    not retried, logged); a grade document that raises while it is built (claims and critique
+    are built outside grade_case's net) is that item's ERROR / evaluator_error. The other
+    items of the slice are graded as usual."""
+    from grading.engine.grade import CaseGrade
+    from runs.executors.hosted_http import HostedHttpExecutor
+
+    execute, to_dict = HostedHttpExecutor.execute, CaseGrade.to_dict
+
+    async def flaky_execute(self, request, *, client):
+        if request.case.key == "c0":
+            raise KeyError("boom")
+        return await execute(self, request, client=client)
+
+    def flaky_to_dict(self):
+        if self.case.get("case_key") == "c1" and self.reason_code != "evaluator_error":
+            raise ZeroDivisionError("bad claims")
+        return to_dict(self)
+
+    monkeypatch.setattr(HostedHttpExecutor, "execute", flaky_execute)
+    monkeypatch.setattr(CaseGrade, "to_dict", flaky_to_dict)
+    monkeypatch.setattr("runs.recording.case_findings", lambda *args: [])  # no baseline probes here
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, max_attempts=3)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    assert run.status == "completed"
+    items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+    attempts = list(Attempt.objects.filter(item=items["c0"]))
+    assert [(a.category, a.error_code) for a in attempts] == [("config_error", "internal_error")]
+    assert "KeyError" in attempts[0].error
+    assert (items["c1"].status, items["c1"].grade["reason_code"]) == ("ERROR", "evaluator_error")
+    assert "ZeroDivisionError: bad claims" in items["c1"].grade["message"]
+    assert items["c2"].status == "PASSED"
+    assert "the hosted_http executor crashed" in caplog.text and "grading crashed" in caplog.text
+
+
 def _peak_tracker(delay: float):
     state = {"active": 0, "peak": 0}
 
