@@ -66,7 +66,11 @@ def _canonical_numbers(value: Any) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, float):
-        if math.isfinite(value) and value.is_integer():
+        if not math.isfinite(value):
+            # NaN and infinities are not JSON; Python's json reads them (NaN, 1e400) from
+            # agents' replies. null, as the stored evidence has them (runs.storable).
+            return None
+        if value.is_integer():
             return int(value)
         return value
     if isinstance(value, dict):

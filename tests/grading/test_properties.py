@@ -174,7 +174,7 @@ json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-(10**6), 10**6)
-    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.floats()  # NaN and infinities too: Python's json reads them from replies
     | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
     max_leaves=10,
@@ -337,3 +337,13 @@ def test_jsontext_loads_reports_too_deep_as_value_error():
         jsontext.loads("[" * 100_000 + "]" * 100_000)
     assert issubclass(jsontext.JSONTooDeep, ValueError)
     assert jsontext.loads('{"a": [1]}') == {"a": [1]}
+
+
+def test_nan_and_infinities_in_a_reply_read_as_null():
+    """Python's json reads NaN, Infinity and 1e400 from a reply; canonical JSON refused them
+    (allow_nan=False) and the ValueError escaped evidence building (an upload answered 500)."""
+    from grading.engine.types import canonical_json
+
+    assert canonical_json([float("nan"), float("inf"), -float("inf"), 1.5, 2.0]) == "[null,null,null,1.5,2]"
+    ev = evidence_from_response({"final_output": {"x": float("nan"), "y": [1e400]}})
+    assert ev.final_output == '{"x":null,"y":[null]}'
