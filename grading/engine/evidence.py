@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -322,18 +323,36 @@ def _resolution(raw: Any) -> Resolution | None:
     )
 
 
-def _num(value: Any, integer: bool = False) -> Any:
+# Reported metrics beyond these are not values a reply can have used: they are dropped (as if
+# not reported), so the sums over a run stay finite and inside the 64-bit columns that hold
+# them. A reply's numbers are anything JSON (and Python's json) allows: 1e400 reads as
+# infinity, 10**30 as an integer no column holds; before, int(inf) raised, 10**30 failed the
+# batch's write and a cost of 1e308 overflowed the run's scoring.
+MAX_TOKEN_COUNT = 10**12
+MAX_COST_USD = 1e9
+MAX_MILLISECONDS = 1e10  # about 115 days
+
+
+def _num(value: Any, integer: bool = False, *, limit: float = MAX_MILLISECONDS) -> Any:
+    """A reported metric: a finite, non-negative number up to ``limit`` (from a number or
+    numeric text), else None; ``integer``: a whole count up to ``MAX_TOKEN_COUNT``."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, float)):
-        return int(value) if integer else float(value)
     if isinstance(value, str):
         try:
-            f = float(value)
+            value = float(value)
         except ValueError:
             return None
-        return int(f) if integer else f
-    return None
+    if not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if integer:
+        count = int(value)
+        return count if 0 <= count <= MAX_TOKEN_COUNT else None
+    if not 0 <= value <= limit:
+        return None
+    return float(value)
 
 
 def _metrics(response: Mapping[str, Any], timing: Timing) -> Metrics:
@@ -345,7 +364,7 @@ def _metrics(response: Mapping[str, Any], timing: Timing) -> Metrics:
         input_tokens=_num(raw.get("input_tokens", usage.get("prompt_tokens")), True),
         output_tokens=_num(raw.get("output_tokens", usage.get("completion_tokens")), True),
         total_tokens=_num(raw.get("total_tokens", usage.get("total_tokens")), True),
-        cost_usd=_num(raw.get("cost_usd")),
+        cost_usd=_num(raw.get("cost_usd"), limit=MAX_COST_USD),
         latency_ms=_num(raw.get("latency_ms")),
         ttft_ms=_num(raw.get("ttft_ms")),
         model=None if raw.get("model") is None else str(raw.get("model")),

@@ -131,7 +131,9 @@ def build_request(
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    """A token count from a provider's usage: a whole number from 0 to 10**12, else 0 (a
+    larger one would overflow the run's 64-bit spend columns once summed)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10**12 else 0
 
 
 def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResult:

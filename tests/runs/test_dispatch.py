@@ -185,6 +185,33 @@ def test_a_crash_of_ours_costs_one_item_not_the_slice(personas, monkeypatch, cap
     assert "the hosted_http executor crashed" in caplog.text and "grading crashed" in caplog.text
 
 
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        {"input_tokens": 10**30, "output_tokens": -5, "cost_usd": 1.7e308, "latency_ms": "1e400"},
+        {"input_tokens": 2**63, "output_tokens": 1.5, "total_tokens": 10**40, "ttft_ms": 1e308},
+    ],
+)
+def test_metrics_no_reply_can_have_used_are_dropped(personas, metrics):
+    """A reply's numbers are anything JSON allows: token counts beyond 64 bits failed the
+    batch's write, a cost of 1e308 overflowed the run's scoring, int(inf) raised. Counts above
+    10**12, costs above 1e9 USD, times above 1e10 ms and negative values read as not reported."""
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        for case in ("c0", "c1"):
+            agent.queue(ok({"final_output": f"answer-{case[1]}", "metrics": metrics}), case=case)
+        agent.queue(
+            ok({"final_output": "answer-2", "metrics": {"input_tokens": 7, "cost_usd": 0.5}}), case="c2"
+        )
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    assert run.status == "completed"
+    rows = dict(RunItem.objects.filter(run=run).values_list("case_key", "input_tokens"))
+    assert rows == {"c0": None, "c1": None, "c2": 7}
+    assert RunItem.objects.get(run=run, case_key="c0").cost_usd is None
+
+
 def _peak_tracker(delay: float):
     state = {"active": 0, "peak": 0}
 
