@@ -63,11 +63,17 @@ def test_any_reply_is_graded_and_stored_or_reported(personas):
     @given(
         final=st.one_of(any_text, json_values),
         extra=json_values,
+        metrics=st.dictionaries(
+            st.sampled_from(
+                ["input_tokens", "output_tokens", "total_tokens", "cost_usd", "latency_ms", "ttft_ms"]
+            ),
+            st.integers() | st.floats() | any_text,
+        ),
         depth=st.one_of(st.integers(0, 300), st.sampled_from([600, 900, 940, 960, 975, 990, 1200, 5000])),
     )
-    def check(final, extra, depth):
+    def check(final, extra, metrics, depth):
         run = create_run(personas.workspace, version, [dep])
-        reply = {"case_key": "c0", "final_output": final, "extra": extra}
+        reply = {"case_key": "c0", "final_output": final, "extra": extra, "metrics": metrics}
         # NaN, infinities and lone surrogates as Python writes them; the deep part as text
         # (json.dumps itself cannot write ~1,000 levels)
         line = json.dumps(reply)[:-1] + ', "deep": ' + "[" * depth + '"leaf"' + "]" * depth + "}"
@@ -78,6 +84,8 @@ def test_any_reply_is_graded_and_stored_or_reported(personas):
             return
         item = RunItem.objects.get(run=run)
         assert item.grade and item.grade["status"]
+        run.refresh_from_db()
+        assert run.status == "completed"  # scored: its sums stayed finite
         response = item.evidence["response"]
         assert _same(response["extra"], _cleaned(extra, 2)), (response["extra"], extra)
         deep = response["deep"]
