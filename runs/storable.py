@@ -10,8 +10,9 @@ to encode them) and integers beyond 64 bits (orjson refuses them; PostgreSQL tak
 What is stored instead, on every database so that a result reads the same on SQLite: NUL and
 lone surrogates become U+FFFD, integers stay exact, NaN and infinities become null (as orjson
 writes them), and containers nested more than ``MAX_DEPTH`` levels deep (orjson's own limit
-is 254; a reply can parse about 1,000 deep) become a note saying so. For the result writer, values without any of these, the common case, cost one
-orjson encoding and one search of its bytes.
+is 254; a reply can parse about 1,000 deep) become a note saying so. For the result writer,
+values without any of these, the common case, cost one orjson encoding and one search of its
+bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ _UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
 # orjson writes documents up to 254 levels deep; the slow path keeps this many and writes
 # deeper containers as a note (a reply can parse about 1,000 levels deep).
 MAX_DEPTH = 250
-TOO_DEEP = "(nested more than 250 levels deep: not stored)"
+TOO_DEEP = f"(nested more than {MAX_DEPTH} levels deep: not stored)"
 
 
 def _clean(value: Any, depth: int = 0) -> Any:

@@ -48,7 +48,7 @@ async def run_attempts(
             now = clock()
             outcome = AttemptOutcome(
                 AttemptCategory.CONFIG_ERROR,
-                error=f"AgentClash failed on this reply ({type(exc).__name__}: {exc}); please report it",
+                error=f"AgentClash failed on this attempt ({type(exc).__name__}: {exc}); please report it",
                 error_code="internal_error",
                 started_at=now,
                 ended_at=now,
