@@ -71,6 +71,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "agentclash_site.lib.middleware.RejectNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -172,7 +173,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "agentclash_site.lib.api.exception_handler",
     "DEFAULT_PARSER_CLASSES": [
-        "agentclash_site.lib.api.JSONParser",  # a too-deeply nested body is a 400, not a 500
+        "agentclash_site.lib.parsers.JSONParser",  # a too-deeply nested body is a 400, not a 500
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

@@ -26,7 +26,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentclash_site.lib.api import ApiError, JSONParser
+from agentclash_site.lib.api import ApiError
+from agentclash_site.lib.parsers import JSONParser
 from agentclash_site.workspaces.access import get_workspace_for_user
 from packs import bundle as pack_bundle
 from packs import selectors, services

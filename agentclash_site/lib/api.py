@@ -9,22 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.db import DataError
 from django.http import Http404
-from rest_framework import exceptions, parsers, status
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
-
-
-class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser, with a body nested too deeply to parse answered as a parse error
-    (400) like any other bad JSON: ``json`` raises ``RecursionError`` for it, which DRF's
-    parser let through as a 500."""
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise exceptions.ParseError("JSON parse error - nested too deeply") from None
 
 
 class ApiError(exceptions.APIException):
@@ -88,6 +77,17 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
     return (prefix or None), str(detail)
 
 
+def _nul_query_parameter(context: dict[str, Any]) -> str | None:
+    """The name of the request's first query parameter holding a NUL character, if any."""
+    params = getattr(context.get("request"), "query_params", None)
+    if params is None:
+        return None
+    for key, values in params.lists():
+        if "\x00" in key or any("\x00" in value for value in values):
+            return key.replace("\x00", "\\0")
+    return None
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApiError):
         return Response(exc.as_body(), status=exc.status_code)
@@ -95,6 +95,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or "You do not have permission to do this.")
+    elif isinstance(exc, DataError) and "NUL" in str(exc):
+        # psycopg refuses, before sending, a query parameter or value holding NUL (PostgreSQL
+        # text cannot): the request's fault, not a 500. Bodies are refused by the JSON parser.
+        field = _nul_query_parameter(context)
+        message = (
+            f"query parameter {field!r} must not contain NUL characters"
+            if field
+            else "a value in the request holds a NUL character (0x00); remove it"
+        )
+        return Response(error_body("invalid_input", message, field=field), status=status.HTTP_400_BAD_REQUEST)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

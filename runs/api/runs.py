@@ -20,7 +20,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentclash_site.lib.api import ApiError, JSONParser
+from agentclash_site.lib.api import ApiError
+from agentclash_site.lib.parsers import JSONParser
 from agentclash_site.workspaces.access import get_workspace_for_user
 from runs.access import get_run_for_user
 from runs.documents import CASE_FIELDS, case_detail, case_row, filter_cases, run_document, run_summary

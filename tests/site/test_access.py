@@ -182,3 +182,52 @@ def test_a_body_that_is_not_usable_json_is_a_400_parse_error(personas, method, u
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "parse_error" and error["message"].startswith("JSON parse error")
+
+
+@pytest.mark.parametrize("url,param", [("/runs/", "deployment"), ("/packs/", "q")])
+def test_a_nul_in_a_query_parameter_is_a_400_naming_it(personas, url, param):
+    """PostgreSQL refuses NUL in text: filters that passed one to a query answered 500."""
+    client = Client()
+    client.force_login(personas.owner)
+    response = client.get(url, {param: "a\x00b"})
+    assert response.status_code == 400
+    assert f"query parameter '{param}' must not contain NUL characters" in response.content.decode()
+
+
+def test_a_nul_in_an_api_query_parameter_that_reaches_the_database_is_a_400(personas):
+    from runs.services.deployments import deployment_create
+    from tests.runs.runfactory import create_run, publish
+
+    version = publish(personas.workspace, cases=1)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep])
+    url = f"/api/v1/workspaces/acme/runs/{run.pk}/cases"
+    for param in ("challenge", "deployment"):
+        response = personas.api(personas.viewer).get(url, {param: "a\x00b"})
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert (error["code"], error["field"]) == ("invalid_input", param)
+        assert error["message"] == f"query parameter '{param}' must not contain NUL characters"
+
+
+def test_a_nul_in_a_form_field_is_a_400_naming_it(personas):
+    client = Client()
+    client.force_login(personas.owner)
+    response = client.post("/account/tokens/new/", {"name": "ci\x00", "workspace": "acme"})
+    assert response.status_code == 400
+    assert "form field 'name' must not contain NUL characters" in response.content.decode()
+    assert not ApiToken.objects.filter(user=personas.owner).exists()
+
+
+def test_a_nul_anywhere_in_an_api_json_body_is_a_400_naming_where(personas):
+    api = personas.api(personas.editor)
+    for body, where in (
+        ({"pack": "echo\x00", "deployments": ["ci"]}, "pack"),
+        ({"pack": "echo", "deployments": ["ci", "x\x00"]}, "deployments[1]"),
+        ({"pack": "echo", "deployments": ["ci"], "k\x00": 1}, "k\\0"),
+    ):
+        response = api.post("/api/v1/workspaces/acme/runs", body, format="json")
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == "parse_error"
+        assert error["message"] == f"JSON parse error - {where} must not contain NUL characters"

@@ -1,0 +1,41 @@
+"""Site-wide request middleware."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
+
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _field_with_nul(data: QueryDict) -> str | None:
+    for key, values in data.lists():
+        if "\x00" in key or any("\x00" in value for value in values):
+            return key.replace("\x00", "\\0")
+    return None
+
+
+class RejectNulMiddleware:
+    """A query parameter or form field holding a NUL character is answered 400, naming it.
+
+    PostgreSQL refuses NUL in text, so a filter or a field that passed one through to a query
+    (the run list's ``deployment``, a case list's ``challenge`` or ``q``, an API token's name)
+    answered 500. Django forms refuse NUL in what they read; these are read directly. The API
+    is left to its own checks, which name their error codes (its JSON parser refuses NUL in a
+    body, ``agentclash_site.lib.api.exception_handler`` answers 400 for one in a query
+    parameter that reached the database)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            return self.get_response(request)
+        where, name = "query parameter", _field_with_nul(request.GET)
+        if name is None and request.method == "POST" and request.content_type in _FORMS:
+            where, name = "form field", _field_with_nul(request.POST)
+        if name is None:
+            return self.get_response(request)
+        message = f"{where} {name!r} must not contain NUL characters"
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
