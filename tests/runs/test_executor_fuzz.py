@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from runs.executors import AttemptCategory
 from runs.recording import evidence_document
 from runs.storable import storable_json
 from tests.fakes.agent_server import raw
+from tests.fuzzing import fuzz_settings
 from tests.runs.test_executors import SECRET, agent, chat_target, execute, make_request, target  # noqa: F401
 
 text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=10)
@@ -96,7 +97,7 @@ chat_reply = st.fixed_dictionaries(
         "error": values,
     },
 )
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = fuzz_settings(40)
 
 
 def _check(outcome):

@@ -9,13 +9,14 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from runs.models import RunItem
 from runs.services.deployments import deployment_create
 from runs.services.trace_import import run_import_results
 from runs.storable import TOO_DEEP
+from tests.fuzzing import fuzz_settings
 from tests.runs.runfactory import create_run, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,7 +60,7 @@ def test_any_reply_is_graded_and_stored_or_reported(personas):
     version = publish(personas.workspace, cases=1)
     dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @fuzz_settings(40)
     @given(
         final=st.one_of(any_text, json_values),
         extra=json_values,

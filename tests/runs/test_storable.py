@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 from django.db import connection
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from runs.storable import storable, storable_json
+from tests.fuzzing import fuzz_settings
 
 # Every code point, surrogates and NUL included (the default alphabet leaves surrogates out).
 any_text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=8)
@@ -53,6 +54,7 @@ def _same(a, b, *, numbers_by_value=False):
     return a == b and type(a) is type(b)
 
 
+@fuzz_settings(100)
 @given(json_values)
 def test_storable_json_is_the_value_with_what_postgresql_refuses_replaced(value):
     encoded = storable_json(value)
@@ -62,7 +64,7 @@ def test_storable_json_is_the_value_with_what_postgresql_refuses_replaced(value)
 
 
 @pytest.mark.django_db
-@settings(max_examples=60, deadline=None)
+@fuzz_settings(60)
 @given(json_values)
 def test_postgresql_stores_every_storable_value(value):
     with connection.cursor() as cursor:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from grading.engine.types import Status
 from tests.fakes.judge_provider import content, status
+from tests.fuzzing import fuzz_settings
 from tests.grading.judges.helpers import assertion, grade, judge_result, make_judge, spec
 
 text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=12)
@@ -49,7 +50,7 @@ bodies = st.one_of(
         {"content": st.lists(values, max_size=2)}, optional={"usage": values, "stop_reason": values}
     ).map(lambda v: json.dumps(v).encode()),
 )
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = fuzz_settings(30)
 
 
 def _judged(grade_) -> None:
