@@ -15,6 +15,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from agentclash_site.lib.middleware import field_with_nul
+
 
 class ApiError(exceptions.APIException):
     """An error with a stable snake_case code, raised by views and services."""
@@ -77,17 +79,6 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
     return (prefix or None), str(detail)
 
 
-def _nul_query_parameter(context: dict[str, Any]) -> str | None:
-    """The name of the request's first query parameter holding a NUL character, if any."""
-    params = getattr(context.get("request"), "query_params", None)
-    if params is None:
-        return None
-    for key, values in params.lists():
-        if "\x00" in key or any("\x00" in value for value in values):
-            return key.replace("\x00", "\\0")
-    return None
-
-
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApiError):
         return Response(exc.as_body(), status=exc.status_code)
@@ -98,7 +89,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, DataError) and "NUL" in str(exc):
         # psycopg refuses, before sending, a query parameter or value holding NUL (PostgreSQL
         # text cannot): the request's fault, not a 500. Bodies are refused by the JSON parser.
-        field = _nul_query_parameter(context)
+        params = getattr(context.get("request"), "query_params", None)
+        field = field_with_nul(params) if params is not None else None
         message = (
             f"query parameter {field!r} must not contain NUL characters"
             if field

@@ -9,7 +9,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, Query
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def _field_with_nul(data: QueryDict) -> str | None:
+def field_with_nul(data: QueryDict) -> str | None:
+    """The name of the first key holding a NUL character or having a value that does (NUL
+    written as ``\\0``), or None."""
     for key, values in data.lists():
         if "\x00" in key or any("\x00" in value for value in values):
             return key.replace("\x00", "\\0")
@@ -32,9 +34,9 @@ class RejectNulMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith("/api/"):
             return self.get_response(request)
-        where, name = "query parameter", _field_with_nul(request.GET)
+        where, name = "query parameter", field_with_nul(request.GET)
         if name is None and request.method == "POST" and request.content_type in _FORMS:
-            where, name = "form field", _field_with_nul(request.POST)
+            where, name = "form field", field_with_nul(request.POST)
         if name is None:
             return self.get_response(request)
         message = f"{where} {name!r} must not contain NUL characters"

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentclash_site.lib.outbound import OutboundClient, OutboundError
+from grading.engine.evidence import MAX_TOKEN_COUNT
 from runs.retry import parse_retry_after
 
 PROVIDER_KINDS = ("openai", "anthropic")
@@ -131,9 +132,12 @@ def build_request(
 
 
 def _int(value: Any) -> int:
-    """A token count from a provider's usage: a whole number from 0 to 10**12, else 0 (a
-    larger one would overflow the run's 64-bit spend columns once summed)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10**12 else 0
+    """A token count from a provider's usage: a whole number up to the bound the engine puts
+    on an agent's reported counts, else 0 (a larger one would overflow the run's 64-bit spend
+    columns once summed)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
+        return value
+    return 0
 
 
 def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResult:

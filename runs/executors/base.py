@@ -34,6 +34,7 @@ from agentclash_site.lib.outbound import (
     TooManyRedirects,
 )
 from agentclash_site.lib.signing import signature_headers
+from grading.engine import jsontext
 from grading.engine.types import Evidence, Timing
 from runs.retry import parse_retry_after
 
@@ -431,16 +432,15 @@ class Executor(ABC):
         self, response: OutboundResponse, timer: AttemptTimer
     ) -> tuple[dict[str, Any] | None, AttemptOutcome | None]:
         try:
-            data = response.json()
+            data = jsontext.loads(response.body)
         except (ValueError, UnicodeDecodeError) as exc:
-            deep = "nested too deeply" in str(exc)
             return None, self.outcome(
                 AttemptCategory.CONFIG_ERROR,
                 timer,
                 status_code=response.status,
                 body=response.body,
                 error="the response body's JSON is nested too deeply to read"
-                if deep
+                if isinstance(exc, jsontext.JSONTooDeep)
                 else "the response body is not JSON",
                 error_code="invalid_json",
             )
