@@ -16,6 +16,7 @@ HTTP.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import random
 import time
@@ -46,7 +47,14 @@ from runs.models import (
 )
 from runs.packdata import version_data
 from runs.probing import load_stored_findings
-from runs.recording import ItemKey, ItemResult, LaneContext, grade_outcomes, server_cursor
+from runs.recording import (
+    ItemKey,
+    ItemResult,
+    LaneContext,
+    grade_outcomes,
+    server_cursor,
+    unstorable_result,
+)
 from runs.retry import backoff_ceiling
 from runs.states import transition_lane, transition_run
 
@@ -69,6 +77,7 @@ class DispatchResult:
     reason: str = ""
     peak_in_flight: int = 0
     stale: list[int] = field(default_factory=list)  # results no longer ours (not written)
+    unstorable: list[int] = field(default_factory=list)  # written as unstorable_result
     # seconds spent per phase (claim, wait, grade, record; behind: waiting for the writer to
     # catch up): for benchmarks and logs
     timings: dict[str, float] = field(
@@ -351,6 +360,7 @@ def dispatch_lane(
         repetitions=run.repetitions,
         # Another connection cannot see uncommitted rows: inside a transaction, write inline.
         threaded=connection.vendor == "postgresql" and not connection.in_atomic_block,
+        unstorable=functools.partial(unstorable_result, ctx),
     )
     cancelled = False
     drained = False
@@ -447,6 +457,7 @@ def dispatch_lane(
         loop.close()  # cancels the calls still in flight
         writer.close()
         result.timings["record"] += writer.seconds
+        result.unstorable = writer.unstorable_items
         fast_commit(False)
     RunLane.objects.filter(pk=lane.pk).update(dispatch_until=None)
     if cancelled:

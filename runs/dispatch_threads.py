@@ -7,16 +7,31 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import logging
 import queue
+import sys
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
 from agentclash_site.lib.outbound import close_loop_client
 from runs.recording import ItemResult, record_results
+
+log = logging.getLogger(__name__)
+
+
+def connection_error(exc: BaseException) -> bool:
+    """An error of the connection rather than of the data written (a write failing with one
+    is not split up: ``Writer._record``). Django's classes wrap psycopg's; the writer's batch
+    statements run on psycopg cursors directly (psycopg is loaded only on PostgreSQL)."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
 
 _graders: concurrent.futures.ThreadPoolExecutor | None = None
 _graders_lock = threading.Lock()
@@ -126,12 +141,24 @@ class Writer:
     nothing about idempotency). Elsewhere (SQLite: one writer at a time) it writes inline.
     """
 
-    def __init__(self, *, lane_id: int, owner: str, revision: int, repetitions: int, threaded: bool) -> None:
+    def __init__(
+        self,
+        *,
+        lane_id: int,
+        owner: str,
+        revision: int,
+        repetitions: int,
+        threaded: bool,
+        unstorable: Callable[[ItemResult, BaseException], ItemResult] | None = None,
+    ) -> None:
         self.lane_id = lane_id
         self.owner = owner
         self.revision = revision
         self.repetitions = repetitions
         self.threaded = threaded
+        # What to write instead of a result the database refused (``_record``); None: raise.
+        self.unstorable = unstorable
+        self.unstorable_items: list[int] = []
         self.seconds = 0.0
         self._unwritten: dict[int, None] = {}
         self._done: queue.SimpleQueue[tuple[list[ItemResult], list[int]]] = queue.SimpleQueue()
@@ -149,9 +176,7 @@ class Writer:
         done with its own written ids."""
         merged = batches[0] if len(batches) == 1 else [r for b in batches for r in b]
         t0 = time.perf_counter()
-        written = record_results(
-            self.lane_id, merged, owner=self.owner, revision=self.revision, repetitions=self.repetitions
-        )
+        written = self._record(merged)
         self.seconds += time.perf_counter() - t0
         if len(batches) == 1:
             self._done.put((batches[0], written))
@@ -159,6 +184,41 @@ class Writer:
         mine = set(written)
         for batch in batches:
             self._done.put((batch, [r.item_id for r in batch if r.item_id in mine]))
+
+    def _record(self, results: list[ItemResult]) -> list[int]:
+        """``record_results`` for the results; when it fails on their data (not on the
+        connection), the halves are written apart until the item at fault is alone, and
+        ``unstorable`` gives what is written for it instead: one item's value the database
+        refuses no longer fails every item written with it (the batch claimed again and
+        again until its claims ran out). The failed write rolled back, so nothing is
+        written twice; the item UPDATE still guards each write."""
+        try:
+            return record_results(
+                self.lane_id, results, owner=self.owner, revision=self.revision, repetitions=self.repetitions
+            )
+        except Exception as exc:
+            if connection_error(exc):
+                raise  # not the data: the slice ends, the sweeper gives its items out again
+            if self.unstorable is None or connection.in_atomic_block:
+                raise  # inside a caller's transaction, which this error has spoiled
+            if len(results) > 1:
+                half = len(results) // 2
+                return self._record(results[:half]) + self._record(results[half:])
+            (result,) = results
+            log.error(
+                "lane %s item %s: its result could not be written, recording it as unstorable",
+                self.lane_id,
+                result.item_id,
+                exc_info=exc,
+            )
+            self.unstorable_items.append(result.item_id)
+            return record_results(
+                self.lane_id,
+                [self.unstorable(result, exc)],
+                owner=self.owner,
+                revision=self.revision,
+                repetitions=self.repetitions,
+            )
 
     def _run(self) -> None:
         try:

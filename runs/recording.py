@@ -90,6 +90,7 @@ class ItemResult:
     output_tokens: int | None = None
     cost_usd: float | None = None
     first_attempt_number: int = 1
+    key: ItemKey | None = None  # set for an executed item (``unstorable_result`` needs it)
 
 
 @dataclass(slots=True)
@@ -245,11 +246,48 @@ def grade_outcomes(
     else:
         result = ItemResult(item_id=item.id, category=str(last.category))
     result.attempts = outcomes
+    result.key = item
     result.first_attempt_number = item.attempt_count + 1
     result.latency_ms = last.latency_ms
     if result.record is not None:
         result.record.latency_ms = last.latency_ms
     return result
+
+
+def unstorable_result(ctx: LaneContext, result: ItemResult, exc: BaseException) -> ItemResult:
+    """What is written for an executed item whose own write failed on its data (a value the
+    database refused that nothing before the write anticipated; ``runs.dispatch_threads``
+    finds the item by writing its batch in halves): the item is done, graded ERROR /
+    evaluator_error when it had a grade (the evaluator could not keep what it saw: never
+    the agent's failure), its response and evidence left out, its attempts kept with their categories,
+    codes and times but not their texts. The reason is in the grade's message and in the
+    attempts' error."""
+    if result.key is None:
+        raise ValueError("unstorable_result needs the item's key (grade_outcomes sets it)")
+    reason = f"the result could not be stored: {type(exc).__name__}"
+    attempts = [
+        dataclasses.replace(a, error=reason, body_excerpt="", response=None, evidence=None)
+        for a in result.attempts
+    ]
+    out = ItemResult(
+        item_id=result.item_id,
+        attempts=attempts,
+        category=result.category,
+        latency_ms=result.latency_ms,
+        first_attempt_number=result.first_attempt_number,
+        key=result.key,
+    )
+    if result.grade is None:
+        return out
+    item = result.key
+    case, base = ctx.data.case(item.challenge_key, item.case_key)
+    number = result.first_attempt_number + len(result.attempts) - 1
+    context = grade_context(ctx, item, base, attempt=number, findings=[])
+    doc = CaseGrade.crashed(case, context, exc, what="the result could not be stored").to_dict()
+    out.grade = doc  # no evidence: a re-score keeps this grade rather than grade nothing
+    out.record = record_from_grade(doc, metrics=None, content_hash=case.content_hash)
+    out.record.latency_ms = result.latency_ms
+    return out
 
 
 # --- writing -------------------------------------------------------------------------------

@@ -688,12 +688,16 @@ class CaseGrade:
         )
 
     @classmethod
-    def crashed(cls, case: CaseDef, context: GradeContext, exc: BaseException) -> CaseGrade:
+    def crashed(
+        cls, case: CaseDef, context: GradeContext, exc: BaseException, *, what: str = "grading crashed"
+    ) -> CaseGrade:
         """ERROR / evaluator_error grade of a case whose grading raised (grading.md §2: the
-        evaluator crashed): the last net, so one case never sinks a batch."""
-        grade = cls.no_result(
-            case, context, "evaluator_error", f"grading crashed: {type(exc).__name__}: {exc}"
-        )
+        evaluator crashed), or whose result could not be stored (``what`` says which): the
+        last net, so one case never sinks a batch."""
+        detail = str(exc)
+        if len(detail) > 500:
+            detail = detail[:500] + "…"
+        grade = cls.no_result(case, context, "evaluator_error", f"{what}: {type(exc).__name__}: {detail}")
         grade.status, grade.outcome_class, grade.validity = (
             Status.ERROR,
             OutcomeClass.EVALUATOR_ERROR,

@@ -185,6 +185,68 @@ def test_a_crash_of_ours_costs_one_item_not_the_slice(personas, monkeypatch, cap
     assert "the hosted_http executor crashed" in caplog.text and "grading crashed" in caplog.text
 
 
+def test_a_result_the_database_refuses_costs_that_item_not_its_batch(personas, monkeypatch, caplog):
+    """A value PostgreSQL refuses that nothing before the write anticipated (here: a reason
+    code and an attempt's error code longer than their varchar(100), as a future bug could
+    make them) used to fail the whole batch's write: the slice ended and every item of the
+    batch was claimed again and again. The writer now writes the batch in halves until the
+    item at fault is alone, and records it as unstorable: done, ERROR / evaluator_error when
+    it was graded (never the agent's failure), without evidence, attempts without their texts."""
+    from runs import recording
+
+    prepare, attempt_rows = recording._prepare, recording._attempt_rows
+
+    def bad_prepare(r, revision, now):
+        item = prepare(r, revision, now)
+        if r.key.case_key == "c1" and "could not be stored" not in str(r.grade):
+            item.reason_code = "x" * 101
+        return item
+
+    def bad_attempt_rows(item_id, result):
+        rows = attempt_rows(item_id, result)
+        if result.key.case_key == "c2" and "could not be stored" not in rows[0][5]:
+            rows[0] = (*rows[0][:4], "y" * 101, *rows[0][5:])
+        return rows
+
+    monkeypatch.setattr(recording, "_prepare", bad_prepare)
+    monkeypatch.setattr(recording, "_attempt_rows", bad_attempt_rows)
+    version = publish(personas.workspace, cases=6)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(server_error(500), case="c2")
+        agent.queue(ok({"final_output": "wrong"}), case="c3")
+        dep = hosted(personas.workspace, agent.url, max_attempts=1)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        result = dispatch_lane(lane.pk, time_slice=10)
+        run.refresh_from_db()
+        calls = {f"c{n}": len(agent.requests_for(f"c{n}")) for n in range(6)}
+    assert run.status == "completed"
+    assert calls == dict.fromkeys(calls, 1)  # one slice, no item claimed again
+    assert result.recorded == 6 and sorted(result.unstorable) == sorted(
+        RunItem.objects.filter(run=run, case_key__in=["c1", "c2"]).values_list("id", flat=True)
+    )
+    items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+    assert {k: i.state for k, i in items.items()} == dict.fromkeys(items, "done")
+    c1 = items["c1"]
+    assert (c1.status, c1.outcome_class, c1.reason_code) == ("ERROR", "evaluator_error", "evaluator_error")
+    assert c1.grade["message"].startswith("the result could not be stored: StringDataRightTruncation")
+    assert c1.evidence is None
+    attempt = Attempt.objects.get(item=c1)
+    assert (attempt.category, attempt.body_excerpt) == ("ok", "")
+    assert attempt.error == "the result could not be stored: StringDataRightTruncation"
+    c2 = items["c2"]
+    assert c2.display_status == "infra_error" and c2.grade is None
+    attempt = Attempt.objects.get(item=c2)
+    assert (attempt.category, attempt.status_code, attempt.error_code) == ("infra_error", 500, "server_error")
+    assert attempt.error == "the result could not be stored: StringDataRightTruncation"
+    assert [items[k].status for k in ("c0", "c4", "c5")] == ["PASSED"] * 3
+    assert items["c3"].status == "FAILED"
+    lane.refresh_from_db()
+    assert (lane.passed, lane.failed, lane.errored, lane.infra_error, lane.pending) == (3, 1, 1, 1, 0)
+    assert caplog.text.count("its result could not be written") == 2
+
+
 @pytest.mark.parametrize(
     "metrics",
     [

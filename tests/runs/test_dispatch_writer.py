@@ -72,3 +72,64 @@ def test_a_merged_write_stops_at_the_limit(monkeypatch):
     finally:
         writer.close()
     assert calls == [1, 4, 4, 4]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_refused_batch_is_written_in_halves_until_the_item_at_fault_is_alone(monkeypatch, threaded):
+    calls: list[list[int]] = []
+
+    def fake_record(lane_id, results, *, owner, revision, repetitions):
+        ids = [r.item_id for r in results]
+        calls.append(ids)
+        if any(r.item_id == 6 and r.grade is None for r in results):
+            raise ValueError("refused")  # any error of the data
+        return ids
+
+    replaced: list[tuple[int, str]] = []
+
+    def unstorable(result, exc):
+        replaced.append((result.item_id, str(exc)))
+        return ItemResult(item_id=result.item_id, grade={"status": "ERROR"})
+
+    monkeypatch.setattr(dispatch_threads, "record_results", fake_record)
+    writer = Writer(
+        lane_id=1, owner="me", revision=1, repetitions=1, threaded=threaded, unstorable=unstorable
+    )
+    try:
+        writer.submit([ItemResult(item_id=n) for n in range(8)])
+        done = writer.wait()
+    finally:
+        writer.close()
+    # 8 -> 4 + [4..7] -> [4, 5] + [6, 7] -> [6] + [7] -> [6] replaced
+    assert calls == [list(range(8)), [0, 1, 2, 3], [4, 5, 6, 7], [4, 5], [6, 7], [6], [6], [7]]
+    assert replaced == [(6, "refused")]
+    assert done == [(done[0][0], list(range(8)))]
+    assert writer.unstorable_items == [6] and writer.unwritten() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_connection_is_not_split_up(monkeypatch):
+    """A write that failed on the connection is not the data's fault: the error ends the
+    slice (the sweeper gives its items out again) instead of writing anything unstorable."""
+    import psycopg
+    from django.db import OperationalError
+
+    for error in (OperationalError("gone"), psycopg.OperationalError("gone")):
+        calls: list[int] = []
+
+        def fake_record(lane_id, results, *, owner, revision, repetitions, error=error):
+            calls.append(len(results))
+            raise error
+
+        monkeypatch.setattr(dispatch_threads, "record_results", fake_record)
+        writer = Writer(
+            lane_id=1, owner="me", revision=1, repetitions=1, threaded=True, unstorable=lambda r, e: r
+        )
+        try:
+            writer.submit([ItemResult(item_id=n) for n in range(4)])
+            with pytest.raises(type(error)):
+                writer.wait()
+        finally:
+            writer.close()
+        assert calls == [4] and writer.unstorable_items == []
