@@ -6,12 +6,15 @@ results. Settings come from Django settings with the ``CELERY_`` prefix.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 
 from celery import Celery
 from celery.signals import task_postrun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
+log = logging.getLogger(__name__)
 
 app = Celery("agentclash_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -43,3 +46,28 @@ def _reset_queries(**kwargs: object) -> None:
     from django.db import reset_queries
 
     reset_queries()
+
+
+def preload_broker_transport() -> threading.Thread:
+    """Import the broker's kombu transport module on a daemon thread and return the thread.
+
+    A command that publishes once (``eval start``) otherwise imports it inside its first
+    publish: for Redis, ``kombu.transport.redis`` pulls in redis-py (about 65 ms of imports,
+    ``redis.asyncio`` among them). Started before the command's database work, the imports
+    run while the main thread waits on PostgreSQL (the items' COPY, the commit's flush).
+    Python's per-module import locks make a publish that comes first wait for the import,
+    never see half a module."""
+
+    def load() -> None:
+        from kombu.transport import resolve_transport
+
+        scheme = str(app.conf.broker_url or "").partition("://")[0].partition("+")[0]
+        try:
+            if scheme:
+                resolve_transport(scheme)
+        except Exception:  # the publish reports a bad broker URL with its own error
+            log.debug("could not preload the broker transport %r", scheme, exc_info=True)
+
+    thread = threading.Thread(target=load, name="preload-broker-transport", daemon=True)
+    thread.start()
+    return thread

@@ -118,7 +118,7 @@ def test_a_lost_connection_is_not_split_up(monkeypatch):
     for error in (OperationalError("gone"), psycopg.OperationalError("gone")):
         calls: list[int] = []
 
-        def fake_record(lane_id, results, *, owner, revision, repetitions, error=error):
+        def fake_record(lane_id, results, *, owner, revision, repetitions, error=error, calls=calls):
             calls.append(len(results))
             raise error
 

@@ -50,3 +50,28 @@ def test_eval_command_imports_stay_light() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize(
+    ("broker", "module"),
+    [("redis://127.0.0.1:9/0", "kombu.transport.redis"), ("filesystem://", "kombu.transport.filesystem")],
+)
+def test_the_broker_transport_is_preloaded_on_a_thread(broker: str, module: str) -> None:
+    """``eval start`` imports the broker's transport on a thread while it creates the run;
+    no connection is made (port 9 would refuse it), and a scheme kombu does not know is
+    left to the publish to report."""
+    code = (
+        "import sys, django; django.setup();"
+        "from agentclash_site.celery import app, preload_broker_transport;"
+        f"assert {module!r} not in sys.modules;"
+        "t = preload_broker_transport(); t.join(60); assert not t.is_alive();"
+        f"print({module!r} in sys.modules);"
+        "app.conf.broker_url = 'nosuchtransport://x';"
+        "t = preload_broker_transport(); t.join(60); print(t.is_alive())"
+    )
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="agentclash_site.settings", CELERY_BROKER_URL=broker)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False"]
