@@ -20,6 +20,9 @@ from . import jsontext
 from .types import CaseDef, Evidence, GradeContext
 
 DEFAULT_DEPLOYMENT = "default"
+# A result line's repetition number: above it a line is refused (a number beyond 64 bits
+# could not even be written into the grading.json).
+MAX_REPETITION = 1_000_000
 
 EvidenceBuilder = Callable[..., Evidence]
 
@@ -77,6 +80,15 @@ def _protocol_errors() -> tuple[type[Exception], ...]:
     except ImportError:  # pragma: no cover - evidence.py always ships with the engine
         return (ValueError,)
     return (ProtocolError,)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value as JSON for a message, cut to ``limit`` characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _key(value: Any, name: str, problems: list[str], *, required: bool) -> str | None:
@@ -139,7 +151,9 @@ def read_results(
         deployment = _key(obj.get("deployment", DEFAULT_DEPLOYMENT), "deployment", problems, required=True)
         repetition = obj.get("repetition", 1)
         if isinstance(repetition, bool) or not isinstance(repetition, int) or repetition < 1:
-            problems.append(f"repetition must be a positive integer, got {json.dumps(repetition)}")
+            problems.append(f"repetition must be a positive integer, got {_shown(repetition)}")
+        elif repetition > MAX_REPETITION:
+            problems.append(f"repetition must be at most {MAX_REPETITION:,}, got {_shown(repetition)}")
         if "final_output" not in obj:
             problems.append("final_output is required")
         if "invocations" in obj and obj.get("tool_calls"):

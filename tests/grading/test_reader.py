@@ -135,3 +135,22 @@ def test_an_empty_file_gives_no_executions_and_crlf_and_bom_are_accepted():
     assert read_results(b"", CASES).executions == []
     data = b"\xef\xbb\xbf" + jsonl({"case_key": "crates", "final_output": "x"}).replace(b"\n", b"\r\n")
     assert len(read_results(data, CASES).executions) == 1
+
+
+def test_a_repetition_beyond_the_bound_is_a_bad_line_not_a_crash():
+    """A repetition of 10**30 was read as valid, and the grading.json could not be written
+    (orjson refuses integers beyond 64 bits): the CLI ended in a traceback."""
+    data = jsonl(
+        {"case_key": "crates", "final_output": "a", "repetition": 10**30},
+        {"case_key": "train", "final_output": "a", "repetition": 1_000_001},
+        {"case_key": "change", "final_output": "a", "repetition": 1_000_000},
+        {"case_key": "crates", "final_output": "a", "repetition": "x" * 500},
+    )
+    with pytest.raises(InvalidResults) as info:
+        read_results(data, CASES)
+    messages = {item["line"]: item["message"] for item in info.value.lines}
+    assert messages == {
+        1: "repetition must be at most 1,000,000, got 1000000000000000000000000000000",
+        2: "repetition must be at most 1,000,000, got 1000001",
+        4: 'repetition must be a positive integer, got "' + "x" * 58 + "…",
+    }

@@ -224,3 +224,37 @@ def test_grade_touches_no_database(tmp_path, mental_results):
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["lanes"][0]["pass_rate"] == 1.0
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_lone_surrogates_in_the_results_are_printed_as_replacement_characters(tmp_path, as_json):
+    """A "\\ud800" escape in a results line parses into a lone surrogate, which neither orjson
+    nor a UTF-8 stdout can write: the command ended in a traceback. It prints U+FFFD."""
+    path = tmp_path / "results.jsonl"
+    path.write_text(
+        '{"case_key": "crates", "deployment": "agent\\ud800", "final_output": "168\\udfff"}\n'
+        '{"case_key": "nope\\ud800", "final_output": "1"}\n'
+    )
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"case_key": "crates", "deployment": "agent\\ud800", "final_output": "168\\udfff"}\n')
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    for results, code in ((path, 2), (good, 0)):
+        result = subprocess.run(
+            [sys.executable, "manage.py", "grade", str(MENTAL), "--results", str(results)]
+            + (["--json"] if as_json else []),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == code, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr
+        if as_json:
+            doc = json.loads(result.stdout)
+            if code == 2:
+                assert doc["error"]["lines"][0]["message"] == "case 'nope\\ud800' is not in the input set"
+            else:
+                assert doc["lanes"][0]["deployment"] == "agent\ufffd"
+        elif code == 0:
+            assert "agent\ufffd" in result.stdout

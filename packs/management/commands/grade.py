@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentclash_site.lib.cli import CliError, JsonCommand, dumps
+from agentclash_site.lib.cli import CliError, JsonCommand, dumps, printable_text
 from grading.engine.offline import grade_offline, offline_exit_code, render_text
 from grading.engine.reader import InvalidResults
 from packs.bundle import SelectionError, select_input_set, validate_bundle
@@ -80,7 +80,7 @@ class Command(JsonCommand):
             body = exc.to_dict()
             if not self._as_json:
                 lines = [f"  line {bad['line']}: {bad['message']}" for bad in body["error"].get("lines", [])]
-                self.stderr.write("\n".join([body["error"]["message"] + ":", *lines]))
+                self.stderr.write(printable_text("\n".join([body["error"]["message"] + ":", *lines])))
             raise CliError("invalid_results", body["error"]["message"], document=body) from exc
         if options.get("output"):
             _write(Path(options["output"]), dumps(document) + "\n")
