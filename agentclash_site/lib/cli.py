@@ -127,13 +127,33 @@ class JsonCommand(BaseCommand):
     def add_json_argument(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
+    # Options that name files: a path may hold any bytes (Python decodes them with
+    # surrogateescape); every other text option must be UTF-8 text (``check_text_options``).
+    path_options: frozenset[str] = frozenset()
+
     def execute(self, *args: Any, **options: Any) -> Any:
         self._as_json = bool(options.get("json"))
         try:
+            self.check_text_options(options)
             return super().execute(*args, **options)
         except CliError as exc:
             self.print_error(exc)
             sys.exit(exc.exit_code)
+
+    def check_text_options(self, options: dict[str, Any]) -> None:
+        """A usage error for a text option whose bytes were not UTF-8 (Python hands them over
+        as lone surrogates, which reached a database query and ended in a traceback)."""
+        for name, value in options.items():
+            if name in self.path_options:
+                continue
+            for text in value if isinstance(value, list | tuple) else [value]:
+                if isinstance(text, str) and _LONE_SURROGATES.search(text):
+                    shown = name.replace("_", "-")
+                    raise CliError(
+                        "usage",
+                        f"{shown} is not UTF-8 text ({printable_text(text)!r}); pass it as UTF-8",
+                        field=name,
+                    )
 
     def print_error(self, exc: CliError) -> None:
         if self._as_json:

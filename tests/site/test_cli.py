@@ -85,3 +85,61 @@ def test_usage_errors_exit_2_with_a_json_error_on_stdout():
     )
     assert result.returncode == 2
     assert json.loads(result.stdout)["error"]["code"] == "usage"
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["eval", "start", "--workspace", b"x\xffy", "--pack", "p", "--deployment", "d"], "workspace"),
+        (
+            [
+                "eval",
+                "start",
+                "--workspace",
+                "w",
+                "--pack",
+                "p",
+                "--deployment",
+                "d",
+                "--deployment",
+                b"\xfe",
+            ],
+            "deployment",
+        ),
+        (["deployment", "create", "--workspace", "w", "--name", b"a\xff", "--kind", "trace_import"], "name"),
+        (["run", "status", b"\xff"], "run"),
+        (["workspace", "create", b"w\xff"], "slug"),
+    ],
+)
+def test_a_text_argument_that_is_not_utf8_is_a_usage_error(argv, field, tmp_path):
+    """Bytes that are not UTF-8 reach Python as lone surrogates, which reached a database
+    query and ended the command in a traceback; they are a usage error naming the option."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+        "CELERY_BROKER_URL": "memory://",
+    }
+    done = subprocess.run(
+        [sys.executable, "manage.py", *argv, "--json"], cwd=ROOT, env=env, capture_output=True, timeout=120
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    error = json.loads(done.stdout)["error"]
+    assert (error["code"], error["field"]) == ("usage", field)
+    assert error["message"].startswith(f"{field} is not UTF-8 text (") and "\ufffd" in error["message"]
+
+
+def test_a_path_argument_may_hold_any_bytes(tmp_path):
+    """File names are bytes: a pack at a path that is not UTF-8 is read as any other."""
+    pack = (ROOT / "examples" / "packs" / "mental-math" / "pack.yaml").read_bytes()
+    folder = tmp_path / "p\udcffq"  # the name Python gives the bytes p\xffq
+    folder.mkdir()
+    (folder / "pack.yaml").write_bytes(pack)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "pack", "validate", bytes(tmp_path) + b"/p\xffq", "--json"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["valid"] is True

@@ -36,6 +36,7 @@ JUDGE_PROVIDERS = ("openai", "anthropic")
 class Command(JsonCommand):
     help = "Grade recorded agent results (JSONL) against a challenge pack, offline."
     requires_system_checks: list[str] = []
+    path_options = frozenset({"pack", "results", "output"})
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("pack", help="a pack YAML, zip bundle or pack directory")

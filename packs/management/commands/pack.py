@@ -65,6 +65,7 @@ class Command(JsonCommand):
     help = "Validate challenge packs, print their JSON Schema, or publish them."
     # validate and schema need no database, migrations or system checks.
     requires_system_checks: list[str] = []
+    path_options = frozenset({"path"})
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)

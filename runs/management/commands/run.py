@@ -29,6 +29,7 @@ def _run(run_id: str) -> Run:
 
 class Command(JsonCommand):
     help = "Inspect and export runs."
+    path_options = frozenset({"output"})
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
