@@ -186,3 +186,50 @@ def test_sweeper_returns_expired_claims_and_gives_up_after_max_attempts(personas
     assert run.status == "completed"
     lane.refresh_from_db()
     assert (lane.passed, lane.infra_error, lane.pending) == (1, 1, 0)
+
+
+def test_a_run_or_lane_that_raises_costs_the_sweep_only_itself(personas, monkeypatch, caplog):
+    """One run whose scoring raises, or one lane whose claims cannot be returned, used to end
+    the sweep: no later claim returned, no later run closed, the sweep's status not stored,
+    on every sweep for as long as it raised. Each is now logged and counted in ``errors``."""
+    from runs import scoring, sweeper
+
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url)
+        monkeypatch.setattr("runs.scoring.check_lane_and_run", lambda lane_id: None)  # left open
+        first, second = (create_run(personas.workspace, version, [dep]) for _ in range(2))
+        for run in (first, second):
+            dispatch_lane(RunLane.objects.get(run=run).pk, time_slice=10)
+        monkeypatch.undo()
+        # two runs with claims a dead worker left
+        stale = [create_run(personas.workspace, version, [dep]) for _ in range(2)]
+    for run in stale:
+        lane = RunLane.objects.get(run=run)
+        assert len(claim_items(lane=lane, run=run, deployment=dep, owner="dead-worker")) == 2
+        RunItem.objects.filter(run=run).update(claim_deadline=timezone.now() - timedelta(seconds=1))
+    bad_lane = RunLane.objects.get(run=stale[0]).pk
+    return_claims, compute_stats = sweeper._return_lane_claims, scoring.compute_stats
+
+    def flaky_return(lane_id, now):
+        if lane_id == bad_lane:
+            raise RuntimeError("lane boom")
+        return return_claims(lane_id, now)
+
+    def flaky_stats(run, **kwargs):
+        if run.pk == first.pk:
+            raise RuntimeError("stats boom")
+        return compute_stats(run, **kwargs)
+
+    monkeypatch.setattr(sweeper, "_return_lane_claims", flaky_return)
+    monkeypatch.setattr(scoring, "compute_stats", flaky_stats)
+    result = sweep()
+    assert (result["returned_claims"], result["closed_runs"], result["errors"]) == (2, 1, 2)
+    assert SweeperStatus.objects.get(name="runs").last_result == result
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, second.status) == ("failed", "completed")
+    assert RunItem.objects.filter(run=stale[1], state="pending").count() == 2
+    assert RunItem.objects.filter(run=stale[0], state="claimed").count() == 2  # next sweep's
+    assert "returning the expired claims of lane" in caplog.text and "closing run" in caplog.text
