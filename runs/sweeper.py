@@ -6,6 +6,7 @@
    new dispatch task.
 3. Runs whose counters say every item finished are finalised; runs stuck in ``scoring``
    (a worker died while scoring) are scored again.
+A lane or run whose step raises is logged and counted (``errors``); the sweep goes on.
 The last sweep's time and counts are stored in ``SweeperStatus`` (the ops page reads it).
 """
 
