@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -111,20 +112,34 @@ def _failing_expectations(grade: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [e for e in grade.get("expectations") or [] if e.get("status") in ("FAILED", "ERROR")]
 
 
+# Characters XML 1.0 does not allow (C0 controls but tab and newlines, lone surrogates,
+# U+FFFE and U+FFFF): an agent's terminal output (ANSI colours) quoted as evidence made a
+# file CI tools refuse to read. They are written as U+FFFD.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _text(value: str) -> str:
+    return escape(_NOT_XML.sub("\ufffd", value))
+
+
+def _attr(value: str) -> str:
+    return quoteattr(_NOT_XML.sub("\ufffd", value))
+
+
 def export_junit(run: Run) -> Iterator[str]:
     """A ``<testsuite>`` per deployment, a ``<testcase>`` per case (and repetition): FAILED
     is a ``<failure>`` with the failing expectations and their evidence; ERROR and
     infra/config errors are ``<error>``; NOT_EVALUATED, UNAVAILABLE, cancelled and pending
     are ``<skipped>``. Suite totals come from the lane counters."""
     yield '<?xml version="1.0" encoding="UTF-8"?>\n'
-    yield f"<testsuites name={quoteattr(f'agentclash run {run.pk}')}>\n"
+    yield f"<testsuites name={_attr(f'agentclash run {run.pk}')}>\n"
     for lane in RunLane.objects.filter(run=run).order_by("position"):
         total = lane.passed + lane.failed + lane.not_evaluated + lane.unavailable + lane.errored
         total += lane.infra_error + lane.config_error + lane.cancelled + max(0, lane.pending)
         errors = lane.errored + lane.infra_error + lane.config_error
         skipped = lane.not_evaluated + lane.unavailable + lane.cancelled + max(0, lane.pending)
         yield (
-            f'  <testsuite name={quoteattr(lane.deployment_name)} tests="{total}" '
+            f'  <testsuite name={_attr(lane.deployment_name)} tests="{total}" '
             f'failures="{lane.failed}" errors="{errors}" skipped="{skipped}">\n'
         )
         qs = (
@@ -137,7 +152,7 @@ def export_junit(run: Run) -> Iterator[str]:
         for ch, case, rep, status, state, category, reason, latency, grade in qs.iterator(chunk_size=CHUNK):
             name = case if rep == 1 else f"{case} #{rep}"
             seconds = f"{(latency or 0) / 1000:.3f}"
-            head = f'    <testcase classname={quoteattr(ch)} name={quoteattr(name)} time="{seconds}"'
+            head = f'    <testcase classname={_attr(ch)} name={_attr(name)} time="{seconds}"'
             shown = display_status(status, state, category)
             if shown == "PASSED":
                 parts.append(head + "/>\n")
@@ -153,18 +168,18 @@ def export_junit(run: Run) -> Iterator[str]:
                 message = ", ".join(str(e.get("key")) for e in failing) or (reason or "failed")
                 parts.append(
                     head
-                    + f'>\n      <failure message={quoteattr("failed: " + message)} type="FAILED">'
-                    + escape("\n".join(lines))
+                    + f'>\n      <failure message={_attr("failed: " + message)} type="FAILED">'
+                    + _text("\n".join(lines))
                     + "</failure>\n    </testcase>\n"
                 )
             elif shown in ("ERROR", "infra_error", "config_error"):
                 parts.append(
-                    head + f">\n      <error message={quoteattr(reason or shown)} type={quoteattr(shown)}/>\n"
+                    head + f">\n      <error message={_attr(reason or shown)} type={_attr(shown)}/>\n"
                     "    </testcase>\n"
                 )
             else:
                 parts.append(
-                    head + f">\n      <skipped message={quoteattr(reason or shown)}/>\n    </testcase>\n"
+                    head + f">\n      <skipped message={_attr(reason or shown)}/>\n    </testcase>\n"
                 )
             if len(parts) >= 200:
                 yield "".join(parts)

@@ -188,3 +188,22 @@ def test_outsiders_get_404_and_viewers_403_on_writes(personas):
     for url in reads:
         assert viewer.get(url).status_code == 200, url
     assert Run.objects.get(pk=run.pk).status == "queued"
+
+
+def test_the_junit_export_is_well_formed_xml_whatever_the_evidence_holds(personas):
+    """XML 1.0 has no ESC, no other C0 control but tab and newlines, no U+FFFE/U+FFFF: an
+    agent's terminal output (ANSI colours) quoted as evidence made the JUnit file one that
+    CI tools refuse to read. Such characters are written as U+FFFD."""
+    run = _finished_run(personas, cases=3)
+    item = RunItem.objects.get(run=run, case_key="c1")
+    grade = dict(item.grade)
+    hostile = "\x1b[31mred\x1b[0m \x01\x08\x0b\x0c\x1f \ufffe\uffff tab\tok"
+    grade["expectations"] = [
+        dict(e, evidence=hostile, text=e.get("text", "") + "\x02") for e in grade["expectations"]
+    ]
+    RunItem.objects.filter(pk=item.pk).update(grade=grade, reason_code="bad\x07code")
+    api = personas.api(personas.viewer)
+    xml = b"".join(api.get(f"{BASE}/{run.pk}/export?format=junit").streaming_content)
+    suite = ET.fromstring(xml).find("testsuite")  # raised "not well-formed (invalid token)"
+    failure = suite.findall("testcase")[1].find("failure")
+    assert "\ufffd[31mred\ufffd[0m \ufffd\ufffd\ufffd\ufffd\ufffd \ufffd\ufffd tab\tok" in failure.text
