@@ -1,4 +1,5 @@
-"""Fault tests with real processes: a worker SIGKILLed mid-run, its broker restarted mid-run.
+"""Fault tests with real processes: a worker SIGKILLed mid-run, its broker restarted mid-run,
+its database connections terminated mid-run.
 
 Each test starts its own ``redis-server`` on a free loopback port and real ``celery worker
 -B`` processes pointed at the test database; nothing is enqueued from the test: the beat
@@ -117,6 +118,45 @@ def test_the_run_completes_when_its_broker_restarts_mid_run(personas, tmp_path):
                     interval=0.2,
                     message=f"the run to complete after the broker restart\n{worker.log()}",
                 )
+        finally:
+            worker.stop()
+    _assert_graded_exactly_once(run, cases)
+
+
+def test_the_run_completes_when_the_workers_database_connections_are_terminated(personas, tmp_path):
+    """PostgreSQL ends every connection of the worker mid-run (``pg_terminate_backend``, as
+    a database restart or failover does): the slice in progress fails, its claims expire and
+    the sweeper gives them out again; nothing is lost and nothing graded twice."""
+    from django.db import connection
+
+    cases = 24
+    version = publish(personas.workspace, cases=cases)
+    with FakeAgent() as agent, redis_server() as port:
+        agent.default = slow(0.3, ok(echo_answer))
+        dep = hosted(personas.workspace, agent.url, max_in_flight=4, timeout_seconds=2, max_attempts=3)
+        run = create_run(personas.workspace, version, [dep])
+        worker = beat_worker(f"redis://127.0.0.1:{port}/0", tmp_path, "worker")
+        try:
+            wait_until(lambda: _graded(run) >= 4, timeout=60, message=f"4 graded items\n{worker.log()}")
+            wait_until(
+                lambda: RunItem.objects.filter(run=run, state="claimed").exists(),
+                timeout=10,
+                message="a claim",
+            )
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+                (terminated,) = cursor.fetchone()
+            assert terminated >= 1
+            assert _graded(run) < cases
+            wait_until(
+                lambda: Run.objects.get(pk=run.pk).status == "completed",
+                timeout=120,
+                interval=0.2,
+                message=f"the run to complete after its connections were terminated\n{worker.log()}",
+            )
         finally:
             worker.stop()
     _assert_graded_exactly_once(run, cases)
