@@ -9,28 +9,18 @@ import concurrent.futures
 import functools
 import logging
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
 
+from agentclash_site.lib.db import is_connection_error
 from agentclash_site.lib.outbound import close_loop_client
 from runs.recording import ItemResult, record_results
 
 log = logging.getLogger(__name__)
-
-
-def connection_error(exc: BaseException) -> bool:
-    """An error of the connection rather than of the data written (a write failing with one
-    is not split up: ``Writer._record``). Django's classes wrap psycopg's; the writer's batch
-    statements run on psycopg cursors directly (psycopg is loaded only on PostgreSQL)."""
-    if isinstance(exc, OperationalError | InterfaceError):
-        return True
-    psycopg = sys.modules.get("psycopg")
-    return psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 _graders: concurrent.futures.ThreadPoolExecutor | None = None
@@ -197,7 +187,7 @@ class Writer:
                 self.lane_id, results, owner=self.owner, revision=self.revision, repetitions=self.repetitions
             )
         except Exception as exc:
-            if connection_error(exc):
+            if is_connection_error(exc):
                 raise  # not the data: the slice ends, the sweeper gives its items out again
             if self.unstorable is None or connection.in_atomic_block:
                 raise  # inside a caller's transaction, which this error has spoiled

@@ -135,3 +135,87 @@ def test_start_without_follow_status_and_export(personas, tmp_path):
     code, out, _ = _cli("run", "status", "not-a-run", "--json")
     assert code == 2 and json.loads(out)["error"]["code"] == "unknown_run"
     assert Run.objects.count() == 1
+
+
+def _follow_in_thread(run):
+    """``eval start --follow``'s wait for ``run`` on a thread of its own (its own connection)."""
+    import threading
+
+    from django.db import connection
+
+    from runs.management.commands.eval import Command
+
+    out: dict = {}
+
+    def follow():
+        try:
+            out["document"] = Command(stdout=io.StringIO(), stderr=io.StringIO()).follow(run)
+        except BaseException as exc:
+            out["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    return thread, out
+
+
+def test_follow_survives_its_database_connection_being_terminated(personas):
+    """A database restart or failover while ``--follow`` waits used to end the command in a
+    traceback, exit 1: a failed eval to CI. It connects again and goes on waiting."""
+    from django.db import connection
+
+    from runs.states import transition_run
+    from tests.processes import wait_until
+    from tests.runs.runfactory import create_run
+
+    version = publish(personas.workspace, cases=1)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep])
+    thread, out = _follow_in_thread(run)
+
+    def others() -> set[int]:
+        """The other backends on the test database: the follower's (the test's own is excluded)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return {row[0] for row in cursor.fetchall()}
+
+    try:
+        first = wait_until(others, timeout=30, message="the follower's connection")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM unnest(%s::int[]) AS pid", [list(first)]
+            )
+        wait_until(lambda: others() - first, timeout=30, message="the follower connected again")
+        assert thread.is_alive() and "error" not in out
+        transition_run(Run.objects.get(pk=run.pk), "running", reason="test")
+        Run.objects.filter(pk=run.pk).update(items_open=0)
+        transition_run(Run.objects.get(pk=run.pk), "cancelled", reason="test")  # a finished status
+    finally:
+        thread.join(timeout=30)
+    assert "error" not in out, out.get("error")
+    assert out["document"]["run"]["status"] == "cancelled"
+
+
+def test_follow_gives_up_with_exit_3_when_the_database_stays_away(personas, monkeypatch):
+    import psycopg
+
+    from runs.management.commands import eval as eval_command
+    from tests.runs.runfactory import create_run
+
+    version = publish(personas.workspace, cases=1)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep])
+    monkeypatch.setattr(eval_command, "RECONNECT_SECONDS", 0.3)
+
+    def unreachable():
+        raise psycopg.OperationalError("connection refused")
+
+    monkeypatch.setattr(eval_command, "_listen", unreachable)
+    with pytest.raises(eval_command.CliError) as info:
+        eval_command.Command(stdout=io.StringIO(), stderr=io.StringIO()).follow(run)
+    error = info.value
+    assert (error.code, error.exit_code) == ("database_unavailable", 3)
+    assert "connection refused" in error.message and f"run status {run.pk}" in error.message

@@ -21,6 +21,7 @@ from django.db import connection
 
 from agentclash_site.celery import preload_broker_transport
 from agentclash_site.lib.cli import CliError, JsonCommand
+from agentclash_site.lib.db import is_connection_error
 from agentclash_site.workspaces.models import Workspace
 from runs.models import Run, RunStatus
 from runs.services.runs import RunError, pack_version_for, run_create
@@ -32,6 +33,9 @@ POLL_SECONDS = 0.25
 # re-reads the status at least this often anyway (progress bar, a missed notification).
 LISTEN_SECONDS = 1.0
 FOLLOW_LIMIT_SECONDS = float(os.environ.get("AGENTCLASH_FOLLOW_TIMEOUT", "") or 7 * 24 * 3600)
+# Following survives the database going away (a restart, a failover) for this long: the
+# run goes on on the workers, and a crash would exit 1, which reads as a failed eval.
+RECONNECT_SECONDS = float(os.environ.get("AGENTCLASH_FOLLOW_RECONNECT", "") or 120)
 
 
 def follow_exit_code(document: dict[str, Any], fail_under: float) -> int:
@@ -160,29 +164,50 @@ class Command(JsonCommand):
         tty = self.stderr.isatty()
         deadline = time.monotonic() + FOLLOW_LIMIT_SECONDS
         total = max(1, run.items_total)
-        listening = _listen()
+        listening: bool | None = None  # LISTEN again after a reconnect
+        lost_since: float | None = None
         while True:
-            row = Run.objects.filter(pk=run.pk).values("status", "items_open").get()
-            if tty:
-                done = total - max(0, row["items_open"])
-                width = 30
-                filled = int(width * done / total)
-                self.stderr.write(
-                    f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {row['status']}  ", ending=""
-                )
-                self.stderr.flush()
-            if row["status"] in FINISHED:
-                break
-            if time.monotonic() >= deadline:
-                raise CliError(
-                    "follow_timeout",
-                    f"the run did not finish within {FOLLOW_LIMIT_SECONDS:.0f}s; it goes on: run status {run.pk}",
-                    exit_code=3,
-                )
-            if listening:
-                _wait_notify(str(run.pk), min(LISTEN_SECONDS, max(0.0, deadline - time.monotonic())))
-            else:
-                time.sleep(POLL_SECONDS)
+            try:
+                if listening is None:
+                    listening = _listen()
+                row = Run.objects.filter(pk=run.pk).values("status", "items_open").get()
+                lost_since = None
+                if tty:
+                    done = total - max(0, row["items_open"])
+                    width = 30
+                    filled = int(width * done / total)
+                    self.stderr.write(
+                        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {row['status']}  ",
+                        ending="",
+                    )
+                    self.stderr.flush()
+                if row["status"] in FINISHED:
+                    break
+                if time.monotonic() >= deadline:
+                    raise CliError(
+                        "follow_timeout",
+                        f"the run did not finish within {FOLLOW_LIMIT_SECONDS:.0f}s; it goes on: run status {run.pk}",
+                        exit_code=3,
+                    )
+                if listening:
+                    _wait_notify(str(run.pk), min(LISTEN_SECONDS, max(0.0, deadline - time.monotonic())))
+                else:
+                    time.sleep(POLL_SECONDS)
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                lost_since = lost_since if lost_since is not None else time.monotonic()
+                if time.monotonic() - lost_since >= RECONNECT_SECONDS:
+                    raise CliError(
+                        "database_unavailable",
+                        f"lost the database connection while following the run and could not reconnect"
+                        f" within {RECONNECT_SECONDS:.0f}s ({str(exc).strip()[:200]}); the run goes on:"
+                        f" run status {run.pk}",
+                        exit_code=3,
+                    ) from exc
+                connection.close()  # the next query connects again
+                listening = None
+                time.sleep(min(1.0, RECONNECT_SECONDS / 20))
         if tty:
             self.stderr.write("")
         return run_document(run, cases=True)
