@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import logging
 import random
 import time
 import uuid
@@ -29,6 +30,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agentclash_site.lib.db import is_connection_error
 from agentclash_site.lib.outbound import client_for_loop
 from runs.dispatch_threads import LoopThread, Writer, fast_commit, graders
 from runs.executors import DeploymentTarget, ExecutionRequest, executor_for
@@ -57,6 +59,8 @@ from runs.recording import (
 )
 from runs.retry import backoff_ceiling
 from runs.states import transition_lane, transition_run
+
+log = logging.getLogger(__name__)
 
 TIME_SLICE_SECONDS = float(getattr(settings, "RUNS_DISPATCH_SLICE_SECONDS", 20.0))
 # A live dispatcher's lease (``RunLane.dispatch_until``) lasts a slice plus this margin and
@@ -312,6 +316,46 @@ def freeze_long_lived() -> None:
         gc.freeze()
 
 
+GAVE_UP_MESSAGE = "the item's dispatcher failed {n} times while it held the item; giving up"
+
+
+def give_back_claims(lane_id: int, owner: str, failure: BaseException, requeue: Any) -> None:
+    """After a slice failed (its database connection lost, a bug of ours): the items it still
+    holds go back to pending at once and the lane is dispatched again, rather than waiting
+    out their claim deadlines (an item's timeout times its attempts: minutes for a slow
+    agent). An item claimed ``max_attempts`` times ends infra_error (``dispatcher_failed``),
+    so an item that always ends its slice cannot loop. When the database is still away the
+    claims stay, and the sweeper returns them when they expire."""
+    from runs.sweeper import return_claims
+
+    try:
+        if is_connection_error(failure):
+            connection.close()  # the next query connects again, if the database is back
+        else:
+            fast_commit(False)
+        back, ended = return_claims(
+            lane_id,
+            timezone.now(),
+            owner=owner,
+            error_code="dispatcher_failed",
+            message=GAVE_UP_MESSAGE,
+            reason="dispatcher failed",
+        )
+        RunLane.objects.filter(pk=lane_id).update(dispatch_until=None)
+    except Exception:
+        log.exception("lane %s: the failed slice's claims stay until they expire", lane_id)
+        return
+    log.warning(
+        "lane %s: the slice failed (%s: %s); %d claims back to pending, %d ended infra_error",
+        lane_id, type(failure).__name__, failure, back, ended,
+    )  # fmt: skip
+    if back and requeue is not None:
+        try:
+            requeue(lane_id)
+        except Exception:
+            log.exception("lane %s: not dispatched again; the sweeper will", lane_id)
+
+
 def _run_status(run_id: Any) -> str:
     return Run.objects.filter(pk=run_id).values_list("status", flat=True).get()
 
@@ -373,6 +417,7 @@ def dispatch_lane(
             mine = set(written)
             result.stale += [r.item_id for r in written_batch if r.item_id not in mine]
 
+    failure: BaseException | None = None
     fast_commit(True)
     try:
         while True:
@@ -453,12 +498,18 @@ def dispatch_lane(
             result.timings["grade"] += time.perf_counter() - t1
         writer.submit(batch)
         account(writer.wait())
+    except BaseException as exc:
+        failure = exc
+        raise
     finally:
         loop.close()  # cancels the calls still in flight
         writer.close()
         result.timings["record"] += writer.seconds
         result.unstorable = writer.unstorable_items
-        fast_commit(False)
+        if failure is None:
+            fast_commit(False)
+        else:
+            give_back_claims(lane.pk, owner, failure, requeue)
     RunLane.objects.filter(pk=lane.pk).update(dispatch_until=None)
     if cancelled:
         result.reason = "run cancelled"

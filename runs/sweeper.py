@@ -74,12 +74,30 @@ def _return_expired_claims(now: Any, errors: _Errors) -> tuple[int, int]:
 
 def _return_lane_claims(lane_id: int, now: Any) -> tuple[int, int]:
     """One lane's expired claims: (returned to pending, ended infra_error), one transaction."""
+    return return_claims(lane_id, now)
+
+
+def return_claims(
+    lane_id: int,
+    now: Any,
+    *,
+    owner: str | None = None,
+    error_code: str = "claim_expired",
+    message: str = LOST_CLAIM_MESSAGE,
+    reason: str = "claim expired",
+) -> tuple[int, int]:
+    """One lane's claims, in one transaction: those past their deadline or, with ``owner``,
+    those of that dispatcher (it failed and gives its claims back at once). Each goes back to
+    pending, or ends infra_error (``error_code``, ``message`` with ``{n}`` claims) once it
+    was claimed ``max_attempts`` times: an item that always ends its slice cannot loop.
+    Returns (returned to pending, ended infra_error)."""
     with transaction.atomic():
         lane_q = RunLane.objects.filter(pk=lane_id)
         if connection.features.has_select_for_update:
             lane_q = lane_q.select_for_update()
         lane = lane_q.select_related("deployment").get()
-        rows = RunItem.objects.filter(lane_id=lane_id, state=ItemState.CLAIMED, claim_deadline__lt=now)
+        rows = RunItem.objects.filter(lane_id=lane_id, state=ItemState.CLAIMED)
+        rows = rows.filter(claim_owner=owner) if owner is not None else rows.filter(claim_deadline__lt=now)
         if connection.features.has_select_for_update:
             rows = rows.select_for_update()
         items = list(rows.only("id", "claims", "attempt_count", "run_id"))
@@ -103,8 +121,8 @@ def _return_lane_claims(lane_id: int, now: Any) -> tuple[int, int]:
                         item_id=i.pk,
                         number=i.attempt_count + 1,
                         category="infra_error",
-                        error_code="claim_expired",
-                        error=LOST_CLAIM_MESSAGE.format(n=i.claims),
+                        error_code=error_code,
+                        error=message.format(n=i.claims),
                         started_at=now,
                         finished_at=now,
                     )
@@ -123,7 +141,7 @@ def _return_lane_claims(lane_id: int, now: Any) -> tuple[int, int]:
                 (lane.run_id, lane_id, ItemState.CLAIMED, ItemState.PENDING, len(back)),
                 (lane.run_id, lane_id, ItemState.CLAIMED, ItemState.DONE, len(give_up)),
             ],
-            reason="claim expired",
+            reason=reason,
         )
     return len(back), len(give_up)
 

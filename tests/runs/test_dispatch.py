@@ -247,6 +247,79 @@ def test_a_result_the_database_refuses_costs_that_item_not_its_batch(personas, m
     assert caplog.text.count("its result could not be written") == 2
 
 
+def test_a_failed_slice_gives_its_claims_back_at_once(personas, monkeypatch):
+    """A slice that fails (here its writer's database connection is lost) used to leave its
+    items claimed until their deadlines (an item's timeout times its attempts: minutes for
+    a slow agent). It gives them back and asks to be dispatched again; the items are then
+    graded once each."""
+    import psycopg
+
+    from runs import dispatch_threads
+
+    record, calls = dispatch_threads.record_results, []
+
+    def lost_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch_threads, "record_results", lost_once)
+    version = publish(personas.workspace, cases=6)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, max_in_flight=3, max_attempts=3)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        requeued = []
+        with pytest.raises(psycopg.OperationalError):
+            dispatch_lane(lane.pk, time_slice=10, requeue=requeued.append)
+        assert requeued == [lane.pk]
+        assert not RunItem.objects.filter(run=run, state="claimed").exists()
+        assert RunItem.objects.filter(run=run, state="pending").count() >= 1
+        assert RunLane.objects.get(pk=lane.pk).dispatch_until is None
+        run = drive(run)
+    assert run.status == "completed"
+    assert RunItem.objects.filter(run=run, status="PASSED").count() == 6
+    assert sorted(Attempt.objects.filter(item__run=run).values_list("number", flat=True)) == [1] * 6
+
+
+def test_an_item_whose_slices_keep_failing_ends_infra_error(personas, monkeypatch):
+    """Giving claims back cannot loop: an item claimed max_attempts times whose slice failed
+    ends infra_error (dispatcher_failed), as a claim that keeps expiring does."""
+    from runs import dispatch
+
+    claim = dispatch.claim_items
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, max_in_flight=2, max_attempts=2)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+
+        def claim_then_fail(**kwargs):
+            if kwargs["finished"] or not claim_then_fail.first:
+                raise RuntimeError("a bug of ours")
+            claim_then_fail.first = False
+            return claim(**kwargs)
+
+        monkeypatch.setattr(dispatch, "claim_items", claim_then_fail)
+        for _ in range(2):  # each slice claims both items, then fails
+            claim_then_fail.first = True
+            with pytest.raises(RuntimeError):
+                dispatch_lane(lane.pk, time_slice=10)
+        monkeypatch.undo()
+    items = list(RunItem.objects.filter(run=run))
+    assert [(i.state, i.last_category, i.claims) for i in items] == [("done", "infra_error", 2)] * 2
+    attempts = Attempt.objects.filter(item__run=run)
+    assert {(a.error_code, a.error) for a in attempts} == {
+        ("dispatcher_failed", "the item's dispatcher failed 2 times while it held the item; giving up")
+    }
+    run.refresh_from_db()
+    lane.refresh_from_db()
+    assert (lane.infra_error, lane.pending, run.items_open) == (2, 0, 0)
+
+
 @pytest.mark.parametrize(
     "metrics",
     [
