@@ -41,6 +41,15 @@ def beat_worker(broker_url: str, tmp: Path, name: str) -> Worker:
     )
 
 
+def _wait_completed(run: Run, worker: Worker, after: str) -> None:
+    wait_until(
+        lambda: Run.objects.get(pk=run.pk).status == "completed",
+        timeout=120,
+        interval=0.2,
+        message=f"the run to complete after {after}\n{worker.log()}",
+    )
+
+
 def _graded(run: Run) -> int:
     return RunItem.objects.filter(run=run).exclude(status="").count()
 
@@ -81,12 +90,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_grades_nothing_twice(personas
         assert in_flight > 0 and _graded(run) < cases
         second = beat_worker(broker, tmp_path, "second")
         try:
-            wait_until(
-                lambda: Run.objects.get(pk=run.pk).status == "completed",
-                timeout=90,
-                interval=0.2,
-                message=f"the run to complete after the restart\n{second.log()}",
-            )
+            _wait_completed(run, second, "the restart")
         finally:
             second.stop()
         assert agent.calls >= cases + 1  # the lost claims were sent again
@@ -112,12 +116,7 @@ def test_the_run_completes_when_its_broker_restarts_mid_run(personas, tmp_path):
         assert _graded(run) < cases
         try:
             with redis_server(port):
-                wait_until(
-                    lambda: Run.objects.get(pk=run.pk).status == "completed",
-                    timeout=120,
-                    interval=0.2,
-                    message=f"the run to complete after the broker restart\n{worker.log()}",
-                )
+                _wait_completed(run, worker, "the broker restart")
         finally:
             worker.stop()
     _assert_graded_exactly_once(run, cases)
@@ -151,12 +150,7 @@ def test_the_run_completes_when_the_workers_database_connections_are_terminated(
                 (terminated,) = cursor.fetchone()
             assert terminated >= 1
             assert _graded(run) < cases
-            wait_until(
-                lambda: Run.objects.get(pk=run.pk).status == "completed",
-                timeout=120,
-                interval=0.2,
-                message=f"the run to complete after its connections were terminated\n{worker.log()}",
-            )
+            _wait_completed(run, worker, "its connections were terminated")
         finally:
             worker.stop()
     _assert_graded_exactly_once(run, cases)
