@@ -120,6 +120,8 @@ class LoopThread:
             self.loop.close()
 
 
+# Seconds before each new connection when a write lost its connection (``Writer._record``).
+RECONNECT_DELAYS = (0.5, 2.0)
 MERGE_LIMIT = 512  # results per write when batches queue up behind the writer
 
 
@@ -176,6 +178,32 @@ class Writer:
             self._done.put((batch, [r.item_id for r in batch if r.item_id in mine]))
 
     def _record(self, results: list[ItemResult]) -> list[int]:
+        """``_record_or_split``; on the writer thread, a write that lost its connection (a
+        database restart or failover) is tried again on a new one after each of
+        ``RECONNECT_DELAYS``, so the finished calls are not made again. A write whose commit
+        landed before the loss finds its items no longer claimed and writes nothing twice.
+        Still lost after that: the error ends the slice, which gives its claims back."""
+        for delay in RECONNECT_DELAYS:
+            try:
+                return self._record_or_split(results)
+            except Exception as exc:
+                if not self.threaded or not is_connection_error(exc):
+                    raise
+                log.warning(
+                    "lane %s: the writer lost its database connection (%s); connecting again in %.1fs",
+                    self.lane_id, exc, delay,
+                )  # fmt: skip
+            time.sleep(delay)
+            connection.close()
+            try:
+                fast_commit(True)  # a new connection: set it up as _run did
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                # still away: the next write meets the same error, and the last one raises it
+        return self._record_or_split(results)
+
+    def _record_or_split(self, results: list[ItemResult]) -> list[int]:
         """``record_results`` for the results; when it fails on their data (not on the
         connection), the halves are written apart until the item at fault is alone, and
         ``unstorable`` gives what is written for it instead: one item's value the database
@@ -188,12 +216,12 @@ class Writer:
             )
         except Exception as exc:
             if is_connection_error(exc):
-                raise  # not the data: the slice ends, the sweeper gives its items out again
+                raise  # not the data (``_record`` connects again)
             if self.unstorable is None or connection.in_atomic_block:
                 raise  # inside a caller's transaction, which this error has spoiled
             if len(results) > 1:
                 half = len(results) // 2
-                return self._record(results[:half]) + self._record(results[half:])
+                return self._record_or_split(results[:half]) + self._record_or_split(results[half:])
             (result,) = results
             log.error(
                 "lane %s item %s: its result could not be written, recording it as unstorable",

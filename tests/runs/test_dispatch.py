@@ -247,11 +247,9 @@ def test_a_result_the_database_refuses_costs_that_item_not_its_batch(personas, m
     assert caplog.text.count("its result could not be written") == 2
 
 
-def test_a_failed_slice_gives_its_claims_back_at_once(personas, monkeypatch):
-    """A slice that fails (here its writer's database connection is lost) used to leave its
-    items claimed until their deadlines (an item's timeout times its attempts: minutes for
-    a slow agent). It gives them back and asks to be dispatched again; the items are then
-    graded once each."""
+def test_a_write_that_lost_its_connection_is_written_again_on_a_new_one(personas, monkeypatch):
+    """A database restart under the writer: the batch is written on a new connection, the
+    finished calls are not made again and the slice goes on."""
     import psycopg
 
     from runs import dispatch_threads
@@ -265,6 +263,37 @@ def test_a_failed_slice_gives_its_claims_back_at_once(personas, monkeypatch):
         return record(*args, **kwargs)
 
     monkeypatch.setattr(dispatch_threads, "record_results", lost_once)
+    monkeypatch.setattr(dispatch_threads, "RECONNECT_DELAYS", (0.01, 0.01))
+    version = publish(personas.workspace, cases=6)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, max_in_flight=3)
+        run = create_run(personas.workspace, version, [dep])
+        result = dispatch_lane(RunLane.objects.get(run=run).pk, time_slice=10)
+        assert agent.calls == 6
+    run.refresh_from_db()
+    assert (result.reason, result.recorded, run.status) == ("lane drained", 6, "completed")
+    assert len(calls) >= 2
+
+
+def test_a_failed_slice_gives_its_claims_back_at_once(personas, monkeypatch):
+    """A slice that fails (here its writer's database connection stays lost) used to leave
+    its items claimed until their deadlines (an item's timeout times its attempts: minutes
+    for a slow agent). It gives them back and asks to be dispatched again; the items are
+    then graded once each."""
+    import psycopg
+
+    from runs import dispatch_threads
+
+    record, lost = dispatch_threads.record_results, [True]
+
+    def lost_connection(*args, **kwargs):
+        if lost[0]:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch_threads, "record_results", lost_connection)
+    monkeypatch.setattr(dispatch_threads, "RECONNECT_DELAYS", (0.01, 0.01))
     version = publish(personas.workspace, cases=6)
     with FakeAgent() as agent:
         agent.default = ok(echo_answer)
@@ -278,6 +307,7 @@ def test_a_failed_slice_gives_its_claims_back_at_once(personas, monkeypatch):
         assert not RunItem.objects.filter(run=run, state="claimed").exists()
         assert RunItem.objects.filter(run=run, state="pending").count() >= 1
         assert RunLane.objects.get(pk=lane.pk).dispatch_until is None
+        lost[0] = False  # the database is back
         run = drive(run)
     assert run.status == "completed"
     assert RunItem.objects.filter(run=run, status="PASSED").count() == 6

@@ -110,11 +110,13 @@ def test_a_refused_batch_is_written_in_halves_until_the_item_at_fault_is_alone(m
 
 @pytest.mark.django_db(transaction=True)
 def test_a_lost_connection_is_not_split_up(monkeypatch):
-    """A write that failed on the connection is not the data's fault: the error ends the
-    slice (the sweeper gives its items out again) instead of writing anything unstorable."""
+    """A write that failed on the connection is not the data's fault: it is tried again on
+    new connections and then ends the slice (which gives its claims back) instead of
+    writing anything unstorable."""
     import psycopg
     from django.db import OperationalError
 
+    monkeypatch.setattr(dispatch_threads, "RECONNECT_DELAYS", (0.01, 0.01))
     for error in (OperationalError("gone"), psycopg.OperationalError("gone")):
         calls: list[int] = []
 
@@ -132,4 +134,4 @@ def test_a_lost_connection_is_not_split_up(monkeypatch):
                 writer.wait()
         finally:
             writer.close()
-        assert calls == [4] and writer.unstorable_items == []
+        assert calls == [4, 4, 4] and writer.unstorable_items == []
