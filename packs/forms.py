@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from packs.services.drafts import MAX_BUNDLE_TEXT
 from packs.services.yaml_edit import CaseEdit, format_value, parse_value
 
 KEY_HELP = "letters, digits, dashes and underscores"
@@ -22,8 +23,28 @@ class NewDraftForm(forms.Form):
 
 
 class DraftTextForm(forms.Form):
-    name = forms.CharField(max_length=300, required=False)
-    bundle_text = forms.CharField(required=False, strip=False, widget=forms.Textarea)
+    """The editor's name and text. Both are checked here, before anything is saved: a save
+    stores both or neither."""
+
+    name = forms.CharField(
+        label="Draft name",
+        max_length=300,
+        required=False,
+        error_messages={
+            "max_length": "Draft name must be at most %(limit_value)d characters (it has %(show_value)d)."
+        },
+    )
+    bundle_text = forms.CharField(label="pack.yaml", required=False, strip=False, widget=forms.Textarea)
+
+    def clean_bundle_text(self) -> str:
+        text = self.cleaned_data["bundle_text"].replace("\r\n", "\n")
+        size = len(text.encode())
+        if size > MAX_BUNDLE_TEXT:
+            raise forms.ValidationError(
+                f"pack.yaml must be at most 5 MiB ({MAX_BUNDLE_TEXT:,} bytes); this text is {size:,} "
+                "bytes. Move large data into bundle files (see Bundle files)."
+            )
+        return text
 
 
 def _cell(label: str, placeholder: str = "") -> forms.TextInput:

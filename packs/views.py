@@ -17,7 +17,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from agentclash_site.lib.params import BadParameter, int_param
 from agentclash_site.workspaces.access import check_write, membership_for
+from agentclash_site.workspaces.views import member_page
 from packs import selectors, services
 from packs.access import get_asset_for_user, get_draft_for_user, get_pack_for_user, get_version_for_user
 from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm
@@ -51,23 +53,25 @@ version:
           source: validators
           validators: [answer]
 challenges:
-  - key: echo
-    title: Repeat the word
+  - key: reverse
+    title: Spell a word backwards
     category: basics
     difficulty: easy
-    instructions: "Reply with exactly this word: {{word}}"
+    instructions: "Spell this word backwards and reply with that only: {{word}}"
 input_sets:
   - key: default
     name: Default
     cases:
-      - challenge_key: echo
+      # The expected answer must not appear in the payload or the instructions:
+      # the answer_leak lint warns when it does.
+      - challenge_key: reverse
         case_key: hello
         payload:
           word: hello
         expectations:
           - key: answer
             kind: text
-            value: hello
+            value: olleh
 """
 
 
@@ -76,35 +80,29 @@ def _can_write(request: HttpRequest, workspace: Any) -> bool:
     return bool(membership and membership.can_write)
 
 
-def _current_workspace(request: HttpRequest) -> Any:
-    workspace = getattr(request, "workspace", None)
-    return workspace if workspace else None
-
-
 # --- pack list ------------------------------------------------------------------------------
 
 
 @login_required
 @require_GET
+@member_page("Challenge packs")
 def pack_list(request: HttpRequest) -> HttpResponse:
-    workspace = _current_workspace(request)
-    context: dict[str, Any] = {"workspace": workspace, "packs": [], "drafts": []}
-    if workspace is not None:
-        context.update(
-            packs=list(Pack.objects.for_list(workspace)),
-            drafts=list(Draft.objects.for_list(workspace)),
-            can_write=_can_write(request, workspace),
-            new_form=NewDraftForm(templates=services.draft_templates()),
-        )
+    workspace = request.workspace  # type: ignore[attr-defined]
+    context: dict[str, Any] = {
+        "workspace": workspace,
+        "packs": list(Pack.objects.for_list(workspace)),
+        "drafts": list(Draft.objects.for_list(workspace)),
+        "can_write": _can_write(request, workspace),
+        "new_form": NewDraftForm(templates=services.draft_templates()),
+    }
     return render(request, "packs/pack_list.html", context)
 
 
 @login_required
 @require_POST
+@member_page("Challenge packs")
 def draft_new(request: HttpRequest) -> HttpResponse:
-    workspace = _current_workspace(request)
-    if workspace is None:
-        raise Http404("No workspace.")
+    workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
     form = NewDraftForm(request.POST, templates=services.draft_templates())
     if not form.is_valid():
@@ -189,22 +187,61 @@ def draft_editor(request: HttpRequest, draft_id: Any) -> HttpResponse:
     return render(request, "packs/draft_editor.html", _editor_context(request, draft))
 
 
+def _text_form(request: HttpRequest, draft: Draft) -> DraftTextForm:
+    """The posted name and text; a field left out of the POST keeps the draft's value (a
+    client posting only the name does not empty the text)."""
+    data = request.POST.copy()
+    data.setdefault("name", draft.name)
+    data.setdefault("bundle_text", draft.bundle_text)
+    return DraftTextForm(data)
+
+
+def _save_text(draft: Draft, form: DraftTextForm) -> bool:
+    """Save a valid form's name and text; False (the form holding why) when nothing was saved."""
+    if not form.is_valid():
+        return False
+    try:
+        services.draft_update(
+            draft=draft, name=form.cleaned_data["name"] or None, bundle_text=form.cleaned_data["bundle_text"]
+        )
+    except services.DraftError as exc:
+        draft.refresh_from_db()  # draft_update may have set a field before it refused
+        form.add_error(None, str(exc))
+        return False
+    return True
+
+
+def _save_refused(request: HttpRequest, draft: Draft, form: DraftTextForm, *, what: str) -> HttpResponse:
+    """Nothing was saved (400): the editor again with each error next to its field and the
+    posted name and text kept in the form, or for htmx (the autosave) the message alone,
+    which the editor's script shows as the save status."""
+    errors = [message for field_errors in form.errors.values() for message in field_errors]
+    fields = [name for name in form.errors if name in form.fields]
+    message = f"Not {what}: {' '.join(errors)} The draft keeps its last saved name and text."
+    if request.htmx:  # type: ignore[attr-defined]
+        context = {"save_error": message, "save_error_field": fields[0] if fields else ""}
+        return render(request, "packs/draft_editor.html#save_error", context, status=400)
+    shown = form["bundle_text"].value() or ""
+    context = _editor_context(
+        request,
+        draft,
+        text_form=form,
+        save_error=f"Not {what}. Your name and text are still in the form below; the draft keeps "
+        "its last saved name and text, and the report is of that text.",
+        gutter=range(1, shown.count("\n") + 2),
+    )
+    return render(request, "packs/draft_editor.html", context, status=400)
+
+
 @login_required
 @require_POST
 def draft_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
-    """Save the text (and name) and answer the validation report: the debounced htmx POST
-    of the editor, or a plain form submit."""
+    """Save the text and name and answer the validation report: the debounced htmx POST of
+    the editor, or a plain form submit. Both are saved or neither (400 naming the field)."""
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
-    form = DraftTextForm(request.POST)
-    if form.is_valid():
-        try:
-            services.draft_update(
-                draft=draft,
-                name=form.cleaned_data["name"] or None,
-                bundle_text=form.cleaned_data["bundle_text"].replace("\r\n", "\n"),
-            )
-        except services.DraftError as exc:
-            return HttpResponse(str(exc), status=400)
+    form = _text_form(request, draft)
+    if not _save_text(draft, form):
+        return _save_refused(request, draft, form, what="saved")
     if request.htmx:  # type: ignore[attr-defined]
         context = _editor_context(request, draft)
         return render(request, "packs/draft_editor.html#autosave", context)
@@ -298,13 +335,9 @@ def draft_file_remove(request: HttpRequest, draft_id: Any) -> HttpResponse:
 def draft_publish(request: HttpRequest, draft_id: Any) -> HttpResponse:
     """Save the posted text, then publish; the server validates again whatever the button said."""
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
-    form = DraftTextForm(request.POST)
-    if form.is_valid() and "bundle_text" in request.POST:
-        services.draft_update(
-            draft=draft,
-            name=form.cleaned_data["name"] or None,
-            bundle_text=form.cleaned_data["bundle_text"].replace("\r\n", "\n"),
-        )
+    form = _text_form(request, draft)
+    if not _save_text(draft, form):
+        return _save_refused(request, draft, form, what="saved or published")
     try:
         result = services.draft_publish(
             draft=draft, user=request.user, strict=request.POST.get("strict") == "on"
@@ -402,14 +435,22 @@ def version_new_draft(request: HttpRequest, version_id: Any) -> HttpResponse:
 @login_required
 @require_GET
 def version_diff(request: HttpRequest, pack_id: Any) -> HttpResponse:
+    """``?from=&to=`` version numbers (default: the latest and the one before it). A value
+    that is not a whole number a database can hold is a 400 naming its parameter; a version
+    the pack does not have, a 404."""
     pack = get_pack_for_user(request, pack_id=pack_id)
     versions = list(PackVersion.objects.for_history(pack))
     numbers = [v.number for v in versions]
     try:
-        to_number = int(request.GET.get("to") or (numbers[0] if numbers else 0))
-        from_number = int(request.GET.get("from") or next((n for n in numbers if n < to_number), to_number))
-    except ValueError as exc:
-        raise Http404("No such version.") from exc
+        to_number = int_param(request.GET, "to")
+        from_number = int_param(request.GET, "from")
+    except BadParameter as exc:
+        context = {"pack": pack, "versions": versions, "error": exc.message, "error_field": exc.name}
+        return render(request, "packs/version_diff.html", context, status=400)
+    if to_number is None:
+        to_number = numbers[0] if numbers else 0
+    if from_number is None:
+        from_number = next((n for n in numbers if n < to_number), to_number)
     found = {
         v.number: v
         for v in PackVersion.objects.for_source().filter(pack=pack, number__in=[from_number, to_number])

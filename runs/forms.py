@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from agentclash_site.lib.params import whole_number
 from grading.engine import jsontext
 from runs.models import (
     MAX_ATTEMPTS_LIMIT,
@@ -17,6 +18,38 @@ from runs.models import (
     EvidenceLevel,
 )
 from runs.services.deployments import DeploymentError, url_field_name
+
+
+def _is_id(value: Any) -> bool:
+    """Whether ``value`` can be a row id; anything else is refused before the query (a
+    number too big for the column raised OverflowError on SQLite)."""
+    try:
+        whole_number(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+class IdChoiceField(forms.ModelChoiceField):
+    """A choice of one row by id; a value that cannot be an id is an invalid choice."""
+
+    def to_python(self, value: Any) -> Any:
+        if value not in self.empty_values and isinstance(value, str | int) and not _is_id(value):
+            raise forms.ValidationError(self.error_messages["invalid_choice"], code="invalid_choice")
+        return super().to_python(value)
+
+
+class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
+    """A choice of rows by id; a value that cannot be an id is named as invalid."""
+
+    def _check_values(self, value: Any) -> Any:
+        for pk in value:
+            if isinstance(pk, str | int) and not _is_id(pk):
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"], code="invalid_pk_value", params={"pk": pk}
+                )
+        return super()._check_values(value)
+
 
 # Config keys the form edits; any other config key of an existing deployment is kept.
 FORM_CONFIG_KEYS = ("system_prompt", "temperature", "max_tokens", "extra_body", "extra_headers")

@@ -1,6 +1,11 @@
-"""Home, workspace switcher and API token pages."""
+"""Home, workspace switcher and API token pages, and the page every section shows a member
+of no workspace (``member_page``)."""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -14,6 +19,33 @@ from agentclash_site.workspaces.access import get_workspace_for_user, visible_wo
 from agentclash_site.workspaces.middleware import SESSION_KEY
 from agentclash_site.workspaces.models import ApiToken
 from agentclash_site.workspaces.services import token_create, token_revoke
+
+# --- helpers of every HTML view -------------------------------------------------------------
+
+
+def no_workspace_page(request: HttpRequest, title: str) -> HttpResponse:
+    """The section page of a user who is a member of no workspace (403 for a write)."""
+    status = 200 if request.method in ("GET", "HEAD") else 403
+    return render(request, "workspaces/no_workspace.html", {"title": title}, status=status)
+
+
+def member_page(title: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """A section page of the current workspace (``request.workspace``): a user who is a
+    member of no workspace gets the page saying so, not a bare 404."""
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.workspace:  # type: ignore[attr-defined]
+                return no_workspace_page(request, title)
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+# --- pages ------------------------------------------------------------------------------------
 
 
 @login_required

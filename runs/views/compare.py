@@ -13,6 +13,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from agentclash_site.lib.pagination import InvalidCursor
+from agentclash_site.lib.params import BadParameter, choice_param, int_param
+from agentclash_site.workspaces.views import no_workspace_page
 from runs.compare_tasks import CompareError, comparison_request
 from runs.models import Run, RunComparison, RunLane
 from runs.results import COMPARE_FILTERS, comparison_cases, run_for_user
@@ -22,12 +24,17 @@ POLL_SECONDS = 2
 PICKER_RUNS = 50
 
 
-def _lane(run: Run, value: str, field: str) -> RunLane | None:
-    if not value:
+CHANGES = {f: f for f in COMPARE_FILTERS}
+
+
+def _lane(run: Run, request: HttpRequest, field: str) -> RunLane | None:
+    try:
+        lane_id = int_param(request.GET, field)
+    except BadParameter:
+        raise CompareError(field, f"{field} must be a lane id of the run") from None
+    if lane_id is None:
         return None
-    if not value.isdigit():
-        raise CompareError(field, f"{field} must be a lane id of the run")
-    lane = RunLane.objects.filter(run=run, id=int(value)).first()
+    lane = RunLane.objects.filter(run=run, id=lane_id).first()
     if lane is None:
         raise CompareError(field, f"{field} is not a lane of that run")
     return lane
@@ -67,28 +74,33 @@ def compare(request: HttpRequest) -> HttpResponse:
         comparison = comparison_request(
             baseline=baseline,
             candidate=candidate,
-            baseline_lane=_lane(baseline, request.GET.get("baseline_lane", "").strip(), "baseline_lane"),
-            candidate_lane=_lane(candidate, request.GET.get("candidate_lane", "").strip(), "candidate_lane"),
+            baseline_lane=_lane(baseline, request, "baseline_lane"),
+            candidate_lane=_lane(candidate, request, "candidate_lane"),
         )
     except CompareError as exc:
         return _picker(request, workspace, error=f"{exc.field}: {exc.message}", status=400)
-    change = request.GET.get("change", "")
-    change = change if change in COMPARE_FILTERS else ""
     context: dict[str, Any] = {
         "baseline": baseline,
         "candidate": candidate,
         "comparison": comparison,
         "result": comparison.result or {},
-        "change": change,
+        "change": "",
         "filters": COMPARE_FILTERS,
         "poll_seconds": POLL_SECONDS,
         "base_query": _base_query(baseline, candidate, request),
         "page": None,
         "cases": [],
     }
+    try:
+        context["change"] = choice_param(request.GET, "change", CHANGES)
+    except BadParameter as exc:
+        context["error"] = exc.message
+        return render(request, TEMPLATES + "compare.html", context, status=400)
     if comparison.status == "ready":
         try:
-            page = comparison_cases(comparison, change=change, after=request.GET.get("after") or None)
+            page = comparison_cases(
+                comparison, change=context["change"], after=request.GET.get("after") or None
+            )
         except InvalidCursor as exc:
             context["error"] = str(exc)
             return render(request, TEMPLATES + "compare.html", context, status=400)
@@ -110,14 +122,14 @@ def _base_query(baseline: Run, candidate: Run, request: HttpRequest) -> str:
 
 
 def _picker(request: HttpRequest, workspace: Any, *, error: str = "", status: int = 200) -> HttpResponse:
-    runs = (
-        list(
-            Run.objects.filter(workspace=workspace)
-            .select_related("pack_version__pack")
-            .order_by("-created_at", "-id")[:PICKER_RUNS]
-        )
-        if workspace
-        else []
+    # Only the picker needs the current workspace: runs named in the query are fetched
+    # through run_for_user (404 for a user who cannot see them).
+    if not workspace:
+        return no_workspace_page(request, "Compare runs")
+    runs = list(
+        Run.objects.filter(workspace=workspace)
+        .select_related("pack_version__pack")
+        .order_by("-created_at", "-id")[:PICKER_RUNS]
     )
     return render(request, TEMPLATES + "compare_pick.html", {"runs": runs, "error": error}, status=status)
 

@@ -12,11 +12,12 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentclash_site.workspaces.access import check_write, membership_for
+from agentclash_site.workspaces.views import member_page
 from runs.access import get_deployment_for_user
 from runs.executors import AttemptOutcome
 from runs.forms import DeploymentForm
@@ -27,26 +28,19 @@ from runs.services.deployments import DeploymentError
 TEMPLATES = "runs/deployments/"
 
 
-def _current_workspace(request: HttpRequest) -> Any:
-    workspace = request.workspace  # type: ignore[attr-defined]
-    if not workspace:
-        raise Http404("You are not a member of any workspace.")
-    return workspace
-
-
 def _can_write(request: HttpRequest, workspace: Any) -> bool:
     membership = membership_for(request, workspace)
     return bool(membership and membership.can_write)
 
 
 @login_required
+@member_page("Deployments")
 def deployment_list(request: HttpRequest) -> HttpResponse:
     workspace = request.workspace  # type: ignore[attr-defined]
-    deployments = list(Deployment.objects.for_workspace(workspace)) if workspace else []
     context = {
         "workspace": workspace,
-        "deployments": deployments,
-        "can_write": bool(workspace) and _can_write(request, workspace),
+        "deployments": list(Deployment.objects.for_workspace(workspace)),
+        "can_write": _can_write(request, workspace),
     }
     return render(request, TEMPLATES + "list.html", context)
 
@@ -87,8 +81,9 @@ def _detail_page(request: HttpRequest, deployment: Deployment, **extra: Any) -> 
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@member_page("Add a deployment")
 def deployment_create(request: HttpRequest) -> HttpResponse:
-    workspace = _current_workspace(request)
+    workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
     if request.method == "GET":
         kind = request.GET.get("kind")

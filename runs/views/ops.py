@@ -4,6 +4,7 @@ count (the partial indexes on claimed and pending items) or one broker call."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.admin.views.decorators import staff_member_required
@@ -16,6 +17,37 @@ from runs.models import ItemState, Run, RunItem, RunStatus, SweeperStatus
 
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SCORING)
 STUCK_LIST = 50
+# The counts ``runs.sweeper.sweep`` stores, in its order, as the page labels them.
+SWEEP_LABELS = {
+    "returned_claims": "Expired claims returned to pending",
+    "ended_infra_error": "Items ended infra_error (claimed too often)",
+    "redispatched_lanes": "Lanes dispatched again",
+    "closed_runs": "Runs closed or scored again",
+    "errors": "Steps that failed (see the worker log)",
+}
+
+
+@dataclass(frozen=True)
+class SweepFigure:
+    label: str
+    value: Any
+    alarming: bool = False
+
+
+def sweep_figures(result: Any) -> list[SweepFigure]:
+    """The sweeper's stored result (``SweeperStatus.last_result``) as labelled rows: the known
+    counts in the sweep's order, then any other key as stored; failed steps are flagged."""
+    if not isinstance(result, dict):
+        return [SweepFigure("Result", result)] if result not in (None, "") else []
+    keys = [key for key in SWEEP_LABELS if key in result] + [key for key in result if key not in SWEEP_LABELS]
+    return [
+        SweepFigure(
+            label=SWEEP_LABELS.get(key) or str(key).replace("_", " ").capitalize(),
+            value=result[key],
+            alarming=key == "errors" and isinstance(result[key], int | float) and result[key] > 0,
+        )
+        for key in keys
+    ]
 
 
 def broker_queue_depth(queue: str = "celery") -> tuple[int | None, str]:
@@ -42,6 +74,7 @@ def operations(request: HttpRequest) -> HttpResponse:
         .order_by("-n")
     )
     stuck = claimed.filter(claim_deadline__lt=now)
+    sweeper = SweeperStatus.objects.filter(name="runs").first()
     context: dict[str, Any] = {
         "now": now,
         "queue_depth": depth,
@@ -52,7 +85,8 @@ def operations(request: HttpRequest) -> HttpResponse:
         "stuck": list(
             stuck.select_related("lane").defer("evidence", "grade").order_by("claim_deadline")[:STUCK_LIST]
         ),
-        "sweeper": SweeperStatus.objects.filter(name="runs").first(),
+        "sweeper": sweeper,
+        "sweep_figures": sweep_figures(sweeper.last_result) if sweeper else [],
         "active_runs": list(
             Run.objects.filter(status__in=ACTIVE)
             .select_related("workspace", "pack_version__pack")

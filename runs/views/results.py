@@ -15,11 +15,11 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from agentclash_site.lib.pagination import InvalidCursor
+from agentclash_site.lib.params import BadParameter, choice_param
 from grading.engine.evidence import ProtocolError, evidence_from_response
 from grading.engine.types import Evidence, Timing
-from runs.models import Run, RunItem
+from runs.models import Run, RunItem, RunLane
 from runs.results import (
-    CASE_FILTERS,
     CaseQuery,
     attempts_of,
     case_page,
@@ -44,23 +44,81 @@ STATUS_FILTERS = (
 )
 SORTS = (("id", "Run order"), ("score", "Score, lowest first"), ("-score", "Score, highest first"))
 
+# ?status= accepts the filters of the page and the case statuses of spec/interfaces.md §3, in
+# any case: UNAVAILABLE and NOT_EVALUATED share a filter, infra_error and config_error too.
+STATUS_VALUES = {
+    **{value: value for value, _ in STATUS_FILTERS if value},
+    "not_evaluated": "unavailable",
+    "config_error": "infra_error",
+}
+STATUS_ACCEPTED = (
+    "PASSED", "FAILED", "UNAVAILABLE", "NOT_EVALUATED", "ERROR", "infra_error", "config_error", "pending",
+)  # fmt: skip
+SORT_VALUES = {value: value for value, _ in SORTS}
 
-def _lane_param(value: str) -> int | None:
-    return int(value) if value.isdigit() else None
+
+def _case_query(
+    request: HttpRequest, run: Run, lanes: list[RunLane], challenges: list[str]
+) -> tuple[CaseQuery, list[BadParameter]]:
+    """The case list's filters, and a ``BadParameter`` for each value the page does not
+    know (ignoring one would list every case as if filtered). The values it knows are kept,
+    so the form shows them again next to the errors."""
+    params = request.GET
+    errors: list[BadParameter] = []
+
+    def checked(parse: Any, default: Any) -> Any:
+        try:
+            return parse()
+        except BadParameter as exc:
+            errors.append(exc)
+            return default
+
+    query = CaseQuery(
+        status=checked(lambda: choice_param(params, "status", STATUS_VALUES, listed=STATUS_ACCEPTED), ""),
+        challenge=checked(lambda: _challenge_param(params, run, challenges), ""),
+        lane=checked(lambda: _lane_param(params, lanes), None),
+        q=params.get("q", "").strip()[:200],
+        sort=checked(lambda: choice_param(params, "sort", SORT_VALUES), "") or "id",
+        after=params.get("after") or None,
+    )
+    return query, errors
+
+
+def _lane_param(params: Any, lanes: list[RunLane]) -> int | None:
+    """``deployment``: one of the run's lanes by id (the form's value) or by deployment name
+    (the spelling of the API and the CLI)."""
+    value = params.get("deployment", "").strip()
+    if not value:
+        return None
+    for lane in lanes:
+        if str(lane.id) == value or lane.deployment_name == value:
+            return lane.id
+    names = ", ".join(lane.deployment_name for lane in lanes) or "none: the run has no lanes"
+    raise BadParameter("deployment", f"deployment must be a deployment of this run ({names}).")
+
+
+def _challenge_param(params: Any, run: Run, challenges: list[str]) -> str:
+    value = params.get("challenge", "").strip()
+    if value and value not in challenges and not _is_challenge_of(run, value):
+        listed = ", ".join(challenges) or "a challenge key of the run's pack version"
+        raise BadParameter("challenge", f"challenge must be a challenge of this run ({listed}).")
+    return value
+
+
+def _is_challenge_of(run: Run, key: str) -> bool:
+    """Whether the run's pack version has this challenge (the listed keys come from the
+    lanes' counters, which only know challenges with a finished item)."""
+    from packs.models import Challenge
+
+    return Challenge.objects.filter(version_id=run.pack_version_id, key=key).exists()
 
 
 @login_required
 def case_list(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = run_for_user(request, run_id)
     lanes = lanes_of(run)
-    query = CaseQuery(
-        status=request.GET.get("status", "") if request.GET.get("status", "") in CASE_FILTERS else "",
-        challenge=request.GET.get("challenge", "").strip(),
-        lane=_lane_param(request.GET.get("deployment", "")),
-        q=request.GET.get("q", "").strip()[:200],
-        sort=request.GET.get("sort", "id"),
-        after=request.GET.get("after") or None,
-    )
+    challenges = challenge_keys(run)
+    query, errors = _case_query(request, run, lanes, challenges)
     context: dict[str, Any] = {
         "run": run,
         "lanes": lanes,
@@ -68,9 +126,17 @@ def case_list(request: HttpRequest, run_id: Any) -> HttpResponse:
         "query": query,
         "status_filters": STATUS_FILTERS,
         "sorts": SORTS,
-        "challenges": challenge_keys(run),
+        "challenges": challenges,
         "params": _params_without_after(request),
     }
+    if errors:
+        context.update(
+            page=None,
+            items=[],
+            param_errors=[e.message for e in errors],
+            error_fields=[e.name for e in errors],
+        )
+        return render(request, TEMPLATES + "case_list.html", context, status=400)
     try:
         page = case_page(run, query)
     except InvalidCursor as exc:

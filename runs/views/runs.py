@@ -14,14 +14,17 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from agentclash_site.lib.pagination import InvalidCursor, keyset_page
+from agentclash_site.lib.params import BadParameter, choice_param
 from agentclash_site.workspaces.access import check_write, membership_for
+from agentclash_site.workspaces.views import member_page
 from runs import charts
+from runs.forms import IdChoiceField, IdMultipleChoiceField
 from runs.models import Deployment, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
 from runs.results import (
@@ -46,11 +49,7 @@ EXPORT_FORMATS = (
 )
 
 
-def _workspace(request: HttpRequest) -> Any:
-    workspace = request.workspace  # type: ignore[attr-defined]
-    if not workspace:
-        raise Http404("You are not a member of any workspace.")
-    return workspace
+RUN_STATUSES = {s.lower(): s for s in RunStatus.values}
 
 
 def _can_write(request: HttpRequest, workspace: Any) -> bool:
@@ -62,13 +61,28 @@ def _can_write(request: HttpRequest, workspace: Any) -> bool:
 
 
 @login_required
+@member_page("Runs")
 def run_list(request: HttpRequest) -> HttpResponse:
-    workspace = _workspace(request)
+    workspace = request.workspace  # type: ignore[attr-defined]
     filters = {
         "pack": request.GET.get("pack", "").strip(),
         "status": request.GET.get("status", "").strip(),
         "deployment": request.GET.get("deployment", "").strip(),
     }
+    context: dict[str, Any] = {
+        "workspace": workspace,
+        "filters": filters,
+        "statuses": RunStatus.values,
+        "packs": sorted(workspace.packs.values_list("slug", flat=True)),
+        "deployments": list(Deployment.objects.for_workspace(workspace).values_list("name", flat=True)),
+        "can_write": _can_write(request, workspace),
+        "query": _query_without_after(request),
+    }
+    try:
+        filters["status"] = choice_param(request.GET, "status", RUN_STATUSES)
+    except BadParameter as exc:
+        context.update(error=exc.message, error_field=exc.name)
+        return render(request, TEMPLATES + "run_list.html", context, status=400)
     qs = (
         Run.objects.filter(workspace=workspace)
         .select_related("pack_version__pack", "input_set")
@@ -76,7 +90,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     )
     if filters["pack"]:
         qs = qs.filter(pack_version__pack__slug=filters["pack"])
-    if filters["status"] in RunStatus.values:
+    if filters["status"]:
         qs = qs.filter(status=filters["status"])
     if filters["deployment"]:
         qs = qs.filter(lanes__deployment__name=filters["deployment"])
@@ -86,23 +100,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
     try:
         page = keyset_page(qs, sort="-created_at", after=request.GET.get("after") or None, size=RUN_PAGE)
     except InvalidCursor as exc:
-        return render(
-            request, TEMPLATES + "run_list.html", {"error": str(exc), "filters": filters}, status=400
-        )
-    packs = sorted(
-        {slug for slug in workspace.packs.values_list("slug", flat=True)}  # type: ignore[attr-defined]
-    )
-    context = {
-        "workspace": workspace,
-        "page": page,
-        "runs": page.items,
-        "filters": filters,
-        "statuses": RunStatus.values,
-        "packs": packs,
-        "deployments": list(Deployment.objects.for_workspace(workspace).values_list("name", flat=True)),
-        "can_write": _can_write(request, workspace),
-        "query": _query_without_after(request),
-    }
+        context.update(error=str(exc), error_field="after")
+        return render(request, TEMPLATES + "run_list.html", context, status=400)
+    context.update(page=page, runs=page.items)
     if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
         return render(request, TEMPLATES + "run_list.html#rows", context)
     return render(request, TEMPLATES + "run_list.html", context)
@@ -119,13 +119,13 @@ def _query_without_after(request: HttpRequest) -> str:
 
 
 class RunForm(forms.Form):
-    pack_version = forms.ModelChoiceField(queryset=None, label="Pack version", empty_label=None)  # type: ignore[arg-type]
+    pack_version = IdChoiceField(queryset=None, label="Pack version", empty_label=None)  # type: ignore[arg-type]
     input_set = forms.CharField(
         required=False,
         label="Input set",
         help_text="An input set key or id; empty: the version's only set (pack-format §13).",
     )
-    deployments = forms.ModelMultipleChoiceField(
+    deployments = IdMultipleChoiceField(
         queryset=None,  # type: ignore[arg-type]
         widget=forms.CheckboxSelectMultiple,
         label="Deployments",
@@ -148,10 +148,11 @@ class RunForm(forms.Form):
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@member_page("New run")
 def run_new(request: HttpRequest) -> HttpResponse:
     from runs.services.runs import RunError, run_create
 
-    workspace = _workspace(request)
+    workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
     form = RunForm(request.POST or None, workspace=workspace)
     status = 200

@@ -175,10 +175,38 @@
 
     const status = document.getElementById("save-status");
     const form = textarea.form;
+
+    // A refused save answers 400 with the server's message (the editor's save_error
+    // partial, naming the field); no answer at all is the connection.
+    function refusal(xhr) {
+      if (!xhr || !xhr.status) return { message: "Could not save; check your connection. Your text is still here.", field: "" };
+      const doc = new DOMParser().parseFromString(xhr.responseText || "", "text/html");
+      const found = doc.querySelector("[data-save-error]");
+      if (found) return { message: found.textContent.trim(), field: found.dataset.field || "" };
+      return { message: `Could not save: the server answered ${xhr.status}. Your text is still here; try again.`, field: "" };
+    }
+
+    function markInvalid(field) {
+      form.querySelectorAll("[name]").forEach((input) => {
+        if (input.name === field) input.setAttribute("aria-invalid", "true");
+        else if (input.name === "name" || input.name === "bundle_text") input.removeAttribute("aria-invalid");
+      });
+    }
+
     if (form) {
       form.addEventListener("htmx:beforeRequest", () => { if (status) status.textContent = "Saving…"; });
       form.addEventListener("htmx:afterRequest", (event) => {
-        if (status) status.textContent = event.detail.successful ? "Saved and validated." : "Could not save; check your connection.";
+        if (!status) return;
+        if (event.detail.successful) {
+          status.textContent = "Saved and validated.";
+          status.classList.replace("error", "muted");
+          markInvalid("");
+          return;
+        }
+        const { message, field } = refusal(event.detail.xhr);
+        status.textContent = message;
+        status.classList.replace("muted", "error");
+        markInvalid(field);
       });
     }
     document.body.addEventListener("htmx:afterSettle", markGutter);

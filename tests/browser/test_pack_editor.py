@@ -81,3 +81,38 @@ def test_add_a_case_from_the_side_panel_without_touching_yaml(personas, login, p
     text = page.locator("#bundle-text").input_value()
     assert "case_key: apples" in text and "# Example A" in text
     assert page.js_errors == []
+
+
+def test_a_refused_autosave_shows_the_servers_reason_and_keeps_the_text(personas, login, page):
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    name = page.locator("#draft-name")
+    status = page.locator("#save-status")
+
+    # Past the 5 MiB limit: the server's message, not "check your connection".
+    big = mental_math() + "# " + "x" * (5 * 1024 * 1024) + "\n"
+    page.locator("#bundle-text").evaluate(
+        "(el, text) => { el.value = text; el.dispatchEvent(new Event('input', {bubbles: true})); }", big
+    )
+    expect(status).to_contain_text("Not saved: pack.yaml must be at most 5 MiB")
+    expect(page.locator("#bundle-text")).to_have_attribute("aria-invalid", "true")
+    assert page.locator("#bundle-text").evaluate("el => el.value.length") == len(big)
+
+    # A name longer than the form allows (a client without maxlength): the field is named.
+    page.locator("#bundle-text").fill(mental_math())
+    expect(status).to_have_text("Saved and validated.")
+    name.evaluate("el => el.removeAttribute('maxlength')")
+    name.fill("n" * 301)
+    expect(status).to_contain_text("Not saved: Draft name must be at most 300 characters (it has 301).")
+    expect(name).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#bundle-text")).not_to_have_attribute("aria-invalid", "true")
+
+    name.fill("Math, renamed")
+    expect(status).to_have_text("Saved and validated.")
+    expect(name).not_to_have_attribute("aria-invalid", "true")
+    draft.refresh_from_db()
+    assert draft.name == "Math, renamed" and draft.bundle_text == mental_math()
+    assert page.js_errors == []
