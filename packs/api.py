@@ -6,6 +6,7 @@ writes). Validation failures answer the validate body of spec/interfaces.md §4.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from typing import Any
 
@@ -152,6 +153,19 @@ class ErrorOutput(serializers.Serializer):
             "code": serializers.CharField(),
             "message": serializers.CharField(),
             "field": serializers.CharField(required=False),
+        },
+    )
+
+
+class ConflictOutput(serializers.Serializer):
+    error = inline_serializer(
+        "ConflictDetail",
+        {
+            "code": serializers.CharField(),
+            "message": serializers.CharField(),
+            "field": serializers.CharField(required=False),
+            "line": serializers.IntegerField(required=False, help_text="of the field's value in the bundle"),
+            "column": serializers.IntegerField(required=False),
         },
     )
 
@@ -333,7 +347,7 @@ class PackListApi(APIView):
             201: PublishOutput,
             200: OpenApiResponse(PublishOutput, description="the same bytes are already that version"),
             400: _either("PublishBadRequest", PublishInvalidOutput),
-            409: ErrorOutput,
+            409: ConflictOutput,
             413: ErrorOutput,
         },
         summary="Publish a pack bundle as a new immutable version",
@@ -410,17 +424,65 @@ class DraftOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
-class DraftCreateInput(serializers.Serializer):
-    name = serializers.CharField(max_length=300, required=False, default="Untitled draft")
-    bundle = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, default="")
-    files = serializers.DictField(child=serializers.UUIDField(), required=False, default=dict)
-    template = serializers.CharField(required=False, help_text="start from this example pack")
+class StrictCharField(serializers.CharField):
+    """A JSON string only: DRF's ``CharField`` turns a number into its text (``5`` -> "5")."""
+
+    default_error_messages = {"invalid": "must be a string"}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
-class DraftUpdateInput(serializers.Serializer):
-    name = serializers.CharField(max_length=300, required=False)
-    bundle = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    files = serializers.DictField(child=serializers.UUIDField(), required=False)
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID string only: DRF's ``UUIDField`` reads an integer as ``UUID(int=...)``."""
+
+    default_error_messages = {"invalid": "must be a UUID string"}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictInput(serializers.Serializer):
+    """A JSON body whose unknown fields are refused (400 "unknown field", as ``POST runs``),
+    never silently dropped: ``bundle_text`` for ``bundle`` would lose the author's text."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: [self._unknown(unknown[0])]})
+        return super().to_internal_value(data)
+
+    def _unknown(self, name: str) -> str:
+        close = difflib.get_close_matches(name, list(self.fields), n=1, cutoff=0.6)
+        if close:
+            return f'unknown field; did you mean "{close[0]}"?'
+        return "unknown field; the fields are " + ", ".join(self.fields)
+
+
+class DraftCreateInput(StrictInput):
+    name = StrictCharField(max_length=300, required=False, default="Untitled draft")
+    bundle = StrictCharField(
+        required=False, allow_blank=True, trim_whitespace=False, default="", help_text="the pack.yaml text"
+    )
+    files = serializers.DictField(
+        child=StrictUUIDField(), required=False, default=dict, help_text="bundle path -> artifact id"
+    )
+    template = StrictCharField(required=False, help_text="start from this example pack")
+
+
+class DraftUpdateInput(StrictInput):
+    name = StrictCharField(max_length=300, required=False)
+    bundle = StrictCharField(
+        required=False, allow_blank=True, trim_whitespace=False, help_text="the pack.yaml text"
+    )
+    files = serializers.DictField(
+        child=StrictUUIDField(), required=False, help_text="bundle path -> artifact id"
+    )
 
 
 def _draft_error(exc: services.DraftError) -> ApiError:
@@ -442,7 +504,7 @@ class DraftListApi(APIView):
 
     @extend_schema(
         request=DraftCreateInput,
-        responses={201: DraftOutput},
+        responses={201: DraftOutput, 400: ErrorOutput},
         summary="Create a draft",
         operation_id="drafts_create",
     )
@@ -484,7 +546,7 @@ class DraftDetailApi(APIView):
 
     @extend_schema(
         request=DraftUpdateInput,
-        responses=DraftOutput,
+        responses={200: DraftOutput, 400: ErrorOutput},
         summary="Change a draft",
         operation_id="drafts_update",
     )

@@ -26,7 +26,11 @@ def workspace_create_or_update(
     owner: AbstractBaseUser | None = None,
     allow_private_endpoints: bool | None = None,
 ) -> WorkspaceResult:
-    """Create the workspace, or update only the fields given (a rerun changes only those)."""
+    """Create the workspace, or update only the fields given (a rerun changes only those).
+
+    Raises ``ValidationError`` (by field) for a value the model refuses, e.g. a name longer
+    than 200 characters: PostgreSQL would refuse it with a ``DataError``, SQLite store it.
+    """
     workspace = Workspace.objects.select_for_update().filter(slug=slug).first()
     created = workspace is None
     if workspace is None:
@@ -47,6 +51,7 @@ def workspace_create_or_update(
             workspace.allow_private_endpoints = allow_private_endpoints
             changed.append("allow_private_endpoints")
         if changed:
+            workspace.full_clean()
             workspace.save(update_fields=changed)
     if owner is not None:
         membership_set_role(workspace=workspace, user=owner, role=Role.OWNER)
@@ -69,10 +74,11 @@ class IssuedToken:
 def token_create(
     *, user: AbstractBaseUser, workspace: Workspace | None = None, name: str = ""
 ) -> IssuedToken:
+    """Issue a token. Raises ``ValidationError`` (by field) for a name over 100 characters."""
     secret = ApiToken.generate()
-    token = ApiToken.objects.create(
-        user=user, workspace=workspace, name=name, digest=hash_token(secret), hint=secret[:10]
-    )
+    token = ApiToken(user=user, workspace=workspace, name=name, digest=hash_token(secret), hint=secret[:10])
+    token.full_clean(exclude=["user", "workspace"])  # both are saved rows already
+    token.save()
     return IssuedToken(token=token, secret=secret)
 
 

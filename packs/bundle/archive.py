@@ -210,6 +210,37 @@ def bundle_from_directory(directory: Path) -> bytes:
     return build_zip({PACK_YAML: pack_yaml, **members})
 
 
+EXPECTED_PATH = "PATH must be a pack.yaml file, a directory containing pack.yaml, or a .zip bundle"
+
+
+class NotABundle(OSError):
+    """PATH is a directory without ``pack.yaml``; the message says what was expected."""
+
+
+def _packs_under(directory: Path, limit: int = 5) -> list[str]:
+    """The names of up to ``limit`` subdirectories holding a ``pack.yaml`` (a hint)."""
+    try:
+        children = sorted(p for p in directory.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [p.name for p in children if (p / PACK_YAML).is_file()][:limit]
+
+
 def read_bundle(path: Path) -> bytes:
-    """The bytes of a bundle path: a YAML file, a zip file, or a pack directory."""
-    return bundle_from_directory(path) if path.is_dir() else path.read_bytes()
+    """The bytes of a bundle path: a YAML file, a zip file, or a pack directory.
+
+    Raises ``OSError``: :class:`NotABundle` for a directory without ``pack.yaml``."""
+    if path.is_dir():
+        if not (path / PACK_YAML).is_file():
+            packs = _packs_under(path)
+            hint = f" (these subdirectories are packs: {', '.join(packs)})" if packs else ""
+            raise NotABundle(f"{path} is a directory without a {PACK_YAML}{hint}; {EXPECTED_PATH}")
+        return bundle_from_directory(path)
+    return path.read_bytes()
+
+
+def read_error_message(path: Path, exc: OSError) -> str:
+    """What the CLI says when PATH cannot be read as a bundle."""
+    if isinstance(exc, NotABundle):
+        return str(exc)
+    return f"cannot read {path}: {exc.strerror or exc}"

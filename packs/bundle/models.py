@@ -111,6 +111,24 @@ def _not_blank(value: str) -> str:
     return value
 
 
+# A pack slug names the pack in URLs (/packs/<slug>), CLI arguments and file names
+# (<slug>-v<n>.yaml), so it is URL-safe; 200 is the length of the ``Pack.slug`` column.
+SLUG_MAX_LENGTH = 200
+_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+SLUG_MESSAGE = (
+    'must be a URL-safe slug (letters, digits, ".", "_", "-"; starting with a letter or digit; '
+    f"at most {SLUG_MAX_LENGTH} characters), e.g. mental-math"
+)
+# The same rule for the JSON Schema, admitting the whitespace the validator trims.
+SLUG_JSON_PATTERN = r"^\s*[A-Za-z0-9][A-Za-z0-9._-]{0," + str(SLUG_MAX_LENGTH - 1) + r"}\s*$"
+
+
+def _slug(value: str) -> str:
+    if len(value) > SLUG_MAX_LENGTH or not _SLUG.fullmatch(value):
+        raise fail(SLUG_MESSAGE)
+    return value
+
+
 def _uuid(value: str) -> str:
     try:
         return str(uuid.UUID(value))
@@ -191,6 +209,7 @@ def _scalar_text(*validators: Any, **schema: Any) -> Any:
 Lower = _scalar_text(_lower)
 RequiredLower = _scalar_text(_not_blank, _lower)
 RequiredText = Annotated[Text, AfterValidator(_not_blank)]
+Slug = _scalar_text(_not_blank, _slug, pattern=SLUG_JSON_PATTERN)
 UUIDText = _scalar_text(_uuid, format="uuid")
 VersionNumber = Annotated[int, AfterValidator(_positive_int32), Schema(exclusiveMinimum=0, maximum=INT32_MAX)]
 Int32 = Annotated[int, AfterValidator(_int32), Schema(minimum=INT32_MIN, maximum=INT32_MAX)]
@@ -240,7 +259,7 @@ DEFAULT_TOOL_PARAMETERS: dict[str, JsonValue] = {"type": "object", "additionalPr
 
 
 class PackMeta(Closed):
-    slug: Key
+    slug: Slug  # type: ignore[valid-type]
     name: Key
     family: RequiredLower  # type: ignore[valid-type]
     description: Text | None = None

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grading.engine.spec import EvaluationSpec
 from grading.engine.types import (
@@ -28,8 +28,11 @@ from grading.engine.types import (
 )
 
 from . import archive
-from .issues import BundleIssue
+from .issues import BundleIssue, Path, format_path
 from .models import Asset, Bundle, Case, Challenge, PackMeta
+
+if TYPE_CHECKING:
+    from .yamlload import YamlDocument
 
 MANIFEST_SCHEMA_VERSION = 1
 CASE_SCHEMA_VERSION = 1
@@ -145,6 +148,10 @@ class BundleReport:
     manifest: dict[str, Any] | None = None  # pack-format §6, when valid
     files: dict[str, bytes] = field(default_factory=dict)  # bound zip members: path -> bytes
     is_zip: bool = False
+    # Positions of the YAML, for issues found after validation (publish-time rules), and
+    # the input sets whose cases were written as legacy ``items`` (when valid).
+    document: YamlDocument | None = field(default=None, repr=False, compare=False)
+    legacy_sets: frozenset[int] = frozenset()
     # challenge key -> the grading context its cases share (grade_context)
     _contexts: dict[str, GradeContext] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -156,6 +163,26 @@ class BundleReport:
             "errors": [issue.to_dict() for issue in self.errors],
             "warnings": [issue.to_dict() for issue in self.warnings],
         }
+
+    # -- issues found later (publish) --------------------------------------------------
+    def source_path(self, path: Path) -> Path:
+        """A path into the normalized bundle (or the manifest) as the author wrote it: a case
+        of a set written as legacy ``items`` is ``items[j]``, its key ``item_key`` (§3)."""
+        if len(path) >= 4 and path[0] == "input_sets" and path[2] == "cases" and path[1] in self.legacy_sets:
+            rest = path[4:]
+            if rest == ("case_key",):
+                rest = ("item_key",)
+            path = (*path[:2], "items", path[3], *rest)
+        return path
+
+    def issue_at(self, path: Path, message: str) -> BundleIssue:
+        """An error about the value at ``path`` (a normalized path), with the value's line
+        and column (pack-format §3), as the validator itself would report it."""
+        source = self.source_path(path)
+        line = column = None
+        if self.document is not None:
+            line, column = self.document.value_position(source)
+        return BundleIssue(field=format_path(source), message=message, line=line, column=column)
 
     # -- typed access -------------------------------------------------------------------
     def _require(self) -> Bundle:

@@ -174,7 +174,11 @@ def _validate(data: bytes, strict: bool, filename: str | None) -> BundleReport:
     if report.valid:
         if result.instance is None:  # no error reported, yet the model did not validate
             raise RuntimeError("the document validated without a model instance")
+        report.legacy_sets = frozenset(
+            index for index, s in enumerate(result.instance.input_sets) if s.items and not s.cases
+        )
         bundle = normalize_bundle(result.instance)
+        report.document = doc
         report.bundle = bundle
         report.manifest = build_manifest(bundle)
         report.files = {member: content for member, content in (files or {}).items() if member in bound}

@@ -48,7 +48,7 @@ def run_publish(command: JsonCommand, options: dict[str, Any]) -> PublishResult:
     try:
         data = read_bundle_path(path)
     except OSError as exc:
-        raise CliError("io_error", f"cannot read {path}: {exc.strerror or exc}", field="path") from exc
+        raise CliError("io_error", archive.read_error_message(path, exc), field="path") from exc
     try:
         result = pack_version_publish(
             workspace=workspace, data=data, strict=bool(options.get("strict")), filename=path.name
@@ -59,7 +59,9 @@ def run_publish(command: JsonCommand, options: dict[str, Any]) -> PublishResult:
             command.stderr.write(_issues(body))
         raise CliError(exc.code, "the pack is invalid", exit_code=EXIT_INVALID, document=body) from exc
     except PublishConflict as exc:
-        raise CliError(exc.code, exc.message, exit_code=EXIT_CONFLICT, field=exc.field) from exc
+        raise CliError(
+            exc.code, exc.message, exit_code=EXIT_CONFLICT, field=exc.field, extra=exc.position
+        ) from exc
     doc = result.to_dict()
     verb = "already published" if result.already_published else "published"
     lines = [f"{verb}: {doc['slug']} v{doc['number']} ({doc['pack_version_id']})"]

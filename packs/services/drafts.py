@@ -25,6 +25,7 @@ from packs.services.artifacts import artifact_read, artifact_store
 from packs.services.publish import PublishResult, pack_version_publish
 
 MAX_BUNDLE_TEXT = 5 * 1024 * 1024  # pack-format §2.1
+MAX_DRAFT_NAME = 300  # Draft.name
 
 
 class DraftError(Exception):
@@ -60,7 +61,7 @@ def draft_create(
     _check_text(bundle_text)
     return Draft.objects.create(
         workspace=workspace,
-        name=(name or "Untitled draft")[:300],
+        name=_check_name(name or "Untitled draft"),
         bundle_text=bundle_text,
         files=_check_files(workspace, files or {}),
         based_on=based_on,
@@ -77,7 +78,7 @@ def draft_update(
 ) -> Draft:
     fields = ["updated_at"]
     if name is not None:
-        draft.name = name[:300] or draft.name
+        draft.name = _check_name(name) if name else draft.name
         fields.append("name")
     if bundle_text is not None:
         _check_text(bundle_text)
@@ -93,6 +94,20 @@ def draft_update(
 
 def draft_delete(*, draft: Draft) -> None:
     draft.delete()
+
+
+def _check_name(name: str) -> str:
+    """An author's draft name, refused (never cut short) when it is too long."""
+    if len(name) > MAX_DRAFT_NAME:
+        raise DraftError(f"Draft name must be at most {MAX_DRAFT_NAME} characters (it has {len(name)}).")
+    return name
+
+
+def _derived_name(head: str, tail: str) -> str:
+    """A name made from a pack's or template's (which may be long): ``head`` shortened so the
+    whole fits, ``tail`` (the version number) kept."""
+    room = MAX_DRAFT_NAME - len(tail)
+    return (head if len(head) <= room else head[: room - 1] + "…") + tail
 
 
 def _check_text(text: str) -> None:
@@ -201,7 +216,7 @@ def draft_from_template(*, workspace: Workspace, user: Any, template: str, name:
     return draft_create(
         workspace=workspace,
         user=user,
-        name=name or f"New pack from {template}",
+        name=name or _derived_name(f"New pack from {template}", ""),
         bundle_text=text,
         files=files,
     )
@@ -227,7 +242,7 @@ def draft_from_version(*, version: PackVersion, user: Any) -> Draft:
     return draft_create(
         workspace=version.pack.workspace,
         user=user,
-        name=f"{version.pack.name} v{latest + 1}",
+        name=_derived_name(version.pack.name, f" v{latest + 1}"),
         bundle_text=text,
         files=files,
         based_on=version,

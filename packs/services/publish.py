@@ -1,9 +1,12 @@
 """``pack_version_publish``: validate + store, atomically (pack-format §12).
 
-1. Validate the bundle (400 ``invalid_challenge_pack`` with the validate body).
+1. Validate the bundle (400 ``invalid_challenge_pack`` with the validate body), then the
+   rules that need the database: every value fits its column, and every ``artifact_id``
+   names an artifact of this workspace. Their errors have the validator's shape, with the
+   value's line and column.
 2. Store the bound zip members as content-addressed artifacts, before any transaction:
    storage may be remote, and no network I/O happens inside ``transaction.atomic()``.
-3. One transaction: verify every ``artifact_id`` names an artifact of this workspace, lock
+3. One transaction: verify the ``artifact_id``s again (they were checked before storing), lock
    or create the pack (workspace, slug), refuse a different name or family, check the
    version number, and insert the version with its challenges, input sets, cases and
    assets in bulk. Any error rolls everything back.
@@ -23,6 +26,7 @@ from django.utils import timezone
 from agentclash_site.workspaces.models import Workspace
 from packs import bundle as pack_bundle
 from packs.bundle import BundleReport, archive
+from packs.bundle.issues import BundleIssue, Path, sort_issues
 from packs.models import Artifact, Asset, Case, Challenge, InputSet, Pack, PackVersion
 from packs.services.artifacts import artifact_store
 
@@ -82,18 +86,39 @@ class PackInvalid(PublishError):
 
 
 class PublishConflict(PublishError):
+    """409: the bundle is valid, but what is published disagrees. ``line``/``column`` are
+    the position of the ``field``'s value in the bundle, as in a validate body."""
+
     status_code = 409
 
-    def __init__(self, code: str, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.field = field
+        self.line = line
+        self.column = column
+
+    @property
+    def position(self) -> dict[str, int]:
+        """``{"line", "column"}`` when known, else ``{}``."""
+        if self.line is None or self.column is None:
+            return {}
+        return {"line": self.line, "column": self.column}
 
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.field:
             error["field"] = self.field
+        error.update(self.position)
         return {"error": error}
 
 
@@ -102,7 +127,7 @@ class PublishConflict(PublishError):
 
 @dataclass
 class _AssetPlan:
-    field: str  # e.g. "version.assets[0]"
+    where: Path  # in the manifest, e.g. ("version", "assets", 0)
     key: str
     path: str
     kind: str
@@ -142,7 +167,7 @@ def _member_name(path: str) -> str | None:
     return archive.normalize_asset_path(path)
 
 
-def _asset_plans(assets: Iterable[Any] | None, prefix: str, files: dict[str, bytes]) -> list[_AssetPlan]:
+def _asset_plans(assets: Iterable[Any] | None, prefix: Path, files: dict[str, bytes]) -> list[_AssetPlan]:
     plans = []
     for index, asset in enumerate(assets or []):
         path = str(_get(asset, "path") or "")
@@ -150,7 +175,7 @@ def _asset_plans(assets: Iterable[Any] | None, prefix: str, files: dict[str, byt
         member = _member_name(path)
         plans.append(
             _AssetPlan(
-                field=f"{prefix}[{index}]",
+                where=(*prefix, index),
                 key=str(_get(asset, "key") or ""),
                 path=path,
                 kind=str(_get(asset, "kind") or ""),
@@ -169,7 +194,7 @@ def _plan(
     of pack-format §6 (``case_documents()``), and every asset with what it binds to."""
     manifest: dict[str, Any] = report.manifest or {}
     documents = report.case_documents()
-    version_assets = _asset_plans(manifest["version"].get("assets"), "version.assets", files)
+    version_assets = _asset_plans(manifest["version"].get("assets"), ("version", "assets"), files)
     sets: list[_SetPlan] = []
     for s_index, input_set in enumerate(manifest.get("input_sets") or []):
         docs = documents[input_set["key"]]
@@ -181,7 +206,7 @@ def _plan(
                 document=doc.document,
                 content_hash=doc.content_hash,
                 assets=_asset_plans(
-                    case.get("assets"), f"input_sets[{s_index}].cases[{c_index}].assets", files
+                    case.get("assets"), ("input_sets", s_index, "cases", c_index, "assets"), files
                 ),
             )
             for c_index, (case, doc) in enumerate(zip(input_set.get("cases") or [], docs, strict=True))
@@ -202,7 +227,7 @@ def _all_assets(
 ) -> Iterator[_AssetPlan]:
     yield from version_assets
     for c_index, challenge in enumerate(manifest.get("challenges") or []):
-        yield from _asset_plans(challenge.get("assets"), f"challenges[{c_index}].assets", files)
+        yield from _asset_plans(challenge.get("assets"), ("challenges", c_index, "assets"), files)
     for input_set in sets:
         for case in input_set.cases:
             yield from case.assets
@@ -226,6 +251,14 @@ def pack_version_publish(
     is_zip = report.is_zip
     files: dict[str, bytes] = dict(report.files)
     manifest, sets, version_assets = _plan(report, files)
+    assets = list(_all_assets(manifest, sets, version_assets, files))
+    # Before anything is stored, and together (one pass): values too long for their
+    # columns, and artifact ids that name no artifact of this workspace.
+    _refuse(
+        _column_issues(report, manifest, assets)
+        + _artifact_lookup(workspace=workspace, assets=assets, report=report)[1],
+        body,
+    )
     # Outside the transaction: artifact storage may be remote (S3).
     bound = {
         path: artifact_store(
@@ -247,10 +280,12 @@ def pack_version_publish(
                 manifest=manifest,
                 sets=sets,
                 version_assets=version_assets,
+                assets=assets,
                 bound=bound,
                 files=files,
                 warnings=warnings,
                 body=body,
+                report=report,
                 user=user,
             )
     except IntegrityError:
@@ -258,7 +293,12 @@ def pack_version_publish(
         # pack row makes this rare (only the pack-creation race can reach it). Judged by
         # what is stored now, so it reads the same on PostgreSQL and SQLite.
         outcome = _after_race(
-            workspace=workspace, meta=meta, manifest=manifest, content_hash=content_hash, warnings=warnings
+            workspace=workspace,
+            meta=meta,
+            manifest=manifest,
+            content_hash=content_hash,
+            warnings=warnings,
+            report=report,
         )
         if outcome is None:
             raise
@@ -266,7 +306,13 @@ def pack_version_publish(
 
 
 def _after_race(
-    *, workspace: Workspace, meta: Any, manifest: dict[str, Any], content_hash: str, warnings: list[Any]
+    *,
+    workspace: Workspace,
+    meta: Any,
+    manifest: dict[str, Any],
+    content_hash: str,
+    warnings: list[Any],
+    report: BundleReport,
 ) -> PublishResult | None:
     """The outcome once the winner of a race committed; None when no version explains it."""
     number = int(manifest["version"]["number"])
@@ -279,15 +325,21 @@ def _after_race(
         return None
     if version.content_hash == content_hash:
         return _already(version, warnings)
-    raise _version_exists(_get(meta, "slug"), number)
+    raise _version_exists(_get(meta, "slug"), number, report)
 
 
-def _version_exists(slug: str, number: int) -> PublishConflict:
-    return PublishConflict(
+def _conflict(code: str, message: str, path: Path, report: BundleReport) -> PublishConflict:
+    issue = report.issue_at(path, message)
+    return PublishConflict(code, message, field=issue.field, line=issue.line, column=issue.column)
+
+
+def _version_exists(slug: str, number: int, report: BundleReport) -> PublishConflict:
+    return _conflict(
         "challenge_pack_version_exists",
         f"version {number} of pack {slug!r} is already published with different content; "
         "publish a new version number",
-        field="version.number",
+        ("version", "number"),
+        report,
     )
 
 
@@ -296,21 +348,79 @@ def _already(version: PackVersion, warnings: list[Any]) -> PublishResult:
     return PublishResult(version.pack, version, ids, warnings, already_published=True)
 
 
-def _check_artifact_ids(
-    *, workspace: Workspace, assets: list[_AssetPlan], body: dict[str, Any]
-) -> dict[uuid.UUID, Artifact]:
-    """Every ``artifact_id`` names an artifact of this workspace; unknown and foreign ids
-    get the same error, so another workspace's artifacts are never revealed."""
-    wanted = {a.artifact_id for a in assets if a.artifact_id is not None and a.bound_path is None}
-    found = {a.public_id: a for a in Artifact.objects.filter(workspace=workspace, public_id__in=wanted)}
-    errors = [
-        {"field": f"{a.field}.artifact_id", "message": ARTIFACT_MESSAGE, "line": None, "column": None}
-        for a in assets
-        if a.artifact_id is not None and a.bound_path is None and a.artifact_id not in found
-    ]
-    if errors:
+def _refuse(issues: list[BundleIssue], body: dict[str, Any]) -> None:
+    """Raise :class:`PackInvalid` with the validate body of ``issues``, if there are any."""
+    if issues:
+        errors = [issue.to_dict() for issue in sort_issues(issues)]
         raise PackInvalid({"valid": False, "errors": errors, "warnings": body["warnings"]})
+
+
+def _artifact_lookup(
+    *, workspace: Workspace, assets: list[_AssetPlan], report: BundleReport
+) -> tuple[dict[uuid.UUID, Artifact], list[BundleIssue]]:
+    """The artifacts the ``artifact_id``s name, and an issue (at the ``artifact_id`` value)
+    for each id that names no artifact of this workspace: unknown and foreign ids get the
+    same error, so another workspace's artifacts are never revealed."""
+    named = [a for a in assets if a.artifact_id is not None and a.bound_path is None]
+    wanted = {a.artifact_id for a in named}
+    found = {a.public_id: a for a in Artifact.objects.filter(workspace=workspace, public_id__in=wanted)}
+    issues = [
+        report.issue_at((*a.where, "artifact_id"), ARTIFACT_MESSAGE)
+        for a in named
+        if a.artifact_id not in found
+    ]
+    return found, issues
+
+
+def _check_artifact_ids(
+    *, workspace: Workspace, assets: list[_AssetPlan], body: dict[str, Any], report: BundleReport
+) -> dict[uuid.UUID, Artifact]:
+    """Under the transaction, again: the ids were checked before the bound files were stored."""
+    found, issues = _artifact_lookup(workspace=workspace, assets=assets, report=report)
+    _refuse(issues, body)
     return found
+
+
+def _max_length(model: type[Any], name: str) -> int:
+    return int(model._meta.get_field(name).max_length)
+
+
+def _column_issues(
+    report: BundleReport, manifest: dict[str, Any], assets: list[_AssetPlan]
+) -> list[BundleIssue]:
+    """A value longer than its column "must be at most N characters" (PostgreSQL refuses it;
+    SQLite would store it whole). The slug's limit is the validator's (pack-format §4)."""
+    checks: list[tuple[Path, Any, int]] = [
+        (("pack", name), manifest["pack"].get(name), _max_length(Pack, name)) for name in ("name", "family")
+    ]
+    for c_index, challenge in enumerate(manifest.get("challenges") or []):
+        for name in ("key", "title", "category"):
+            checks.append((("challenges", c_index, name), challenge.get(name), _max_length(Challenge, name)))
+    for s_index, input_set in enumerate(manifest.get("input_sets") or []):
+        for name in ("key", "name"):
+            checks.append((("input_sets", s_index, name), input_set.get(name), _max_length(InputSet, name)))
+        for c_index, case in enumerate(input_set.get("cases") or []):
+            path = _case_key_path(report, s_index, c_index)
+            checks.append((path, case.get("case_key"), _max_length(Case, "case_key")))
+    for asset in assets:
+        for name in ("key", "path", "kind", "media_type"):
+            checks.append(((*asset.where, name), getattr(asset, name), _max_length(Asset, name)))
+    return [
+        report.issue_at(path, f"must be at most {limit} characters")
+        for path, value, limit in checks
+        if isinstance(value, str) and len(value) > limit
+    ]
+
+
+def _case_key_path(report: BundleReport, set_index: int, case_index: int) -> Path:
+    """Where the author wrote a case's effective key: ``case_key``, else ``item_key``."""
+    case: Path = ("input_sets", set_index, "cases", case_index)
+    document = report.document
+    if document is not None:
+        written = document.scalar_text(report.source_path((*case, "case_key")))
+        if not (written or "").strip() and document.exists(report.source_path((*case, "item_key"))):
+            return (*case, "item_key")
+    return (*case, "case_key")
 
 
 def _lock_or_create_pack(*, workspace: Workspace, meta: Any) -> tuple[Pack, bool]:
@@ -343,28 +453,30 @@ def _publish_locked(
     manifest: dict[str, Any],
     sets: list[_SetPlan],
     version_assets: list[_AssetPlan],
+    assets: list[_AssetPlan],
     bound: dict[str, Artifact],
     files: dict[str, bytes],
     warnings: list[Any],
     body: dict[str, Any],
+    report: BundleReport,
     user: Any,
 ) -> PublishResult:
-    assets = list(_all_assets(manifest, sets, version_assets, files))
-    by_id = _check_artifact_ids(workspace=workspace, assets=assets, body=body)
+    by_id = _check_artifact_ids(workspace=workspace, assets=assets, body=body, report=report)
     pack, created = _lock_or_create_pack(workspace=workspace, meta=meta)
     number = int(manifest["version"]["number"])
     existing = PackVersion.objects.filter(pack=pack, number=number).first()
     if existing is not None and existing.content_hash == content_hash:
         return _already(existing, warnings)
     if not created and (pack.name != _get(meta, "name") or pack.family != _get(meta, "family")):
-        raise PublishConflict(
+        raise _conflict(
             "challenge_pack_metadata_conflict",
             f"pack {pack.slug!r} is published as {pack.name!r} (family {pack.family!r}); "
             "a new version must keep its name and family",
-            field="pack",
+            ("pack", "name" if pack.name != _get(meta, "name") else "family"),
+            report,
         )
     if existing is not None:
-        raise _version_exists(pack.slug, number)
+        raise _version_exists(pack.slug, number, report)
     version = PackVersion.objects.create(
         pack=pack,
         number=number,
@@ -494,7 +606,7 @@ def _insert_assets(
     for plan in version_assets:
         add(plan, Asset.Scope.VERSION)
     for c_index, item in enumerate(manifest.get("challenges") or []):
-        for plan in _asset_plans(item.get("assets"), f"challenges[{c_index}].assets", files):
+        for plan in _asset_plans(item.get("assets"), ("challenges", c_index, "assets"), files):
             add(plan, Asset.Scope.CHALLENGE, challenge=challenges[item["key"]])
     for set_plan, case_rows in zip(sets, cases, strict=True):
         for case_plan, case in zip(set_plan.cases, case_rows, strict=True):

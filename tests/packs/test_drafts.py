@@ -189,3 +189,22 @@ def test_a_template_draft_publishes_the_same_bytes_as_its_directory(personas):
         user=personas.owner,
     )
     assert again.already_published
+
+
+def test_a_draft_name_that_is_too_long_is_refused_not_cut_short(personas):
+    draft = new_draft(personas, mental_math())
+    with pytest.raises(services.DraftError, match="at most 300 characters \\(it has 301\\)"):
+        services.draft_update(draft=draft, name="N" * 301, bundle_text="changed")
+    draft.refresh_from_db()
+    assert (draft.name, draft.bundle_text) == ("D", mental_math())  # nothing saved
+    with pytest.raises(services.DraftError, match="Draft name"):
+        services.draft_create(workspace=personas.workspace, user=personas.owner, name="N" * 301)
+    assert services.draft_update(draft=draft, name="N" * 300).name == "N" * 300
+
+
+def test_a_draft_named_after_a_long_pack_name_keeps_the_version_number(personas):
+    version = services.pack_version_publish(
+        workspace=personas.workspace, data=mental_math(name="M" * 300).encode(), user=personas.owner
+    ).version
+    draft = services.draft_from_version(version=version, user=personas.owner)
+    assert len(draft.name) == 300 and draft.name.endswith("… v2")

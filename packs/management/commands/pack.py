@@ -19,7 +19,7 @@ from typing import Any
 
 from agentclash_site.lib.cli import CliError, JsonCommand
 from packs.bundle import BundleIssue, BundleReport, validate_bundle
-from packs.bundle.archive import read_bundle
+from packs.bundle.archive import read_bundle, read_error_message
 from packs.bundle.schema import render_schema
 
 EXIT_INVALID = 1
@@ -31,7 +31,7 @@ def read_bundle_or_fail(path: Path) -> bytes:
     try:
         return read_bundle(path)
     except OSError as exc:
-        raise CliError("io_error", f"cannot read {path}: {exc.strerror or exc}", field="path") from exc
+        raise CliError("io_error", read_error_message(path, exc), field="path") from exc
 
 
 def validate_path(path: Path, *, strict: bool = False) -> BundleReport:

@@ -6,9 +6,11 @@ import argparse
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 
 from agentclash_site.lib.cli import CliError, JsonCommand
-from agentclash_site.workspaces.models import Workspace
+from agentclash_site.workspaces.management.commands._validation import invalid_option
+from agentclash_site.workspaces.models import Membership, Workspace
 from agentclash_site.workspaces.services import token_create
 
 
@@ -34,7 +36,20 @@ class Command(JsonCommand):
                 raise CliError(
                     "unknown_workspace", f"no workspace with slug {options['workspace']!r}", field="workspace"
                 )
-        issued = token_create(user=user, workspace=workspace, name=options.get("name") or "")
+            if not Membership.objects.filter(workspace=workspace, user=user).exists():
+                # A token acts as its user: limited to a workspace they cannot see, it reaches nothing.
+                raise CliError(
+                    "not_a_member",
+                    f"--workspace: user {user.get_username()!r} is not a member of workspace "
+                    f"{workspace.slug!r}, so the token could reach nothing; add them first with "
+                    f"`python manage.py workspace create {workspace.slug} --owner {user.get_username()}` "
+                    "(as an owner) or in the admin console",
+                    field="workspace",
+                )
+        try:
+            issued = token_create(user=user, workspace=workspace, name=options.get("name") or "")
+        except ValidationError as exc:
+            raise invalid_option(exc, {"name": "--name"}) from exc
         doc = {
             "token": issued.secret,
             "user": user.get_username(),

@@ -7,10 +7,15 @@ import re
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 
 from agentclash_site.lib.cli import CliError, JsonCommand
+from agentclash_site.workspaces.management.commands._validation import invalid_option
 from agentclash_site.workspaces.models import SLUG_PATTERN
 from agentclash_site.workspaces.services import workspace_create_or_update
+
+# The model field each option sets, for validation errors.
+_OPTIONS = {"slug": "slug", "name": "--name", "allow_private_endpoints": "--allow-private-endpoints"}
 
 
 class Command(JsonCommand):
@@ -44,12 +49,21 @@ class Command(JsonCommand):
             owner = get_user_model().objects.filter(username=options["owner"]).first()
             if owner is None:
                 raise CliError("unknown_user", f"no user named {options['owner']!r}", field="owner")
-        result = workspace_create_or_update(
-            slug=slug,
-            name=options.get("name"),
-            owner=owner,
-            allow_private_endpoints=options.get("allow_private_endpoints"),
-        )
+        name = options.get("name")
+        if name is not None and not name.strip():
+            # The model takes "   " (only "" is blank to it); a name is what the UI shows.
+            raise CliError(
+                "invalid", "--name: must not be blank (the workspace's display name)", field="name"
+            )
+        try:
+            result = workspace_create_or_update(
+                slug=slug,
+                name=name,
+                owner=owner,
+                allow_private_endpoints=options.get("allow_private_endpoints"),
+            )
+        except ValidationError as exc:
+            raise invalid_option(exc, _OPTIONS) from exc
         ws = result.workspace
         doc = {
             "workspace": {
