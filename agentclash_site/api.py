@@ -8,9 +8,8 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from agentclash_site.lib.api import error_body
+from agentclash_site.lib.api import ApiView, error_body
 from agentclash_site.workspaces.access import get_workspace_for_user, membership_for, visible_workspaces
 from agentclash_site.workspaces.services import workspace_create_or_update
 
@@ -22,7 +21,7 @@ class WorkspaceOutput(serializers.Serializer):
     role = serializers.CharField(allow_null=True)
 
 
-class WorkspaceListApi(APIView):
+class WorkspaceListApi(ApiView):
     @extend_schema(
         responses=inline_serializer("WorkspaceList", {"results": WorkspaceOutput(many=True)}),
         operation_id="workspaces_list",
@@ -44,7 +43,7 @@ class WorkspaceUpdateInput(serializers.Serializer):
     name = serializers.CharField(max_length=200)
 
 
-class WorkspaceDetailApi(APIView):
+class WorkspaceDetailApi(ApiView):
     @extend_schema(responses=WorkspaceOutput)
     def get(self, request: Request, ws: str) -> Response:
         workspace = get_workspace_for_user(request, ws)
@@ -69,7 +68,7 @@ def _workspace_out(request: Request, workspace) -> dict:  # type: ignore[no-unty
     }
 
 
-class HealthApi(APIView):
+class HealthApi(ApiView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 

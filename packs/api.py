@@ -25,9 +25,8 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from agentclash_site.lib.api import ApiError
+from agentclash_site.lib.api import ApiError, ApiView
 from agentclash_site.lib.parsers import JSONParser
 from agentclash_site.workspaces.access import get_workspace_for_user
 from packs import bundle as pack_bundle
@@ -267,7 +266,7 @@ _STRICT = OpenApiParameter("strict", bool, description="turn every warning into 
 # --- schema --------------------------------------------------------------------------
 
 
-class PackSchemaApi(APIView):
+class PackSchemaApi(ApiView):
     """The pack JSON Schema (pack-format §11): no auth, with an ETag."""
 
     permission_classes = [AllowAny]
@@ -305,7 +304,7 @@ def _either(name: str, body: type[serializers.Serializer]) -> PolymorphicProxySe
     )
 
 
-class PackValidateApi(APIView):
+class PackValidateApi(ApiView):
     parser_classes = [MultiPartParser, RawBodyParser]
 
     @extend_schema(
@@ -324,7 +323,7 @@ class PackValidateApi(APIView):
         return Response(body, status=200 if body["valid"] else 400)
 
 
-class PackListApi(APIView):
+class PackListApi(ApiView):
     """``GET`` lists the workspace's packs; ``POST`` publishes a bundle."""
 
     parser_classes = [MultiPartParser, RawBodyParser]
@@ -367,7 +366,7 @@ class PackListApi(APIView):
         return Response(result.to_dict(), status=200 if result.already_published else 201)
 
 
-class PackDetailApi(APIView):
+class PackDetailApi(ApiView):
     @extend_schema(responses=PackOutput, summary="A pack with its versions", operation_id="packs_retrieve")
     def get(self, request: Request, ws: str, slug: str) -> Response:
         pack = get_pack_for_user(request, workspace__slug=ws, slug=slug)
@@ -375,7 +374,7 @@ class PackDetailApi(APIView):
         return Response(selectors.pack_document(pack, versions=versions))
 
 
-class PackVersionDetailApi(APIView):
+class PackVersionDetailApi(ApiView):
     @extend_schema(
         responses=VersionOutput, summary="A version's manifest summary", operation_id="pack_versions_retrieve"
     )
@@ -390,7 +389,7 @@ class PackVersionDetailApi(APIView):
         return Response(selectors.version_summary(version))
 
 
-class PackVersionBundleApi(APIView):
+class PackVersionBundleApi(ApiView):
     @extend_schema(
         responses={
             (200, "application/yaml"): OpenApiTypes.BINARY,
@@ -489,7 +488,7 @@ def _draft_error(exc: services.DraftError) -> ApiError:
     return ApiError("invalid_draft", str(exc))
 
 
-class DraftListApi(APIView):
+class DraftListApi(ApiView):
     parser_classes = [JSONParser]
 
     @extend_schema(
@@ -534,7 +533,7 @@ class DraftListApi(APIView):
         return Response(selectors.draft_document(draft), status=201)
 
 
-class DraftDetailApi(APIView):
+class DraftDetailApi(ApiView):
     parser_classes = [JSONParser]
 
     @extend_schema(
@@ -584,7 +583,7 @@ class ArtifactOutput(serializers.Serializer):
     media_type = serializers.CharField()
 
 
-class ArtifactUploadApi(APIView):
+class ArtifactUploadApi(ApiView):
     parser_classes = [MultiPartParser, RawBodyParser]
 
     @extend_schema(

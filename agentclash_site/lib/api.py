@@ -10,9 +10,11 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import DataError
-from django.http import Http404
+from django.http import Http404, QueryDict
 from rest_framework import exceptions, status
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from agentclash_site.lib.middleware import field_with_nul
@@ -41,6 +43,33 @@ class ApiError(exceptions.APIException):
 
     def as_body(self) -> dict[str, Any]:
         return error_body(self.error_code, self.message, field=self.field, choices=self.choices, **self.extra)
+
+
+def nul_query_parameter_error(field: str) -> ApiError:
+    return ApiError(
+        "invalid_input", f"query parameter {field!r} must not contain NUL characters", field=field
+    )
+
+
+def reject_nul_query_parameters(query_params: QueryDict) -> None:
+    """:class:`ApiError` 400 naming the first query parameter whose name or value holds a NUL
+    character (the UI's rule, ``RejectNulMiddleware``, and its helper).
+
+    PostgreSQL refuses NUL in text, so such a filter answered 500 there, and on SQLite it
+    silently matched nothing: checked before the view runs, the answer is the same on every
+    database."""
+    field = field_with_nul(query_params)
+    if field is not None:
+        raise nul_query_parameter_error(field)
+
+
+class ApiView(APIView):
+    """``APIView`` that refuses, once authenticated and before the handler, a query parameter
+    holding a NUL character (:func:`reject_nul_query_parameters`)."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        reject_nul_query_parameters(request.query_params)
 
 
 def error_body(
@@ -89,14 +118,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, DataError) and "NUL" in str(exc):
         # psycopg refuses, before sending, a query parameter or value holding NUL (PostgreSQL
         # text cannot): the request's fault, not a 500. Bodies are refused by the JSON parser.
+        # Views built on ApiView refuse such a query parameter up front; this covers the rest.
         params = getattr(context.get("request"), "query_params", None)
         field = field_with_nul(params) if params is not None else None
-        message = (
-            f"query parameter {field!r} must not contain NUL characters"
-            if field
-            else "a value in the request holds a NUL character (0x00); remove it"
-        )
-        return Response(error_body("invalid_input", message, field=field), status=status.HTTP_400_BAD_REQUEST)
+        if field:
+            return Response(nul_query_parameter_error(field).as_body(), status=status.HTTP_400_BAD_REQUEST)
+        message = "a value in the request holds a NUL character (0x00); remove it"
+        return Response(error_body("invalid_input", message), status=status.HTTP_400_BAD_REQUEST)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -25,8 +25,8 @@ class RejectNulMiddleware:
     (the run list's ``deployment``, a case list's ``challenge`` or ``q``, an API token's name)
     answered 500. Django forms refuse NUL in what they read; these are read directly. The API
     is left to its own checks, which name their error codes (its JSON parser refuses NUL in a
-    body, ``agentclash_site.lib.api.exception_handler`` answers 400 for one in a query
-    parameter that reached the database)."""
+    body; ``agentclash_site.lib.api.ApiView``, the base of every API view, refuses one in a
+    query parameter with this module's ``field_with_nul`` before the handler runs)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

@@ -23,9 +23,12 @@ from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
 import orjson
+from django.conf import settings
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import connection, models
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
+from django.utils import timezone
 
 T = TypeVar("T")
 
@@ -58,7 +61,10 @@ def _plain(value: Any) -> Any:
 
 def _unplain(value: Any) -> Any:
     if isinstance(value, dict) and set(value) == {"dt"}:
-        return dt.datetime.fromisoformat(value["dt"])
+        try:
+            return dt.datetime.fromisoformat(value["dt"])
+        except (TypeError, ValueError) as exc:
+            raise InvalidCursor("the cursor is malformed; start from the first page") from exc
     return value
 
 
@@ -86,10 +92,10 @@ def decode_cursor(cursor: str, sort: str) -> tuple[Any, ...]:
 
 
 def _is_id(value: Any) -> bool:
-    """An integer key, or a UUID key as text."""
+    """An integer key, or a UUID key (as text in a cursor)."""
     if isinstance(value, bool):
         return False
-    if isinstance(value, int):
+    if isinstance(value, (int, uuid.UUID)):
         return True
     if isinstance(value, str):
         try:
@@ -119,11 +125,39 @@ def _seek(field: str | None, descending: bool, values: tuple[Any, ...]) -> Q:
     )
 
 
+def _typed(queryset: models.QuerySet[Any], field: str | None, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The cursor's values as the model's fields read them (``field``'s value, then the id):
+    a cursor edited to hold a value of another type is :class:`InvalidCursor` here, not an
+    error of the query (a 500) or a filter that silently matches nothing."""
+    meta = queryset.model._meta
+    fields: list[Any] = [meta.pk]
+    if field is not None:
+        try:
+            fields.insert(0, meta.get_field(field))
+        except FieldDoesNotExist:  # an annotation: its value is passed on as it is
+            fields.insert(0, None)
+    out = []
+    for model_field, value in zip(fields, values, strict=True):
+        if model_field is None or (value is None and model_field is not meta.pk):
+            out.append(value)  # None: the NULL phase of a nullable sort field
+            continue
+        try:
+            value = model_field.to_python(value)
+        except (ValidationError, TypeError, ValueError, OverflowError) as exc:
+            raise InvalidCursor("the cursor is malformed; start from the first page") from exc
+        if isinstance(value, int) and not _BIGINT_MIN <= value <= _BIGINT_MAX:
+            raise InvalidCursor("the cursor is malformed; start from the first page")
+        if isinstance(value, dt.datetime) and settings.USE_TZ and timezone.is_naive(value):
+            raise InvalidCursor("the cursor is malformed; start from the first page")
+        out.append(value)
+    return tuple(out)
+
+
 def _ordering(keys: Sequence[str], descending: bool) -> list[Any]:
     return [F(k).desc() if descending else F(k).asc() for k in keys]
 
 
-_BIGINT_MAX = 2**63 - 1
+_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
 
 
 def _scope_range(
@@ -224,6 +258,7 @@ def keyset_page(
     values = decode_cursor(after, sort) if after else None
     if values is not None:
         _seek(field, descending, values)  # validates the cursor's shape
+        values = _typed(queryset, field, values)
     in_null_phase = values is not None and field is not None and values[0] is None
 
     if in_null_phase:

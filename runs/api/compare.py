@@ -15,9 +15,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from agentclash_site.lib.api import ApiError
+from agentclash_site.lib.api import ApiError, ApiView
 from agentclash_site.lib.pagination import InvalidCursor
 from agentclash_site.workspaces.access import get_workspace_for_user
 from runs.compare_tasks import CompareError, comparison_request
@@ -66,7 +65,7 @@ def _side(workspace: Any, value: str, field: str) -> tuple[Run, RunLane | None]:
     return run, None
 
 
-class CompareApi(APIView):
+class CompareApi(ApiView):
     @extend_schema(
         operation_id="compare_runs",
         parameters=[

@@ -15,9 +15,8 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_seriali
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from agentclash_site.lib.api import ApiError
+from agentclash_site.lib.api import ApiError, ApiView
 from agentclash_site.workspaces.access import get_workspace_for_user
 from runs.access import get_deployment_for_user
 from runs.models import Deployment, DeploymentKind, EvidenceLevel
@@ -113,7 +112,7 @@ NAME_CONFLICT = OpenApiResponse(
 )
 
 
-class DeploymentListApi(APIView):
+class DeploymentListApi(ApiView):
     @extend_schema(
         responses=inline_serializer("DeploymentList", {"results": DeploymentOutput(many=True)}),
         summary="List the workspace's deployments",
@@ -143,7 +142,7 @@ class DeploymentListApi(APIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-class DeploymentDetailApi(APIView):
+class DeploymentDetailApi(ApiView):
     @extend_schema(
         responses=DeploymentOutput, summary="Read a deployment", operation_id="deployment_retrieve"
     )
@@ -179,7 +178,7 @@ class DeploymentDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class DeploymentRotateKeyApi(APIView):
+class DeploymentRotateKeyApi(ApiView):
     @extend_schema(
         request=None,
         responses=DeploymentWithKeyOutput,
@@ -192,7 +191,7 @@ class DeploymentRotateKeyApi(APIView):
         return Response({**deployment_document(rotated.deployment), "signing_key": rotated.signing_key})
 
 
-class DeploymentTestApi(APIView):
+class DeploymentTestApi(ApiView):
     @extend_schema(
         request=None,
         responses=inline_serializer(

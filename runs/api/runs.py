@@ -13,14 +13,14 @@ from typing import Any
 import orjson
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from agentclash_site.lib.api import ApiError
+from agentclash_site.lib.api import ApiError, ApiView
+from agentclash_site.lib.pagination import InvalidCursor, keyset_page
 from agentclash_site.lib.parsers import JSONParser
 from agentclash_site.workspaces.access import get_workspace_for_user
 from runs.access import get_run_for_user
@@ -79,27 +79,54 @@ RunDocumentOutput = inline_serializer(
 )
 
 
-class RunListApi(APIView):
+class RunListEntrySerializer(RunSummarySerializer):
+    """One run of the run list (schema only)."""
+
+    name = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    repetitions = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "RunListEntry"
+
+
+class RunListApi(ApiView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("limit", int, description=f"at most {MAX_PAGE_SIZE}, default {PAGE_SIZE}")
+            OpenApiParameter("after", str, description="the `next` cursor of the previous page"),
+            OpenApiParameter("limit", int, description=f"at most {MAX_PAGE_SIZE}, default {PAGE_SIZE}"),
         ],
-        responses=inline_serializer("RunList", {"results": RunSummarySerializer(many=True)}),
-        summary="List the workspace's runs, newest first",
+        responses=inline_serializer(
+            "RunList",
+            {
+                "results": RunListEntrySerializer(many=True),
+                "next": serializers.CharField(
+                    allow_null=True, help_text="cursor of the next page (`after`); null on the last page"
+                ),
+            },
+        ),
+        summary="List the workspace's runs, newest first, keyset-paginated",
         operation_id="run_list",
     )
     def get(self, request: Request, ws: str) -> HttpResponse:
         workspace = get_workspace_for_user(request, ws)
         limit = _limit(request)
-        runs = Run.objects.for_workspace(workspace).select_related(
-            "pack_version", "pack_version__pack", "input_set"
-        )
+        runs = Run.objects.light().filter(workspace=workspace).defer("stats")
+        try:
+            # newest first, ties broken by id: the cursor holds (created_at, id)
+            page = keyset_page(
+                runs, sort="-created_at", after=request.query_params.get("after") or None, size=limit
+            )
+        except InvalidCursor as exc:
+            raise ApiError(
+                "invalid_cursor", f"after must be the `next` value of a previous page: {exc}", field="after"
+            ) from None
         results = []
-        for run in runs[:limit]:
+        for run in page.items:
             entry = run_summary(run)
             entry.update(name=run.name, created_at=run.created_at.isoformat(), repetitions=run.repetitions)
             results.append(entry)
-        return _json({"results": results})
+        return _json({"results": results, "next": page.next_cursor})
 
     @extend_schema(
         request=RunCreateInput,
@@ -146,7 +173,7 @@ def _limit(request: Request) -> int:
     return value
 
 
-class RunDetailApi(APIView):
+class RunDetailApi(ApiView):
     @extend_schema(
         responses=RunDocumentOutput,
         summary="The run document of `eval start --follow`, without cases",
@@ -157,7 +184,7 @@ class RunDetailApi(APIView):
         return _json(run_document(run))
 
 
-class RunCaseListApi(APIView):
+class RunCaseListApi(ApiView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
@@ -211,7 +238,7 @@ class RunCaseListApi(APIView):
         return _json({"results": rows, "next": rows[-1]["id"] if more else None})
 
 
-class RunCaseDetailApi(APIView):
+class RunCaseDetailApi(ApiView):
     @extend_schema(
         responses=OpenApiTypes.OBJECT,
         summary="One case: its grading.json, attempts and earlier revisions",
@@ -235,13 +262,66 @@ class _RawParser(BaseParser):
         return data
 
 
-class RunResultsApi(APIView):
+class BadResultLineSerializer(serializers.Serializer):
+    line = serializers.IntegerField(help_text="1-based line of the JSONL (OTLP: the trace's position)")
+    message = serializers.CharField()
+    field = serializers.CharField(required=False, help_text="the line's field at fault, when it is one")
+
+    class Meta:
+        ref_name = "BadResultLine"
+
+
+class RunResultsErrorDetail(serializers.Serializer):
+    code = serializers.CharField(
+        help_text="`invalid_results` (nothing stored; `lines` lists every bad line), `parse_error` "
+        "(an OTLP document of the wrong shape; `field` names the place), `payload_too_large`, "
+        "`run_not_accepting_results`, `no_trace_import_lane`, ..."
+    )
+    message = serializers.CharField()
+    field = serializers.CharField(required=False, allow_null=True)
+    choices = serializers.ListField(required=False)
+    lines = BadResultLineSerializer(many=True, required=False)
+
+    class Meta:
+        ref_name = "RunResultsErrorDetail"
+
+
+RunResultsError = inline_serializer("RunResultsError", {"error": RunResultsErrorDetail()})
+
+
+class RunResultsApi(ApiView):
     parser_classes = [_RawParser]
 
     @extend_schema(
         request={"application/x-ndjson": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
-        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+        responses={
+            200: inline_serializer(
+                "RunResultsAccepted",
+                {
+                    "accepted": serializers.IntegerField(
+                        help_text="results stored: every line of the upload"
+                    ),
+                    "run": inline_serializer(
+                        "RunRef", {"id": serializers.UUIDField(), "status": serializers.CharField()}
+                    ),
+                },
+            ),
+            400: OpenApiResponse(
+                RunResultsError,
+                description="Bad lines (`invalid_results`: nothing was stored, `lines` lists every "
+                "bad line), or an OTLP document of the wrong shape (`parse_error`, `field` names where)",
+            ),
+            409: OpenApiResponse(
+                RunResultsError,
+                description="The run does not accept results (finished, or no trace_import lane)",
+            ),
+            413: OpenApiResponse(RunResultsError, description="More than 64 MB"),
+        },
         summary="Upload results for trace_import lanes: JSONL of the response shape, or OTLP JSON",
+        description=(
+            "All or nothing: when any line is bad nothing is stored, and the 400 `invalid_results` "
+            "lists every bad line; fix them and send the whole upload again."
+        ),
         operation_id="run_results_upload",
     )
     def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
@@ -257,7 +337,7 @@ class RunResultsApi(APIView):
         return _json({"accepted": outcome.accepted, "run": {"id": str(run.pk), "status": run.status}})
 
 
-class _OperationApi(APIView):
+class _OperationApi(ApiView):
     parser_classes = [JSONParser]
     operation: str = ""
 
@@ -301,7 +381,7 @@ class RunRetryFailedApi(_OperationApi):
         return {"retried": run_retry_failed(run=run)}
 
 
-class RunRescoreApi(APIView):
+class RunRescoreApi(ApiView):
     parser_classes = [JSONParser]
 
     @extend_schema(
@@ -323,7 +403,7 @@ class RunRescoreApi(APIView):
         return _json(run_document(run), status.HTTP_202_ACCEPTED)
 
 
-class RunExportApi(APIView):
+class RunExportApi(ApiView):
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         # ``?format=`` names the export here, not a DRF renderer.
         return super().perform_content_negotiation(request, force=True)

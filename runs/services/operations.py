@@ -81,16 +81,28 @@ def _enqueue_check(run_id: Any) -> None:
     tasks.check_run.delay(str(run_id))
 
 
+RETRYABLE = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.RUNNING)
+# Why a run in each other status cannot retry items, and what to do instead.
+_NOT_RETRYABLE = {
+    RunStatus.CANCELLED: "a cancelled run cannot retry items; start a new run",
+    RunStatus.SCORING: "a scoring run cannot retry items; wait for scoring to finish, then retry",
+    RunStatus.QUEUED: "a queued run has no finished items to retry yet; wait for it to finish",
+    RunStatus.DRAFT: "a draft run has no finished items to retry; wait for it to be queued and finish",
+}
+
+
+def _check_retryable(run: Run) -> None:
+    if run.status not in RETRYABLE:
+        message = _NOT_RETRYABLE.get(run.status, f"a {run.status} run cannot retry items")
+        raise RunError("run_not_retryable", message, status_code=409)
+
+
 def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
     """Send the run's infra/config failures again; returns how many items were reopened."""
-    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.RUNNING):
-        raise RunError(
-            "run_not_retryable",
-            f"a {run.status} run cannot retry items; wait for it to finish",
-            status_code=409,
-        )
+    _check_retryable(run)
     with transaction.atomic():
         run = _lock_run(run)
+        _check_retryable(run)  # again under the lock: a cancel may have come in between
         failed = RunItem.objects.filter(
             run=run, state=ItemState.DONE, status="", last_category__in=FAILED_CATEGORIES
         )

@@ -133,11 +133,16 @@ def test_results_upload_and_operations(personas):
     bad = api.generic("POST", url, lines, content_type="application/x-ndjson")
     assert bad.status_code == 400
     error = _body(bad)["error"]
-    assert (error["code"], error["accepted"], error["lines"][0]["line"]) == ("invalid_results", 1, 2)
-    good = api.generic(
-        "POST", url, json.dumps({"case_key": "c1", "final_output": "x"}), content_type="application/x-ndjson"
+    assert (error["code"], error["message"]) == (
+        "invalid_results",
+        "1 bad result lines; nothing was stored: fix every listed line and send the whole upload again",
     )
-    assert _body(good) == {"accepted": 1, "run": {"id": str(run.pk), "status": "completed"}}
+    assert [line["line"] for line in error["lines"]] == [2] and "not JSON" in error["lines"][0]["message"]
+    assert not RunItem.objects.filter(run=run).exclude(status="").exists()
+    fixed = json.dumps({"case_key": "c0", "final_output": "answer-0"}) + "\n"
+    fixed += json.dumps({"case_key": "c1", "final_output": "x"})
+    good = api.generic("POST", url, fixed, content_type="application/x-ndjson")
+    assert _body(good) == {"accepted": 2, "run": {"id": str(run.pk), "status": "completed"}}
     rescored = api.post(f"{BASE}/{run.pk}/rescore")
     assert rescored.status_code == 202
     assert _body(rescored)["run"] == {**_body(api.get(f"{BASE}/{run.pk}"))["run"], "status": "scoring"}

@@ -1,4 +1,5 @@
-"""Trace import: JSONL and OTLP JSON results, bad lines reported per line, good lines graded."""
+"""Trace import: JSONL and OTLP JSON results; an upload with a bad line stores nothing and lists
+every bad line, a good one is graded and stored whole."""
 
 from __future__ import annotations
 
@@ -21,35 +22,56 @@ def _trace_run(personas, cases=3):
     return create_run(personas.workspace, version, [dep])
 
 
-def test_jsonl_good_lines_graded_bad_lines_reported(personas):
+def test_an_upload_with_a_bad_line_stores_nothing_and_lists_every_bad_line(personas):
     run = _trace_run(personas)
     lane = RunLane.objects.get(run=run)
     assert dispatch_lane(lane.pk).claimed == 0  # trace lanes wait for results
+    good = [
+        json.dumps({"case_key": "c0", "final_output": "answer-0"}),
+        json.dumps({"case_key": "c1", "deployment": "ci", "final_output": "wrong"}),
+    ]
     data = "\n".join(
         [
-            json.dumps({"case_key": "c0", "final_output": "answer-0"}),
+            good[0],
             "{not json",
             json.dumps({"case_key": "nope", "final_output": "x"}),
-            json.dumps({"case_key": "c1", "deployment": "ci", "final_output": "wrong"}),
+            good[1],
             json.dumps({"case_key": "c0", "final_output": "again"}),
             json.dumps({"case_key": "c2", "deployment": "other", "final_output": "x"}),
+            json.dumps({"case_key": "c2", "repetition": 2, "final_output": "x"}),
         ]
     ).encode()
     outcome = run_import_results(run=run, data=data)
-    assert outcome.accepted == 2
-    assert [b["line"] for b in outcome.bad_lines] == [2, 3, 5, 6]
+    assert outcome.accepted == 0
+    assert [b["line"] for b in outcome.bad_lines] == [2, 3, 5, 6, 7]
     body = outcome.error_body()["error"]
-    assert body["code"] == "invalid_results" and body["message"] == "4 bad result lines"
+    assert body["code"] == "invalid_results"
+    assert body["message"].startswith("5 bad result lines; nothing was stored")
     assert "not in the input set" in outcome.bad_lines[1]["message"]
     assert "duplicate" in outcome.bad_lines[2]["message"]
+    assert outcome.bad_lines[3]["field"] == "deployment"
+    assert outcome.bad_lines[4]["field"] == "repetition"
+    run.refresh_from_db()
+    lane.refresh_from_db()
+    assert (run.status, lane.status, lane.pending, run.items_open) == ("queued", "queued", 3, 3)
+    assert not RunItem.objects.filter(run=run).exclude(state="pending").exists()
+    # the corrected file goes in whole
+    fixed = run_import_results(run=run, data="\n".join(good).encode())
+    assert (fixed.accepted, fixed.bad_lines) == (2, [])
     run.refresh_from_db()
     assert run.status == "running"
     assert dict(RunItem.objects.filter(run=run).exclude(status="").values_list("case_key", "status")) == {
         "c0": "PASSED",
         "c1": "FAILED",
     }
-    again = run_import_results(run=run, data=json.dumps({"case_key": "c0", "final_output": "x"}).encode())
-    assert again.accepted == 0 and "already has a result" in again.bad_lines[0]["message"]
+    # a line for a case that has its result refuses the upload it is in, good lines included
+    again = run_import_results(
+        run=run,
+        data=(json.dumps({"case_key": "c2", "final_output": "answer-2"}) + "\n" + good[0]).encode(),
+    )
+    assert again.accepted == 0 and [b["line"] for b in again.bad_lines] == [2]
+    assert "already has a result" in again.bad_lines[0]["message"]
+    assert RunItem.objects.get(run=run, case_key="c2").state == "pending"
     last = run_import_results(
         run=run, data=json.dumps({"case_key": "c2", "final_output": "answer-2"}).encode()
     )
@@ -107,8 +129,14 @@ def test_otlp_traces_are_matched_by_routing_attributes(personas):
         ]
     }
     outcome = run_import_results(run=run, data=json.dumps(document).encode())
-    assert outcome.accepted == 1
-    assert len(outcome.bad_lines) == 1 and "no final output" in outcome.bad_lines[0]["message"]
+    assert outcome.accepted == 0
+    assert [b["line"] for b in outcome.bad_lines] == [2]
+    assert outcome.bad_lines[0]["message"].startswith("trace t2: no final output")
+    assert not RunItem.objects.filter(run=run).exclude(status="").exists()
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.pop()  # without the trace that has no answer
+    outcome = run_import_results(run=run, data=json.dumps(document).encode())
+    assert (outcome.accepted, outcome.bad_lines) == (1, [])
     item = RunItem.objects.get(run=run, case_key="c1")
     assert item.status == "PASSED" and item.input_tokens == 12
     assert item.evidence["response"]["tool_calls"][0]["name"] == "lookup"
