@@ -119,8 +119,23 @@ def _read_bundle(request: Request) -> tuple[bytes, str | None, dict[str, Any] | 
     return data, filename, None
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
 def _strict(request: Request) -> bool:
-    return str(request.query_params.get("strict", "")).lower() in ("1", "true", "yes")
+    """``?strict=``: a value that is neither true nor false is a 400, not a silent false (a
+    typo would otherwise publish what a strict check should have refused)."""
+    raw = str(request.query_params.get("strict", "")).strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ApiError(
+        "invalid_input",
+        f"strict must be true or false (1/0, yes/no, on/off), not {raw[:40]!r}",
+        field="strict",
+    )
 
 
 # --- schemas for OpenAPI --------------------------------------------------------------------

@@ -81,6 +81,22 @@ def test_validate_strict_turns_warnings_into_errors(personas):
     assert strict.json()["errors"][0]["rule"] == "unknown_key"
 
 
+@pytest.mark.parametrize("route", ["packs/validate", "packs"])
+def test_a_strict_value_that_is_neither_true_nor_false_is_a_400_naming_it(personas, route):
+    from packs.models import PackVersion
+
+    response = post_yaml(personas.api(personas.owner), f"{BASE}/{route}?strict=ture", mental_math())
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": "invalid_input",
+        "message": "strict must be true or false (1/0, yes/no, on/off), not 'ture'",
+        "field": "strict",
+    }
+    assert not PackVersion.objects.exists()
+    relaxed = post_yaml(personas.api(personas.owner), f"{BASE}/packs/validate?strict=off", mental_math())
+    assert relaxed.status_code == 200
+
+
 def test_validate_reads_a_zip_by_content_type(personas):
     response = post_yaml(
         personas.api(personas.owner), f"{BASE}/packs/validate", invoice_zip(), "application/zip"
