@@ -262,6 +262,7 @@ CASE_FILTERS = {
     "unavailable": Q(status__in=("UNAVAILABLE", "NOT_EVALUATED")),
     "error": Q(status="ERROR"),
     "infra_error": Q(status="", last_category__in=("infra_error", "config_error")),
+    "cancelled": Q(status="", last_category="cancelled"),
     "pending": Q(state__in=(ItemState.PENDING, ItemState.CLAIMED)),
 }
 CASE_SORTS = {"id": "id", "score": "score", "-score": "-score"}

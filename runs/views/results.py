@@ -40,6 +40,7 @@ STATUS_FILTERS = (
     ("unavailable", "Unavailable / not evaluated"),
     ("error", "Evaluator error"),
     ("infra_error", "Infra / config error"),
+    ("cancelled", "Cancelled"),
     ("pending", "Pending"),
 )
 SORTS = (("id", "Run order"), ("score", "Score, lowest first"), ("-score", "Score, highest first"))
@@ -52,7 +53,8 @@ STATUS_VALUES = {
     "config_error": "infra_error",
 }
 STATUS_ACCEPTED = (
-    "PASSED", "FAILED", "UNAVAILABLE", "NOT_EVALUATED", "ERROR", "infra_error", "config_error", "pending",
+    "PASSED", "FAILED", "UNAVAILABLE", "NOT_EVALUATED", "ERROR", "infra_error", "config_error", "cancelled",
+    "pending",
 )  # fmt: skip
 SORT_VALUES = {value: value for value, _ in SORTS}
 

@@ -63,14 +63,25 @@ def test_not_evaluated_and_config_error_select_the_filter_that_holds_them(person
     assert '<option value="infra_error" selected>' in body
 
 
-@pytest.mark.parametrize("value", ["bogus", "cancelled", "FAILED,PASSED"])
+def test_cancelled_lists_the_cases_a_cancel_ended_without_a_grade(personas, run):
+    ended = RunItem.objects.filter(run=run, status="").exclude(state="pending")[:2]
+    ids = sorted(item.id for item in ended)
+    assert ids  # the seeded run has infra errors
+    RunItem.objects.filter(id__in=ids).update(last_category="cancelled", state="cancelled")
+    response = login(personas.viewer).get(f"/runs/{run.id}/cases/?status=CANCELLED")
+    assert response.status_code == 200
+    assert shown(response.content.decode()) == ids
+    assert '<option value="cancelled" selected>' in response.content.decode()
+
+
+@pytest.mark.parametrize("value", ["bogus", "cancel", "FAILED,PASSED"])
 def test_an_unknown_status_is_a_400_listing_the_accepted_ones(personas, run, value):
     response = login(personas.viewer).get(f"/runs/{run.id}/cases/", {"status": value, "q": "0000"})
     body = response.content.decode()
     assert response.status_code == 400
     assert (
         "status must be one of PASSED, FAILED, UNAVAILABLE, NOT_EVALUATED, ERROR, infra_error, "
-        "config_error, pending, not"
+        "config_error, cancelled, pending, not"
     ) in body
     assert 'name="status" aria-invalid="true"' in body
     assert shown(body) == [] and "No case listed: fix the filters above." in body
