@@ -60,6 +60,24 @@ def child_env(**overrides: str) -> dict[str, str]:
     return env
 
 
+def run_on_sqlite(tmp_path: Path, script: str) -> Any:
+    """Run ``script`` with ``manage.py shell -c`` in a child process on a fresh, migrated
+    SQLite file (the embedded default of ``make run``); the JSON of its last line of stdout."""
+    import json
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'lite.sqlite3'}",
+        "DJANGO_SETTINGS_MODULE": "agentclash_site.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
+    manage = [sys.executable, "manage.py"]
+    for argv in ([*manage, "migrate", "--noinput", "-v", "0"], [*manage, "shell", "-c", script]):
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @contextmanager
 def redis_server(
     port: int | None = None, *, appendonly: bool = False, dir: Path | None = None

@@ -4,11 +4,6 @@ view runs, on every database. It used to be caught only when PostgreSQL refused 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 from django.http import QueryDict
 from rest_framework.permissions import AllowAny
@@ -17,7 +12,7 @@ from rest_framework.test import APIRequestFactory
 
 from agentclash_site.lib.api import ApiError, ApiView, reject_nul_query_parameters
 from runs.services.deployments import deployment_create
-from tests.processes import ROOT
+from tests.processes import run_on_sqlite
 from tests.runs.runfactory import create_run, publish
 
 BASE = "/api/v1/workspaces/acme"
@@ -113,18 +108,7 @@ print(json.dumps(out))
 
 def test_on_sqlite_too(tmp_path):
     """A child process on a fresh SQLite file: the same 400, not a 200 with an empty list."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'lite.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "agentclash_site.settings",
-        "PYTHONUNBUFFERED": "1",
-    }
-    manage = [sys.executable, "manage.py"]
-    done = subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    done = subprocess.run([*manage, "shell", "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_on_sqlite(tmp_path, SCRIPT)
     for query, field in (("challenge=%00", "challenge"), ("deployment=a%00", "deployment")):
         status, body = result[query]
         assert status == 400, (query, body)

@@ -4,12 +4,7 @@ probes a run and a later run copies the findings."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
-from tests.processes import ROOT
+from tests.processes import run_on_sqlite
 
 SCRIPT = """
 import json
@@ -36,18 +31,7 @@ print(json.dumps({
 
 
 def test_findings_are_stored_and_copied_on_sqlite(tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'lite.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "agentclash_site.settings",
-        "PYTHONUNBUFFERED": "1",
-    }
-    manage = [sys.executable, "manage.py"]
-    done = subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    done = subprocess.run([*manage, "shell", "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_on_sqlite(tmp_path, SCRIPT)
     assert result["outcome"] == "computed"
     assert result["keys"] == ["echo\x1fc0", "echo\x1fc1", "echo\x1fc2"]
     assert result["first"] and result["first"][0]["finding"] == "trivially_satisfied"

@@ -5,11 +5,7 @@ field error. One helper parses them all (``agentclash_site.lib.params``)."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 from django.http import QueryDict
@@ -26,7 +22,7 @@ from packs import services
 from runs.models import Run, RunLane
 from runs.seeding import seed_run
 from tests.packs.publish_fixtures import mental_math
-from tests.processes import ROOT
+from tests.processes import run_on_sqlite
 
 BIG = "99999999999999999999"
 
@@ -205,18 +201,7 @@ print(json.dumps(statuses))
 
 
 def test_a_too_big_number_is_a_4xx_on_sqlite_too(tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'lite.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "agentclash_site.settings",
-        "PYTHONUNBUFFERED": "1",
-    }
-    manage = [sys.executable, "manage.py"]
-    done = subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    done = subprocess.run([*manage, "shell", "-c", SQLITE_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+    assert run_on_sqlite(tmp_path, SQLITE_SCRIPT) == {
         "diff to": 400,
         "diff from": 400,
         "diff unknown": 404,
