@@ -53,6 +53,7 @@ ITEM_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 FINISHED_RUN = frozenset({R.COMPLETED, R.FAILED, R.CANCELLED})
+_FINISHED_LANE = frozenset({L.COMPLETED, L.FAILED, L.CANCELLED})
 # PostgreSQL NOTIFY channel of finished runs (payload: the run id): ``eval start --follow``
 # listens instead of polling. Delivered when the transaction that finished the run commits.
 RUN_FINISHED_CHANNEL = "agentclash_run_finished"
@@ -100,7 +101,10 @@ def transition_run(run: Run, to_state: str, *, reason: str = "") -> bool:
     if to_state == R.RUNNING and run.started_at is None:
         fields["started_at"] = now
     if to_state in FINISHED_RUN:
-        fields["finished_at"] = now
+        if run.finished_at is None:
+            fields["finished_at"] = now
+    elif to_state == R.SCORING and run.status in FINISHED_RUN:
+        pass  # a rescore: the run finished executing when it first did (its duration stays)
     elif run.finished_at is not None:
         fields["finished_at"] = None
     updated = Run.objects.filter(pk=run.pk, status=run.status).update(**fields)
@@ -125,8 +129,11 @@ def transition_lane(lane: RunLane, to_state: str, *, reason: str = "") -> bool:
     fields: dict[str, object] = {"status": to_state}
     if to_state == L.RUNNING and lane.started_at is None:
         fields["started_at"] = now
-    if to_state in (L.COMPLETED, L.FAILED, L.CANCELLED):
-        fields["finished_at"] = now
+    if to_state in _FINISHED_LANE:
+        if lane.finished_at is None:
+            fields["finished_at"] = now
+    elif to_state == L.SCORING and lane.status in _FINISHED_LANE:
+        pass  # a rescore, as for the run
     elif lane.finished_at is not None:
         fields["finished_at"] = None
     updated = RunLane.objects.filter(pk=lane.pk, status=lane.status).update(**fields)

@@ -94,8 +94,11 @@ def test_rescore_regrades_recorded_evidence_and_keeps_the_old_revision(
         dep = hosted(personas.workspace, agent.url)
         run = drive(create_run(personas.workspace, version, [dep]))
         calls = agent.calls
+        finished = (run.finished_at, RunLane.objects.get(run=run).finished_at)
+        assert None not in finished
         with django_capture_on_commit_callbacks(execute=True):
             opened = run_rescore(run=run)
+        assert opened.finished_at == finished[0]  # re-scoring is not running again
         # the request only opens the revision and enqueues the task
         assert (opened.status, opened.scoring_revision) == ("scoring", 2)
         assert sent == [(str(run.pk), 2)]
@@ -116,6 +119,8 @@ def test_rescore_regrades_recorded_evidence_and_keeps_the_old_revision(
     lane = RunLane.objects.get(run=run)
     assert (lane.passed, lane.failed, lane.status) == (2, 0, "completed")
     assert lane.counters["tally"]["executions"] == 2
+    # the run and its lane finished when they first did: a rescore does not change a duration
+    assert (run.finished_at, lane.finished_at) == finished
     assert run.stats["scoring_revision"] == 2
     # a redelivered task does nothing twice
     assert tasks.rescore_run(str(run.pk), 2) == 0

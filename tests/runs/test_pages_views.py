@@ -373,3 +373,10 @@ def test_a_case_without_evidence_says_so(run, owner):
     RunItem.objects.filter(id=item.id).update(evidence=None)
     body = owner.get(f"/runs/{run.id}/cases/{item.id}/transcript/").content.decode()
     assert "No evidence was recorded" in body
+
+
+def test_the_overview_says_when_a_run_was_re_scored(run, owner):
+    assert 'data-testid="scoring-revision"' not in owner.get(f"/runs/{run.id}/").content.decode()
+    Run.objects.filter(id=run.id).update(scoring_revision=3)
+    body = owner.get(f"/runs/{run.id}/").content.decode()
+    assert 'data-testid="scoring-revision">revision 3 <span class="muted">(re-scored)</span>' in body
