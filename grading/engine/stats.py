@@ -131,11 +131,13 @@ def mean(values: Sequence[float]) -> float | None:
 
 
 def round4(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
+    """``value`` to 4 places; a difference that rounds to zero is 0.0, never -0.0 (floating
+    noise such as 0.1 - 0.10000000000000002 read as "-0.0000", a regression that is not)."""
+    return None if value is None else round(value, 4) + 0.0
 
 
 def round_interval(interval: Interval | None) -> list[float] | None:
-    return None if interval is None else [round(interval[0], 4), round(interval[1], 4)]
+    return None if interval is None else [round4(interval[0]), round4(interval[1])]
 
 
 # ---------------------------------------------------------------------------

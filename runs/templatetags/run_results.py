@@ -20,7 +20,7 @@ def pct(value: Any, digits: int = 1) -> str:
     if value is None or isinstance(value, bool):
         return DASH
     try:
-        return f"{float(value) * 100:.{int(digits)}f}%"
+        return f"{float(value) * 100:z.{int(digits)}f}%"
     except (TypeError, ValueError):
         return DASH
 
@@ -30,23 +30,24 @@ def interval(value: Any) -> str:
     """[0.62, 0.84] -> "62.0–84.0%"; scores use :func:`score_interval`."""
     if not value or len(value) != 2 or value[0] is None:
         return ""
-    return f"{value[0] * 100:.1f}{DASH}{value[1] * 100:.1f}%"
+    return f"{value[0] * 100:z.1f}{DASH}{value[1] * 100:z.1f}%"
 
 
 @register.filter
 def score_interval(value: Any) -> str:
     if not value or len(value) != 2 or value[0] is None:
         return ""
-    return f"{value[0]:.3f}{DASH}{value[1]:.3f}"
+    return f"{value[0]:z.3f}{DASH}{value[1]:z.3f}"
 
 
 @register.filter
 def score(value: Any) -> str:
-    """Scores show 4 decimals (grading.md §2)."""
+    """Scores show 4 decimals (grading.md §2); what rounds to zero shows 0.0000, never
+    -0.0000 (format's ``z``: a delta of floating noise is not a regression)."""
     if value is None or isinstance(value, bool):
         return DASH
     try:
-        return f"{float(value):.4f}"
+        return f"{float(value):z.4f}"
     except (TypeError, ValueError):
         return DASH
 

@@ -141,3 +141,12 @@ def test_wilson_matches_the_textbook_values():
     # 3 of 10 at z = 1.96: centre 0.3555..., the usual (0.1078, 0.6032).
     low, high = stats.wilson_interval(3, 10)
     assert low == pytest.approx(0.1077893, abs=1e-7) and high == pytest.approx(0.6032268, abs=1e-7)
+
+
+def test_a_difference_that_rounds_to_zero_is_never_negative_zero():
+    noise = 0.1 - (0.1 + 0.2 - 0.2)  # -2.8e-17: a mean of repetitions against the same score
+    assert noise < 0
+    assert str(stats.round4(noise)) == "0.0"
+    assert [str(x) for x in stats.round_interval((noise, -0.0))] == ["0.0", "0.0"]
+    assert stats.round4(-0.00004) == 0.0 and str(stats.round4(-0.00004)) == "0.0"
+    assert stats.round4(-0.00005) == -0.0001 and stats.round4(None) is None

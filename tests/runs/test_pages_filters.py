@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from runs.templatetags.run_results import duration
+from runs.templatetags.run_results import duration, interval, pct, score, score_interval
 
 
 @pytest.mark.parametrize(
@@ -21,3 +21,11 @@ from runs.templatetags.run_results import duration
 )
 def test_durations_read_like_people_write_them(value, text):
     assert duration(value) == text
+
+
+def test_a_figure_that_rounds_to_zero_never_shows_a_minus_sign():
+    noise = -2.8e-17  # a mean of repetitions against the same score
+    assert score(noise) == "0.0000" and score(-0.0) == "0.0000" and score(-0.5) == "-0.5000"
+    assert pct(noise) == "0.0%"
+    assert interval([noise, 0.0]) == "0.0–0.0%"
+    assert score_interval([noise, 0.1]) == "0.000–0.100"
