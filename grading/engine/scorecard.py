@@ -367,13 +367,23 @@ def run_scorecard(scorecard: Any, dims: list[DimensionResult]) -> ScorecardOutco
         threshold = explicit if explicit is not None else (1.0 if not gates else None)
         if threshold is not None:
             inputs.append(_overall_input(dims, overall, threshold))
-    passed: bool | None = True if inputs else None
+    # The verdict's rules (§10.2 case status): a failed input fails; an ERROR or UNAVAILABLE
+    # one leaves no verdict; one that was not graded does not block the others (a hybrid gate
+    # passed with its non-gate dimensions all ungraded used to be a PASSED case whose
+    # scorecard said passed: null).
+    passed: bool | None = None
+    blocked = False
     for i in inputs:
-        if i.status is Status.FAILED:
+        st = i.status
+        if st is Status.FAILED:
             passed = False
             break
-        if i.status is not Status.PASSED:
-            passed = None
+        if st is Status.ERROR or st is Status.UNAVAILABLE:
+            blocked = True
+        elif st is Status.PASSED and not blocked:
+            passed = True
+    if blocked and passed is not False:
+        passed = None
     return ScorecardOutcome(strategy, overall, passed, dims, inputs, threshold)
 
 

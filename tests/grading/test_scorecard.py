@@ -196,6 +196,33 @@ def test_hybrid_strategy():
     assert grade({"a": PASS}, only_gates).scorecard["overall_score"] == 1.0
 
 
+def test_a_hybrid_case_whose_other_dimensions_are_ungraded_passes_on_its_gate_and_says_so():
+    """The scorecard's passed agrees with the case status: a gate passed and the non-gate
+    dimensions all NOT_EVALUATED (an llm_judge without a provider) is a PASSED case with no
+    overall score; its scorecard said passed: null."""
+    sc = {
+        "strategy": "hybrid",
+        "dimensions": [
+            {
+                "key": "format",
+                "source": "validators",
+                "validators": ["a"],
+                "gate": True,
+                "pass_threshold": 1.0,
+            },
+            {"key": "quality", "source": "llm_judge", "judge_key": "j"},
+        ],
+        "pass_threshold": 0.7,
+    }
+    judges = [{"key": "j", "mode": "assertion", "assertion": "faithful", "model": "gpt-4o"}]
+    g = grade({"a": PASS}, sc, llm_judges=judges)
+    assert dims(g)["quality"]["status"] == "NOT_EVALUATED"
+    assert (g.status.value, g.scorecard["passed"], g.scorecard["overall_score"]) == ("PASSED", True, None)
+    assert g.validity.value == "degraded"
+    failed = grade({"a": FAIL}, sc, llm_judges=judges)
+    assert (failed.status.value, failed.scorecard["passed"]) == ("FAILED", False)
+
+
 def test_error_gating_input_makes_the_case_error():
     sc = {"dimensions": ["correctness"]}
     g = grade(
