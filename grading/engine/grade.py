@@ -729,6 +729,15 @@ class CaseGrade:
                 "compliance_score": None,
             },
             eval_feedback={"suggestions": [], "overall": msg},
+            # §7's fields are always there: nothing was executed, so every count is 0
+            execution_metrics={
+                "tool_calls": {},
+                "total_tool_calls": 0,
+                "total_steps": 0,
+                "errors_encountered": 0,
+                "output_chars": 0,
+                "transcript_chars": 0,
+            },
             timing={
                 "executor_duration_seconds": 0.0,
                 "grader_duration_seconds": 0.0,

@@ -439,3 +439,13 @@ def test_code_records_resolve_as_evidence_ids(monkeypatch):
     }
     records = evidence_records(g)
     assert resolve_evidence_id("code:run", ev, CASE, CTX, records).startswith("command: pytest\nexit code: 1")
+
+
+def test_a_case_with_no_result_still_has_every_execution_metric():
+    """grading.md §7's execution_metrics fields are always present; nothing ran, so each is 0."""
+    doc = CaseGrade.no_result(CaseDef("c", "k"), GradeContext(case_findings=[])).to_dict()
+    assert doc["execution_metrics"] == {
+        "tool_calls": {}, "total_tool_calls": 0, "total_steps": 0,
+        "errors_encountered": 0, "output_chars": 0, "transcript_chars": 0,
+    }  # fmt: skip
+    assert doc["status"] == "UNAVAILABLE" and doc["reason_code"] == "no_result"
