@@ -3,27 +3,15 @@ is an I/O error (exit 2) that says what was expected (spec/interfaces.md §4).""
 
 from __future__ import annotations
 
-import json
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
 from packs.models import Pack
+from tests.commands import json_command as run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = "PATH must be a pack.yaml file, a directory containing pack.yaml, or a .zip bundle"
-
-
-def run(*args: str) -> tuple[int, dict]:
-    out = StringIO()
-    try:
-        call_command(*args, stdout=out, stderr=StringIO())
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, json.loads(out.getvalue())
 
 
 def test_validate_a_directory_of_packs_says_it_has_no_pack_yaml_and_names_the_packs_in_it():

@@ -5,26 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
 from agentclash_site.workspaces.models import ApiToken, Membership, Workspace, hash_token
+from tests.commands import json_command as run
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(*args: str) -> tuple[int, dict]:
-    out = StringIO()
-    try:
-        call_command(*args, stdout=out, stderr=StringIO())
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return code, json.loads(out.getvalue())
 
 
 def test_workspace_create_prints_the_document_and_reruns_update_only_given_flags(personas):

@@ -3,25 +3,15 @@ spec/interfaces.md §2 naming the option, exit 2, and store nothing."""
 
 from __future__ import annotations
 
-import json
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
 from agentclash_site.workspaces.models import ApiToken, Workspace
+from tests.commands import json_command as run
 
 pytestmark = pytest.mark.django_db
-
-
-def run(*args: str) -> tuple[int, dict]:
-    out = StringIO()
-    try:
-        call_command(*args, stdout=out, stderr=StringIO())
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return code, json.loads(out.getvalue())
 
 
 def test_workspace_create_refuses_a_name_over_200_characters(personas):
