@@ -8,24 +8,18 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
 from packs import services
 from packs.models import Draft, PackVersion
 from packs.services.drafts import MAX_BUNDLE_TEXT
+from tests.clients import logged_in as client_for
 from tests.packs.publish_fixtures import mental_math
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 SAVED = mental_math()
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

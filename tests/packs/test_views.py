@@ -8,15 +8,10 @@ from django.urls import reverse
 
 from packs import services
 from packs.models import Draft, Pack, PackVersion
+from tests.clients import logged_in as client_for
 from tests.packs.publish_fixtures import INVOICES_JSON, mental_math
 
 pytestmark = pytest.mark.django_db
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

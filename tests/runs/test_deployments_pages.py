@@ -9,18 +9,13 @@ from django.urls import reverse
 
 from runs.models import Deployment
 from runs.services.deployments import deployment_create
+from tests.clients import logged_in as login
 from tests.fakes.agent_server import FakeAgent, ok, server_error
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "sk-PAGE-SECRET-31337"
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def login(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def existing(personas, name="careful", **kw):

@@ -6,22 +6,16 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
 
 from grading.engine.aggregate import CaseRecord
 from grading.engine.compare import compare_records
 from runs.compare_tasks import CompareError, comparison_request, compute_comparison
 from runs.models import ComparisonCase, RunComparison, RunItem, RunLane
 from runs.seeding import seed_run
+from tests.clients import logged_in as login
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def login(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

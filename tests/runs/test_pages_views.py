@@ -12,15 +12,10 @@ from django.test import Client
 from runs.models import ItemState, Run, RunItem, RunLane, RunResultSummary, RunStatus
 from runs.result_tasks import compute_result_summary, result_summary_request
 from runs.seeding import seed_run
+from tests.clients import logged_in as login
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def login(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -7,20 +7,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
 
 from runs.models import Run, RunItem, RunLane
 from runs.results import CASE_FILTERS
 from runs.seeding import seed_run
 from runs.views.results import STATUS_VALUES
+from tests.clients import logged_in as login
 
 pytestmark = pytest.mark.django_db
-
-
-def login(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def shown(body: str) -> list[int]:

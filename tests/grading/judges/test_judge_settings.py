@@ -11,14 +11,9 @@ from django.test import Client
 
 from grading.models import JudgeProviderConfig, ModelPrice, price_table
 from grading.pricing import DEFAULT_PRICES
+from tests.clients import logged_in as client_for
 
 URL = "/workspaces/acme/judge/"
-
-
-def client_for(user) -> Client:
-    c = Client()
-    c.force_login(user)
-    return c
 
 
 @pytest.mark.django_db
