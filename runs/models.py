@@ -210,9 +210,6 @@ RUN_HEAVY_FIELDS = ("case_findings", "pack_version__source", "pack_version__mani
 
 
 class RunQuerySet(models.QuerySet["Run"]):
-    def for_workspace(self, workspace: Any) -> RunQuerySet:
-        return self.filter(workspace=workspace).order_by("-created_at", "-id")
-
     def light(self) -> RunQuerySet:
         """Runs with their pack version and input set, without ``RUN_HEAVY_FIELDS``: a run
         of 9,900 cases read plainly, then ``run.pack_version``, held ~30 MB of parsed
