@@ -6,7 +6,6 @@ writes). Validation failures answer the validate body of spec/interfaces.md §4.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from typing import Any
 
@@ -26,7 +25,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentclash_site.lib.api import ApiError, ApiView
+from agentclash_site.lib.api import ApiError, ApiView, ClosedInput
 from agentclash_site.lib.parsers import JSONParser
 from agentclash_site.workspaces.access import get_workspace_for_user
 from packs import bundle as pack_bundle
@@ -460,25 +459,7 @@ class StrictUUIDField(serializers.UUIDField):
         return super().to_internal_value(data)
 
 
-class StrictInput(serializers.Serializer):
-    """A JSON body whose unknown fields are refused (400 "unknown field", as ``POST runs``),
-    never silently dropped: ``bundle_text`` for ``bundle`` would lose the author's text."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({unknown[0]: [self._unknown(unknown[0])]})
-        return super().to_internal_value(data)
-
-    def _unknown(self, name: str) -> str:
-        close = difflib.get_close_matches(name, list(self.fields), n=1, cutoff=0.6)
-        if close:
-            return f'unknown field; did you mean "{close[0]}"?'
-        return "unknown field; the fields are " + ", ".join(self.fields)
-
-
-class DraftCreateInput(StrictInput):
+class DraftCreateInput(ClosedInput):
     name = StrictCharField(max_length=300, required=False, default="Untitled draft")
     bundle = StrictCharField(
         required=False, allow_blank=True, trim_whitespace=False, default="", help_text="the pack.yaml text"
@@ -489,7 +470,7 @@ class DraftCreateInput(StrictInput):
     template = StrictCharField(required=False, help_text="start from this example pack")
 
 
-class DraftUpdateInput(StrictInput):
+class DraftUpdateInput(ClosedInput):
     name = StrictCharField(max_length=300, required=False)
     bundle = StrictCharField(
         required=False, allow_blank=True, trim_whitespace=False, help_text="the pack.yaml text"

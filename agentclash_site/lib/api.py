@@ -6,12 +6,13 @@ packs use the validate body instead and are returned by their views directly.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import DataError
 from django.http import Http404, QueryDict
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -143,3 +144,22 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = str(exc)
     response.data = error_body(code, message)
     return response
+
+
+class ClosedInput(serializers.Serializer):
+    """A JSON body whose unknown fields are refused (400 "unknown field", with the nearest
+    field's name), never silently dropped: a typo such as ``bundle_text`` for ``bundle``
+    would lose what the client sent."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: [self._unknown(unknown[0])]})
+        return super().to_internal_value(data)
+
+    def _unknown(self, name: str) -> str:
+        close = difflib.get_close_matches(name, list(self.fields), n=1, cutoff=0.6)
+        if close:
+            return f'unknown field; did you mean "{close[0]}"?'
+        return "unknown field; the fields are " + ", ".join(self.fields)

@@ -16,7 +16,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentclash_site.lib.api import ApiError, ApiView
+from agentclash_site.lib.api import ApiError, ApiView, ClosedInput
 from agentclash_site.workspaces.access import get_workspace_for_user
 from runs.access import get_deployment_for_user
 from runs.models import Deployment, DeploymentKind, EvidenceLevel
@@ -59,18 +59,7 @@ class DeploymentWithKeyOutput(DeploymentOutput):
     signing_key = serializers.CharField(help_text="shown in this response only")
 
 
-class _StrictInput(serializers.Serializer):
-    """Refuses unknown keys, so a typo is an error instead of a silently ignored field."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({unknown[0]: ["unknown field"]})
-        return super().to_internal_value(data)
-
-
-class _DeploymentFields(_StrictInput):
+class _DeploymentFields(ClosedInput):
     endpoint_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     base_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     model = serializers.CharField(required=False, allow_blank=True, max_length=200)

@@ -19,7 +19,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentclash_site.lib.api import ApiError, ApiView
+from agentclash_site.lib.api import ApiError, ApiView, ClosedInput
 from agentclash_site.lib.pagination import InvalidCursor, keyset_page
 from agentclash_site.lib.parsers import JSONParser
 from agentclash_site.workspaces.access import get_workspace_for_user
@@ -43,7 +43,7 @@ def _json(body: Any, status_code: int = 200) -> HttpResponse:
     return HttpResponse(orjson.dumps(body), status=status_code, content_type="application/json")
 
 
-class RunCreateInput(serializers.Serializer):
+class RunCreateInput(ClosedInput):
     pack = serializers.CharField(help_text="the pack slug")
     pack_version = serializers.IntegerField(required=False, min_value=1, help_text="default: the highest")
     input_set = serializers.CharField(required=False, allow_blank=True, allow_null=True)
@@ -51,13 +51,6 @@ class RunCreateInput(serializers.Serializer):
     repetitions = serializers.IntegerField(required=False, default=1)
     name = serializers.CharField(required=False, allow_blank=True, default="")
     max_in_flight = serializers.IntegerField(required=False, allow_null=True)
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({unknown[0]: ["unknown field"]})
-        return super().to_internal_value(data)
 
 
 class RunSummarySerializer(serializers.Serializer):
