@@ -16,6 +16,8 @@ from django.db.models import Count, Prefetch, Q
 from django.utils import timezone
 
 from agentclash_site.workspaces.models import Workspace
+from packs.bundle import limits
+from packs.bundle.models import SLUG_MAX_LENGTH
 
 
 class ImmutableError(Exception):
@@ -95,9 +97,9 @@ class PackQuerySet(models.QuerySet):
 class Pack(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="packs")
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    slug = models.CharField(max_length=200)
-    name = models.CharField(max_length=300)
-    family = models.CharField(max_length=200)
+    slug = models.CharField(max_length=SLUG_MAX_LENGTH)
+    name = models.CharField(max_length=limits.PACK_NAME)
+    family = models.CharField(max_length=limits.PACK_FAMILY)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -205,9 +207,9 @@ class _ImmutableRow(models.Model):
 
 class Challenge(_ImmutableRow):
     version = models.ForeignKey(PackVersion, on_delete=models.CASCADE, related_name="challenges")
-    key = models.CharField(max_length=200)
-    title = models.CharField(max_length=500)
-    category = models.CharField(max_length=200)
+    key = models.CharField(max_length=limits.CHALLENGE_KEY)
+    title = models.CharField(max_length=limits.CHALLENGE_TITLE)
+    category = models.CharField(max_length=limits.CHALLENGE_CATEGORY)
     difficulty = models.CharField(max_length=20)
     instructions = models.TextField(blank=True)
     definition = models.JSONField(default=dict, blank=True)
@@ -226,14 +228,14 @@ class Challenge(_ImmutableRow):
 class InputSet(_ImmutableRow):
     version = models.ForeignKey(PackVersion, on_delete=models.CASCADE, related_name="input_sets")
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    key = models.CharField(max_length=200)
-    name = models.CharField(max_length=300)
+    key = models.CharField(max_length=limits.INPUT_SET_KEY)
+    name = models.CharField(max_length=limits.INPUT_SET_NAME)
     description = models.TextField(blank=True)
     # Every case of a set shares one challenge (pack-format §4.2).
     challenge = models.ForeignKey(
         Challenge, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
-    challenge_key = models.CharField(max_length=200, blank=True)
+    challenge_key = models.CharField(max_length=limits.CHALLENGE_KEY, blank=True)
     position = models.PositiveIntegerField(default=0)
 
     class Meta:
@@ -264,8 +266,8 @@ class Case(_ImmutableRow):
     input_set = models.ForeignKey(InputSet, on_delete=models.CASCADE, related_name="cases")
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="cases")
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    case_key = models.CharField(max_length=200, help_text="The effective key.")
-    item_key = models.CharField(max_length=200)
+    case_key = models.CharField(max_length=limits.CASE_KEY, help_text="The effective key.")
+    item_key = models.CharField(max_length=limits.CASE_KEY)
     position = models.PositiveIntegerField(default=0)
     # Case document v1 or a legacy payload (pack-format §6).
     document = models.JSONField()
@@ -308,10 +310,10 @@ class Asset(_ImmutableRow):
         Challenge, on_delete=models.CASCADE, null=True, blank=True, related_name="assets"
     )
     case = models.ForeignKey(Case, on_delete=models.CASCADE, null=True, blank=True, related_name="assets")
-    key = models.CharField(max_length=200)
-    path = models.CharField(max_length=1000)
-    kind = models.CharField(max_length=100, blank=True)
-    media_type = models.CharField(max_length=200, blank=True)
+    key = models.CharField(max_length=limits.ASSET_KEY)
+    path = models.CharField(max_length=limits.ASSET_PATH)
+    kind = models.CharField(max_length=limits.ASSET_KIND, blank=True)
+    media_type = models.CharField(max_length=limits.ASSET_MEDIA_TYPE, blank=True)
     sha256 = models.CharField(max_length=64, blank=True)
     size = models.BigIntegerField(null=True, blank=True)
     artifact = models.ForeignKey(

@@ -21,7 +21,7 @@ from typing import Any
 from grading.engine.configs.checks import MISSING, Checker
 from grading.engine.modelcheck import Anchor, Issue, Path
 
-from . import archive
+from . import archive, limits
 from .models import (
     ACTORS,
     BUILTIN_PRIMITIVES,
@@ -165,10 +165,32 @@ def _execution_mode(c: Checker, version: dict[str, Any]) -> str | None:
     return mode if mode in EXECUTION_MODES else None
 
 
+def check_length(c: DocChecker, value: str | None, path: Path, limit: int) -> None:
+    """A text longer than the column that stores it (``limits``)."""
+    if value is not None and len(value) > limit:
+        c.err(path, limits.too_long(limit))
+
+
 def _check_pack(c: DocChecker, data: dict[str, Any]) -> None:
-    family = c.text(c.get(data, "pack", (), dict), "family", ("pack",))
+    pack = c.get(data, "pack", (), dict)
+    check_length(c, c.text(pack, "name", ("pack",)), ("pack", "name"), limits.PACK_NAME)
+    family = c.text(pack, "family", ("pack",))
+    check_length(c, family, ("pack", "family"), limits.PACK_FAMILY)
     if family is not None and family.lower() == "security" and data.get("security") is None:
         c.err(("security",), 'is required when pack.family == "security"', anchor="parent")
+
+
+_ASSET_LIMITS = (
+    ("key", limits.ASSET_KEY),
+    ("path", limits.ASSET_PATH),
+    ("kind", limits.ASSET_KIND),
+    ("media_type", limits.ASSET_MEDIA_TYPE),
+)
+_CHALLENGE_LIMITS = (
+    ("key", limits.CHALLENGE_KEY),
+    ("title", limits.CHALLENGE_TITLE),
+    ("category", limits.CHALLENGE_CATEGORY),
+)
 
 
 def _check_assets(
@@ -180,6 +202,9 @@ def _check_assets(
     for _, asset, asset_path in entries(c, owner, "assets", path):
         keyed.append((asset_path + ("key",), c.text(asset, "key", asset_path)))
         asset_file = c.text(asset, "path", asset_path)
+        for name, limit in _ASSET_LIMITS:
+            value = asset_file if name == "path" else c.text(asset, name, asset_path)
+            check_length(c, value, asset_path + (name,), limit)
         if files is None or asset_file is None or archive.is_absolute(asset_file):
             continue
         member = archive.normalize_asset_path(asset_file)
@@ -280,6 +305,8 @@ def _check_challenges(
     keyed: list[tuple[Path, str | None]] = []
     for _, challenge, path in entries(c, data, "challenges", ()):
         keyed.append((path + ("key",), c.text(challenge, "key", path)))
+        for name, limit in _CHALLENGE_LIMITS:
+            check_length(c, c.text(challenge, name, path), path + (name,), limit)
         _check_assets(c, challenge, path, files, norm)
         _check_artifact_keys(c, challenge, "artifact_refs", path, norm)
     check_unique(c, keyed)
@@ -341,12 +368,18 @@ def _check_input_sets(
     challenges_known = norm.challenges_complete
     for set_index, input_set, path in entries(c, data, "input_sets", ()):
         keyed.append((path + ("key",), c.text(input_set, "key", path)))
+        check_length(c, keyed[-1][1], path + ("key",), limits.INPUT_SET_KEY)
+        check_length(c, c.text(input_set, "name", path), path + ("name",), limits.INPUT_SET_NAME)
         cases = _normalize_set(c, input_set, path, set_index)
         norm.sets[set_index] = cases
         fixed: str | None = None
         seen: set[tuple[str, str]] = set()
         for case in cases:
             cp = case.path
+            check_length(c, case.key, cp + (case.key_field,), limits.CASE_KEY)
+            item_key = case.data.get("item_key")
+            if case.key_field == "case_key" and item_key != case.key:
+                check_length(c, item_key, cp + ("item_key",), limits.CASE_KEY)
             if case.challenge_key is not None:
                 if challenges_known and case.challenge_key not in norm.challenge_keys:
                     c.err(cp + ("challenge_key",), DECLARED_CHALLENGE)

@@ -252,13 +252,9 @@ def pack_version_publish(
     files: dict[str, bytes] = dict(report.files)
     manifest, sets, version_assets = _plan(report, files)
     assets = list(_all_assets(manifest, sets, version_assets, files))
-    # Before anything is stored, and together (one pass): values too long for their
-    # columns, and artifact ids that name no artifact of this workspace.
-    _refuse(
-        _column_issues(report, manifest, assets)
-        + _artifact_lookup(workspace=workspace, assets=assets, report=report)[1],
-        body,
-    )
+    # Before anything is stored: artifact ids that name no artifact of this workspace.
+    # (Values too long for their columns are the validator's, ``packs.bundle.limits``.)
+    _refuse(_artifact_lookup(workspace=workspace, assets=assets, report=report)[1], body)
     # Outside the transaction: artifact storage may be remote (S3).
     bound = {
         path: artifact_store(
@@ -379,48 +375,6 @@ def _check_artifact_ids(
     found, issues = _artifact_lookup(workspace=workspace, assets=assets, report=report)
     _refuse(issues, body)
     return found
-
-
-def _max_length(model: type[Any], name: str) -> int:
-    return int(model._meta.get_field(name).max_length)
-
-
-def _column_issues(
-    report: BundleReport, manifest: dict[str, Any], assets: list[_AssetPlan]
-) -> list[BundleIssue]:
-    """A value longer than its column "must be at most N characters" (PostgreSQL refuses it;
-    SQLite would store it whole). The slug's limit is the validator's (pack-format §4)."""
-    checks: list[tuple[Path, Any, int]] = [
-        (("pack", name), manifest["pack"].get(name), _max_length(Pack, name)) for name in ("name", "family")
-    ]
-    for c_index, challenge in enumerate(manifest.get("challenges") or []):
-        for name in ("key", "title", "category"):
-            checks.append((("challenges", c_index, name), challenge.get(name), _max_length(Challenge, name)))
-    for s_index, input_set in enumerate(manifest.get("input_sets") or []):
-        for name in ("key", "name"):
-            checks.append((("input_sets", s_index, name), input_set.get(name), _max_length(InputSet, name)))
-        for c_index, case in enumerate(input_set.get("cases") or []):
-            path = _case_key_path(report, s_index, c_index)
-            checks.append((path, case.get("case_key"), _max_length(Case, "case_key")))
-    for asset in assets:
-        for name in ("key", "path", "kind", "media_type"):
-            checks.append(((*asset.where, name), getattr(asset, name), _max_length(Asset, name)))
-    return [
-        report.issue_at(path, f"must be at most {limit} characters")
-        for path, value, limit in checks
-        if isinstance(value, str) and len(value) > limit
-    ]
-
-
-def _case_key_path(report: BundleReport, set_index: int, case_index: int) -> Path:
-    """Where the author wrote a case's effective key: ``case_key``, else ``item_key``."""
-    case: Path = ("input_sets", set_index, "cases", case_index)
-    document = report.document
-    if document is not None:
-        written = document.scalar_text(report.source_path((*case, "case_key")))
-        if not (written or "").strip() and document.exists(report.source_path((*case, "item_key"))):
-            return (*case, "item_key")
-    return (*case, "case_key")
 
 
 def _lock_or_create_pack(*, workspace: Workspace, meta: Any) -> tuple[Pack, bool]:
