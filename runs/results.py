@@ -95,6 +95,10 @@ class LaneRow:
     p50_ms: float | None
     p95_ms: float | None
     latency: LatencyHistogram
+    # None when no item's cost is known (the agent reported none and no price applies, or
+    # every judge call was of unknown cost): shown as a dash, never as $0.
+    agent_cost_usd: float | None = None
+    judge_cost_usd: float | None = None
     rank: int | None = None
     within_noise: bool | None = None
     winner: bool = False
@@ -115,9 +119,21 @@ def lanes_of(run: Run) -> list[RunLane]:
     return list(
         RunLane.objects.filter(run=run)
         .defer("counters")
-        .annotate(latency_hist=F("counters__latency"))
+        .annotate(
+            latency_hist=F("counters__latency"),
+            costs_reported=F("counters__agent__cost_reported"),
+            judge_costs_unknown=F("counters__judge__cost_unknown"),
+        )
         .order_by("position")
     )
+
+
+def _live_judge_cost(lane: RunLane) -> float | None:
+    """The known judge spend of a running lane; None when its calls so far all were of
+    unknown cost (a provider that reports none, the heuristic judge)."""
+    if lane.judge_calls and getattr(lane, "judge_costs_unknown", 0) and not lane.judge_cost_usd:
+        return None
+    return lane.judge_cost_usd
 
 
 def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | None = None) -> list[LaneRow]:
@@ -140,6 +156,8 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 p50_ms=agent.get("latency_p50_ms"),
                 p95_ms=agent.get("latency_p95_ms"),
                 latency=hist,
+                agent_cost_usd=agent.get("cost_usd"),
+                judge_cost_usd=(stats.get("judge_usage") or {}).get("cost_usd"),
             )
         else:
             # Live: the lane's own counters (repetitions aside, exact for pass rate and mean).
@@ -155,6 +173,8 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 p50_ms=round4(hist.quantile(0.5)),
                 p95_ms=round4(hist.quantile(0.95)),
                 latency=hist,
+                agent_cost_usd=lane.agent_cost_usd if getattr(lane, "costs_reported", 0) else None,
+                judge_cost_usd=_live_judge_cost(lane),
             )
         standing = ranking.get(lane.deployment_name)
         if standing:

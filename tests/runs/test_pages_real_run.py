@@ -44,3 +44,32 @@ def test_a_dispatched_run_reads_back_through_every_page(personas):
     # message 0 is the rendered prompt, as grading saw it
     assert re.search(r'id="ev-message-0".*?Say answer-2', transcript, re.S)
     assert re.search(r'id="ev-final_output".*?no idea', transcript, re.S)
+
+
+def _cost_cells(overview: str) -> list[tuple[str, str]]:
+    """(agent cost, judge cost) of each leaderboard row, in order."""
+    rows = re.findall(
+        r'<td class="num">[^<]*/[^<]*<br><small>([^<]*)</small></td>\s*'
+        r'<td class="num">[^<]*<br><small>([^<]*)</small></td>',
+        overview,
+    )
+    return [(agent.strip(), judge.strip()) for agent, judge in rows]
+
+
+def test_an_unknown_cost_reads_as_a_dash_never_as_zero_dollars(personas):
+    # An agent that reports no cost (and no price applies) used to read "$0.0000": free.
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as silent, FakeAgent() as priced:
+        silent.default = ok(echo_answer)
+        priced.default = ok(lambda recorded: {**echo_answer(recorded), "metrics": {"cost_usd": 0.25}})
+        deployments = [
+            hosted(personas.workspace, silent.url, name="silent"),
+            hosted(personas.workspace, priced.url, name="priced"),
+        ]
+        run = drive(create_run(personas.workspace, version, deployments))
+    assert run.status == "completed"
+    client = Client()
+    client.force_login(personas.viewer)
+    cells = _cost_cells(client.get(f"/runs/{run.id}/").content.decode())
+    # No judge in this pack: no judge calls, so the judge spend is known to be nothing.
+    assert sorted(cells) == [("$0.5000", "$0.0000"), ("–", "$0.0000")]

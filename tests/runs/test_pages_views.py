@@ -375,3 +375,18 @@ def test_the_overview_says_when_a_run_was_re_scored(run, owner):
     Run.objects.filter(id=run.id).update(scoring_revision=3)
     body = owner.get(f"/runs/{run.id}/").content.decode()
     assert 'data-testid="scoring-revision">revision 3 <span class="muted">(re-scored)</span>' in body
+
+
+def test_a_running_lanes_judge_spend_of_unknown_cost_is_unknown_not_zero(personas):
+    from runs.results import lanes_of, leaderboard
+
+    run = seed_run(workspace=personas.workspace, items=8, lanes=2, status="running", done_fraction=0.5)
+    unknown, known = RunLane.objects.filter(run=run).order_by("position")
+    for lane, cost, unknown_calls in ((unknown, 0.0, 3), (known, 0.02, 1)):
+        counters = dict(lane.counters)
+        counters["judge"] = {**counters.get("judge", {}), "calls": 3, "cost_unknown": unknown_calls}
+        RunLane.objects.filter(pk=lane.pk).update(counters=counters, judge_calls=3, judge_cost_usd=cost)
+    rows = {row.lane.pk: row for row in leaderboard(run, lanes_of(run))}
+    # Every call of unknown cost: unknown. Some known: the known part (what was spent at least).
+    assert rows[unknown.pk].judge_cost_usd is None
+    assert rows[known.pk].judge_cost_usd == 0.02
