@@ -279,11 +279,21 @@ def grid_page(
 CASE_FILTERS = {
     "passed": Q(status="PASSED"),
     "failed": Q(status="FAILED"),
-    "unavailable": Q(status__in=("UNAVAILABLE", "NOT_EVALUATED")),
+    "unavailable": Q(status="UNAVAILABLE"),
+    "not_evaluated": Q(status="NOT_EVALUATED"),
     "error": Q(status="ERROR"),
-    "infra_error": Q(status="", last_category__in=("infra_error", "config_error")),
+    "infra_error": Q(status="", last_category="infra_error"),
+    "config_error": Q(status="", last_category="config_error"),
     "cancelled": Q(status="", last_category="cancelled"),
     "pending": Q(state__in=(ItemState.PENDING, ItemState.CLAIMED)),
+}
+# Filters on the grade status alone: with the run order they page along (run, status, id).
+GRADE_STATUSES = {
+    "passed": "PASSED",
+    "failed": "FAILED",
+    "unavailable": "UNAVAILABLE",
+    "not_evaluated": "NOT_EVALUATED",
+    "error": "ERROR",
 }
 CASE_SORTS = {"id": "id", "score": "score", "-score": "-score"}
 CASE_LIST_FIELDS = (
@@ -320,8 +330,8 @@ def case_page(run: Run, query: CaseQuery) -> Page[RunItem]:
     sort = CASE_SORTS.get(query.sort, "id")
     scope: dict[str, Any] = {"run_id": run.id}
     qs: QuerySet[RunItem] = RunItem.objects.only(*CASE_LIST_FIELDS)
-    if sort == "id" and query.status in ("passed", "failed", "error"):
-        scope["status"] = {"passed": "PASSED", "failed": "FAILED", "error": "ERROR"}[query.status]
+    if sort == "id" and query.status in GRADE_STATUSES:
+        scope["status"] = GRADE_STATUSES[query.status]
     elif query.status in CASE_FILTERS:
         qs = qs.filter(CASE_FILTERS[query.status])
     if sort == "id" and query.lane is not None and "status" not in scope:

@@ -49,12 +49,29 @@ def test_failed_lists_only_failed_cases(personas, run):
     assert shown(body) == failed
 
 
-def test_not_evaluated_and_config_error_select_the_filter_that_holds_them(personas, run):
-    client = login(personas.viewer)
-    body = client.get(f"/runs/{run.id}/cases/?status=NOT_EVALUATED").content.decode()
-    assert '<option value="unavailable" selected>' in body
-    body = client.get(f"/runs/{run.id}/cases/?status=config_error").content.decode()
-    assert '<option value="infra_error" selected>' in body
+@pytest.mark.parametrize(
+    ("spelling", "where"),
+    [
+        ("UNAVAILABLE", {"status": "UNAVAILABLE"}),
+        ("NOT_EVALUATED", {"status": "NOT_EVALUATED"}),
+        ("infra_error", {"status": "", "last_category": "infra_error"}),
+        ("config_error", {"status": "", "last_category": "config_error"}),
+    ],
+)
+def test_each_status_is_its_own_filter_as_in_the_api(personas, run, spelling, where):
+    # They used to share filters two by two (unavailable + not evaluated, infra + config),
+    # while the API and the CLI filtered each exactly.
+    items = list(RunItem.objects.filter(run=run).exclude(status="").order_by("id")[:4])
+    RunItem.objects.filter(pk=items[0].pk).update(status="UNAVAILABLE")
+    RunItem.objects.filter(pk=items[1].pk).update(status="NOT_EVALUATED")
+    RunItem.objects.filter(pk=items[2].pk).update(status="", last_category="infra_error", state="done")
+    RunItem.objects.filter(pk=items[3].pk).update(status="", last_category="config_error", state="done")
+    expected = sorted(RunItem.objects.filter(run=run, **where).values_list("id", flat=True))
+    response = login(personas.viewer).get(f"/runs/{run.id}/cases/?status={spelling}")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert shown(body) == expected and expected
+    assert f'<option value="{spelling.lower()}" selected>' in body
 
 
 def test_cancelled_lists_the_cases_a_cancel_ended_without_a_grade(personas, run):
