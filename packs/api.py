@@ -82,6 +82,7 @@ def _read_upload(request: Request, *names: str) -> tuple[bytes, str | None, str]
     _check_length(request)
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type == "multipart/form-data":
+        _refuse_other_fields(request, names)
         upload = next((request.FILES[n] for n in names if n in request.FILES), None)
         if upload is None:
             raise ApiError(
@@ -96,6 +97,26 @@ def _read_upload(request: Request, *names: str) -> tuple[bytes, str | None, str]
         data = b""
     filename = _printable(request.query_params.get("filename"), "filename")
     return data, filename or None, _printable(content_type, "Content-Type") or ""
+
+
+def _refuse_other_fields(request: Request, names: tuple[str, ...]) -> None:
+    """A multipart body holds the one file and nothing else: a field the API would ignore
+    (``-F strict=true`` instead of ``?strict=true``) is a 400, not a silent default."""
+    for name in [*request.POST, *request.FILES]:
+        if name not in names:
+            hint = (
+                "strict is a query parameter: add ?strict=true to the URL"
+                if name == "strict"
+                else f"unknown multipart field; send only the file, in the field {names[0]!r}"
+            )
+            raise ApiError("unknown_field", hint, field=name)
+    files = sum(len(request.FILES.getlist(name)) for name in names)
+    if files > 1:
+        raise ApiError(
+            "invalid_upload",
+            f"send one file, in the field {names[0]!r} (this request has {files})",
+            field=names[0],
+        )
 
 
 def _printable(value: str | None, field: str) -> str | None:

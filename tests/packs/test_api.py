@@ -127,6 +127,49 @@ def test_validate_accepts_a_multipart_upload(personas):
     assert response.status_code == 200
 
 
+def _yaml_upload(name: str = "pack.yaml"):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, mental_math().encode(), content_type="application/yaml")
+
+
+@pytest.mark.parametrize("route", ["packs/validate", "packs"])
+def test_a_multipart_field_the_api_would_ignore_is_a_400(personas, route):
+    # -F strict=true was ignored: the pack was validated (or published) without --strict.
+    client = personas.api(personas.owner)
+    response = client.post(
+        f"{BASE}/{route}", {"bundle": _yaml_upload(), "strict": "true"}, format="multipart"
+    )
+    assert response.status_code == 400
+    body = response.json()["error"]
+    assert (body["code"], body["field"]) == ("unknown_field", "strict")
+    assert "?strict=true" in body["message"]
+    response = client.post(
+        f"{BASE}/{route}", {"bundle": _yaml_upload(), "pack": _yaml_upload()}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert (response.json()["error"]["code"], response.json()["error"]["field"]) == ("unknown_field", "pack")
+    assert not Pack.objects.exists()
+
+
+def test_a_multipart_upload_of_two_bundles_is_a_400(personas):
+    response = personas.api(personas.owner).post(
+        f"{BASE}/packs", {"bundle": _yaml_upload(), "file": _yaml_upload("other.yaml")}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_upload"
+    assert "this request has 2" in response.json()["error"]["message"]
+    assert not Pack.objects.exists()
+
+
+def test_publish_accepts_a_multipart_upload_with_strict_in_the_query(personas):
+    response = personas.api(personas.owner).post(
+        f"{BASE}/packs?strict=true", {"file": _yaml_upload()}, format="multipart"
+    )
+    assert response.status_code == 201, response.json()
+    assert Pack.objects.count() == 1
+
+
 def test_an_outsider_cannot_validate_in_the_workspace(personas):
     response = post_yaml(personas.api(personas.outsider), f"{BASE}/packs/validate", mental_math())
     assert response.status_code == 404
