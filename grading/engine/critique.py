@@ -211,6 +211,14 @@ def echo_text(case: CaseDef, context: GradeContext) -> str:
     return "\n".join(parts)
 
 
+def _echoed(inputs: int) -> str:
+    """What the echo baseline sent back, in words (a payload-only case has no input values:
+    its payload reaches the agent through the rendered instructions)."""
+    if not inputs:
+        return "the rendered instructions"
+    return f"the instructions and {inputs} case input value{'s' if inputs != 1 else ''}"
+
+
 def echo_evidence(case: CaseDef, context: GradeContext) -> Evidence:
     """The echo baseline: the rendered instructions and every case input value as the output."""
     return _synthetic(context, echo_text(case, context))
@@ -355,9 +363,8 @@ def probe_case(
                 flagged.add(key)
                 suggestions.append(
                     Suggestion(
-                        reason=f"{_name(key, labels)} passes on the echo baseline (the instructions and "
-                        f"{echoed} case input value{'s' if echoed != 1 else ''} echoed back): "
-                        f"{_short(result['evidence'])}",
+                        reason=f"{_name(key, labels)} passes on the echo baseline ({_echoed(echoed)} "
+                        f"echoed back): {_short(result['evidence'])}",
                         finding="trivially_satisfied",
                         assertion=key,
                     )

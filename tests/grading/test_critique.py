@@ -145,6 +145,16 @@ def test_a_check_that_passes_on_the_echo_baseline_is_trivially_satisfied():
     assert "1 case input value echoed back" in s.reason
 
 
+def test_the_echo_baseline_of_a_payload_only_case_says_it_echoed_the_rendered_instructions():
+    # It read "the instructions and 0 case input values echoed back".
+    spec = spec_of(
+        {"key": "mentions", "type": "contains", "target": "final_output", "expected_from": "literal:2+40"}
+    )
+    [s] = probe(spec, case=dataclasses.replace(CASE, inputs=[]))
+    assert s.finding == "trivially_satisfied"
+    assert "passes on the echo baseline (the rendered instructions echoed back): " in s.reason
+
+
 def test_the_echo_output_is_the_instructions_and_every_input_value_joined_by_newlines():
     case = dataclasses.replace(
         CASE, inputs=[CaseInput(key="a", value="x"), CaseInput(key="b", value={"n": 1.0})]
