@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from agentclash_site.workspaces.models import Workspace
 from packs.bundle import limits
-from packs.bundle.models import SLUG_MAX_LENGTH
 
 
 class ImmutableError(Exception):
@@ -97,7 +96,7 @@ class PackQuerySet(models.QuerySet):
 class Pack(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="packs")
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    slug = models.CharField(max_length=SLUG_MAX_LENGTH)
+    slug = models.CharField(max_length=limits.PACK_SLUG)
     name = models.CharField(max_length=limits.PACK_NAME)
     family = models.CharField(max_length=limits.PACK_FAMILY)
     description = models.TextField(blank=True)

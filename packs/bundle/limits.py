@@ -4,11 +4,13 @@ The database models (``packs.models``) take their ``max_length`` from here, and 
 validator refuses a longer value as a field error ("must be at most N characters") at the
 value's line and column, so ``pack validate``, the editor's lint and publish agree, and
 publish never reaches the database with a value PostgreSQL would refuse (SQLite would store
-it whole). The pack slug's limit is ``models.SLUG_MAX_LENGTH`` (it is part of its rule).
+it whole). The pack slug's limit is part of its rule (``models.SLUG_MESSAGE``). A light
+module: ``packs.models`` imports it, and the CLI must not import pydantic at start-up.
 """
 
 from __future__ import annotations
 
+PACK_SLUG = 200
 PACK_NAME = 300
 PACK_FAMILY = 200
 CHALLENGE_KEY = 200

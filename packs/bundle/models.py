@@ -46,6 +46,8 @@ from grading.engine.configs.fields import (
 from grading.engine.modelcheck import Trim
 from grading.engine.spec import EvaluationSpec
 
+from . import limits
+
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 
@@ -112,8 +114,8 @@ def _not_blank(value: str) -> str:
 
 
 # A pack slug names the pack in URLs (/packs/<slug>), CLI arguments and file names
-# (<slug>-v<n>.yaml), so it is URL-safe; 200 is the length of the ``Pack.slug`` column.
-SLUG_MAX_LENGTH = 200
+# (<slug>-v<n>.yaml), so it is URL-safe; its length is the ``Pack.slug`` column's.
+SLUG_MAX_LENGTH = limits.PACK_SLUG
 _SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 SLUG_MESSAGE = (
     'must be a URL-safe slug (letters, digits, ".", "_", "-"; starting with a letter or digit; '

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from packs.bundle import limits
-from packs.bundle.models import SLUG_MAX_LENGTH
 from packs.models import Asset, Case, Challenge, InputSet, Pack
 from tests.packs.bundle_helpers import base_pack, check, dump, errors, pos_of
 
@@ -112,7 +111,7 @@ def test_the_limit_counts_the_trimmed_text():
 def test_the_columns_are_as_long_as_the_limits():
     # The validator's limits are the ones the database enforces (PostgreSQL refuses longer).
     columns = {
-        (Pack, "slug"): SLUG_MAX_LENGTH,
+        (Pack, "slug"): limits.PACK_SLUG,
         (Pack, "name"): limits.PACK_NAME,
         (Pack, "family"): limits.PACK_FAMILY,
         (Challenge, "key"): limits.CHALLENGE_KEY,
