@@ -425,6 +425,11 @@ def dispatch_lane(
             if now >= next_cancel_check:
                 next_cancel_check = now + CANCEL_CHECK_SECONDS
                 cancelled = _run_status(run.pk) not in (RunStatus.QUEUED, RunStatus.RUNNING)
+                if cancelled:
+                    # The cancel ended every item this slice holds: the calls in flight
+                    # (and their retries) are cancelled as the loop closes, and what is
+                    # graded but unwritten is refused by the writer's claim guard.
+                    break
                 if not findings_loaded:
                     findings_loaded = load_stored_findings(ctx, run.pk)
             if now >= next_lease:

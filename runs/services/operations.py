@@ -1,8 +1,11 @@
 """Run operations: cancel, retry failed items, re-score.
 
-- ``run_cancel``: nothing new starts (dispatchers check the run's status and stop
-  claiming); calls already in flight finish or time out and are recorded; pending items
-  become ``cancelled`` (attempt category ``cancelled`` on the case lists).
+- ``run_cancel``: nothing new starts and nothing more is graded: pending items and items
+  claimed by a dispatcher become ``cancelled`` (attempt category ``cancelled`` on the case
+  lists) at once; each dispatcher sees the run's status within ``CANCEL_CHECK_SECONDS``,
+  stops claiming and cancels its calls in flight (and their retries), and a result that
+  comes back anyway is not written (the writer only writes items still claimed by it). The
+  cancelled run's figures never change afterwards.
 - ``run_retry_failed``: only items that ended ``infra_error`` / ``config_error`` (no grade)
   go back to pending; their earlier attempts stay and new ones continue the numbering; the
   run (and those lanes) go back to ``running`` and dispatch is enqueued.
@@ -41,8 +44,12 @@ FAILED_CATEGORIES = ("infra_error", "config_error")
 
 
 def _lock_run(run: Run) -> Run:
+    """The run's row locked, after its lanes' rows (in id order): the lane writer locks a
+    lane, then updates the run's open count, so an operation that locked the run first and
+    then touched a lane could deadlock with it."""
     qs = Run.objects.filter(pk=run.pk)
     if connection.features.has_select_for_update:
+        list(RunLane.objects.select_for_update().filter(run_id=run.pk).order_by("id").values_list("id"))
         qs = qs.select_for_update()
     return qs.get()
 
@@ -57,14 +64,23 @@ def run_cancel(*, run: Run, reason: str = "cancelled by a user") -> Run:
         now = timezone.now()
         moved = []
         for lane in RunLane.objects.filter(run=run):
-            qs = RunItem.objects.filter(lane=lane, state=ItemState.PENDING)
-            count = qs.update(state=ItemState.CANCELLED, last_category="cancelled", finished_at=now)
+            count = 0
+            for state in (ItemState.PENDING, ItemState.CLAIMED):
+                # A claimed item's call may still be in flight: its result is not written.
+                moved_now = RunItem.objects.filter(lane=lane, state=state).update(
+                    state=ItemState.CANCELLED,
+                    last_category="cancelled",
+                    finished_at=now,
+                    claim_owner="",
+                    claim_deadline=None,
+                )
+                moved.append((run.pk, lane.pk, state, ItemState.CANCELLED, moved_now))
+                count += moved_now
             if count:
                 RunLane.objects.filter(pk=lane.pk).update(
                     pending=F("pending") - count, cancelled=F("cancelled") + count
                 )
                 Run.objects.filter(pk=run.pk).update(items_open=F("items_open") - count)
-                moved.append((run.pk, lane.pk, ItemState.PENDING, ItemState.CANCELLED, count))
             if lane.status not in (LaneStatus.COMPLETED, LaneStatus.FAILED, LaneStatus.CANCELLED):
                 transition_lane(lane, LaneStatus.CANCELLED, reason=reason)
         record_item_transitions(moved, reason=reason)

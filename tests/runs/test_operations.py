@@ -14,42 +14,67 @@ from runs.models import Attempt, GradeRevision, RunItem, RunLane, SweeperStatus
 from runs.services.operations import run_cancel, run_rescore, run_retry_failed
 from runs.services.runs import RunError
 from runs.sweeper import sweep
-from tests.fakes.agent_server import FakeAgent, ok, raw, slow
+from tests.fakes.agent_server import FakeAgent, ok, raw, rate_limited, slow
 from tests.runs.runfactory import create_run, drive, echo_answer, hosted, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_cancel_while_running_lets_calls_in_flight_finish_and_starts_nothing(personas):
+def _dispatch_in_thread(lane_id: int) -> threading.Thread:
+    def work() -> None:
+        try:
+            dispatch_lane(lane_id, time_slice=30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    return thread
+
+
+def test_cancel_while_running_ends_the_calls_in_flight_and_grades_nothing_more(personas):
+    # The calls in flight used to finish and be graded into the cancelled run, whose
+    # figures then changed after the cancel.
     version = publish(personas.workspace, cases=6)
     with FakeAgent() as agent:
-        agent.default = slow(0.6, ok(echo_answer))
+        agent.default = slow(5, ok(echo_answer))
         dep = hosted(personas.workspace, agent.url, max_in_flight=2)
         run = create_run(personas.workspace, version, [dep])
         lane = RunLane.objects.get(run=run)
-
-        def work() -> None:
-            try:
-                dispatch_lane(lane.pk, time_slice=30)
-            finally:
-                connection.close()
-
-        thread = threading.Thread(target=work)
-        thread.start()
+        thread = _dispatch_in_thread(lane.pk)
         agent.wait_for_calls(2, timeout=10)
         run_cancel(run=run)
+        # Right away: every item is cancelled, the two claimed ones included.
+        assert sorted(RunItem.objects.filter(run=run).values_list("state", flat=True)) == ["cancelled"] * 6
         thread.join(timeout=30)
+        assert not thread.is_alive()
         assert agent.calls == 2  # nothing new started
     run.refresh_from_db()
     assert run.status == "cancelled"
-    states = sorted(RunItem.objects.filter(run=run).values_list("state", flat=True))
-    assert states == ["cancelled"] * 4 + ["done"] * 2
-    assert RunItem.objects.filter(run=run, status="PASSED").count() == 2  # the in-flight calls were graded
+    assert list(RunItem.objects.filter(run=run).exclude(status="").values_list("status", flat=True)) == []
+    assert not Attempt.objects.filter(item__run=run).exists()
     lane.refresh_from_db()
-    assert (lane.status, lane.cancelled, lane.pending) == ("cancelled", 4, 0)
+    assert (lane.status, lane.cancelled, lane.pending, lane.passed) == ("cancelled", 6, 0, 0)
+    assert run.items_open == 0
     with pytest.raises(RunError) as info:
         run_cancel(run=run)
     assert info.value.code == "run_finished"
+
+
+def test_a_cancel_stops_the_retries_of_a_call_in_flight(personas):
+    version = publish(personas.workspace, cases=1)
+    with FakeAgent() as agent:
+        # 503 with Retry-After 2: the retry would come 2 s later, after the cancel.
+        agent.default = rate_limited("2", status=503)
+        dep = hosted(personas.workspace, agent.url, max_attempts=3)
+        run = create_run(personas.workspace, version, [dep])
+        thread = _dispatch_in_thread(RunLane.objects.get(run=run).pk)
+        agent.wait_for_calls(1, timeout=10)
+        run_cancel(run=run)
+        thread.join(timeout=30)
+        assert agent.calls == 1
+    item = RunItem.objects.get(run=run)
+    assert (item.state, item.status, item.last_category) == ("cancelled", "", "cancelled")
 
 
 def test_retry_failed_resends_only_infra_and_config_failures(personas):
