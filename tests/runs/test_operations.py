@@ -14,7 +14,7 @@ from runs.models import Attempt, GradeRevision, RunItem, RunLane, SweeperStatus
 from runs.services.operations import run_cancel, run_rescore, run_retry_failed
 from runs.services.runs import RunError
 from runs.sweeper import sweep
-from tests.fakes.agent_server import FakeAgent, ok, raw, rate_limited, slow
+from tests.fakes.agent_server import FakeAgent, ok, rate_limited, raw, slow
 from tests.runs.runfactory import create_run, drive, echo_answer, hosted, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
