@@ -213,6 +213,12 @@ def run_create(
     chosen_set = select_run_input_set(pack_version, input_set)
     lanes_for = resolve_deployments(workspace, deployments)
     mode = pack_version.execution_mode
+    if _is_voice_pack(pack_version):
+        raise RunError(
+            "unsupported_execution_mode",
+            "voice packs (modality: voice) are not run in this version; they validate and publish",
+            field="pack",
+        )
     for deployment in lanes_for:
         if mode not in SUPPORTED_MODES.get(deployment.kind, frozenset()):
             raise RunError(
@@ -327,6 +333,12 @@ def insert_items(run: Run, lanes: Sequence[RunLane], cases: Sequence[tuple[Any, 
                 row[slot] = value
             copy.write_row(row)
     return len(keys)
+
+
+def _is_voice_pack(version: PackVersion) -> bool:
+    """pack-format §13: runs of voice packs are refused. Asked of the database: the manifest
+    of a big pack is megabytes, and only its ``modality`` matters here."""
+    return PackVersion.objects.filter(pk=version.pk, manifest__modality="voice").exists()
 
 
 def enqueue_run(run_id: Any, *, probe: bool = True) -> None:

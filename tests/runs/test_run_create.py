@@ -8,7 +8,7 @@ from packs.models import Draft, InputSet
 from runs.models import RunItem, RunLane, Transition
 from runs.services.deployments import deployment_create
 from runs.services.runs import RunError
-from tests.runs.runfactory import create_run, hosted, publish
+from tests.runs.runfactory import create_run, hosted, pack_yaml, publish
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +113,27 @@ def test_draft_and_unsupported_mode_are_refused(personas):
 
 def create_run_kw(**kwargs):
     return create_run(kwargs.pop("workspace"), kwargs.pop("version"), kwargs.pop("deployments"), **kwargs)
+
+
+def test_a_voice_pack_is_refused_with_unsupported_execution_mode(personas):
+    # pack-format §13: voice packs validate and publish, their runs are refused (they queued).
+    import yaml
+
+    from packs import services
+
+    ws = personas.workspace
+    doc = yaml.safe_load(pack_yaml(slug="voice", cases=1))
+    doc.update(
+        modality="voice",
+        interface_spec={"transports": ["webrtc"], "channel_profile": "x"},
+        scenario={"language": "en"},
+    )
+    version = services.pack_version_publish(workspace=ws, data=yaml.safe_dump(doc).encode()).version
+    for dep in (
+        hosted(ws, "http://127.0.0.1:9/a"),
+        deployment_create(workspace=ws, name="t", kind="trace_import").deployment,
+    ):
+        err = _error(workspace=ws, version=version, deployments=[dep])
+        assert (err.code, err.field) == ("unsupported_execution_mode", "pack")
+        assert "voice" in err.message
+    assert not RunLane.objects.exists()
