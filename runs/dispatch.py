@@ -95,12 +95,31 @@ def _judge_for(lane: RunLane) -> Any:
     return judge_for_lane(lane)
 
 
-def item_budget_seconds(deployment: Deployment) -> float:
-    """How long one item may take (its deadline): every attempt's timeout plus the backoff
-    ceilings between them (agent-protocol.md: no attempt runs past the deadline)."""
+def item_budget_seconds(deployment: Deployment, timeout: float | None = None) -> float:
+    """How long one item may take (its deadline): every attempt's timeout (``timeout``, a
+    case's override, else the deployment's) plus the backoff ceilings between them
+    (agent-protocol.md: no attempt runs past the deadline)."""
     attempts = max(1, int(deployment.max_attempts))
     backoffs = sum(backoff_ceiling(n) for n in range(1, attempts))
-    return float(deployment.timeout_seconds) * attempts + backoffs
+    return float(timeout or deployment.timeout_seconds) * attempts + backoffs
+
+
+def protocol_item_id(run_id: Any, item_id: int) -> str:
+    """The item's id in the agent protocol (a UUID, stable across attempts and retries):
+    derived from the run's UUID and the item's row id, so nothing more is stored per item
+    (``RunItem.protocol_id`` gives the same)."""
+    return str(uuid.uuid5(run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id)), str(item_id)))
+
+
+def extend_claims(owner: str, deadlines: dict[int, datetime]) -> None:
+    """Move the claim deadline of this owner's items whose case allows longer attempts than
+    the deployment (the claim was sized by the deployment's timeout), so the sweeper does
+    not give them out again while their calls still run."""
+    margin = timedelta(seconds=settings.RUNS_CLAIM_MARGIN_SECONDS)
+    for item_id, deadline in deadlines.items():
+        RunItem.objects.filter(pk=item_id, state=ItemState.CLAIMED, claim_owner=owner).update(
+            claim_deadline=deadline + margin
+        )
 
 
 def lane_limit(lane: RunLane, run: Run, deployment: Deployment) -> int:
@@ -253,19 +272,30 @@ def lane_context_for(lane: RunLane, run: Run, deployment: Deployment) -> LaneCon
     )
 
 
-def _request(ctx: LaneContext, target: DeploymentTarget, row: dict[str, Any]) -> ExecutionRequest:
+def _request(
+    ctx: LaneContext, target: DeploymentTarget, deployment: Deployment, row: dict[str, Any]
+) -> ExecutionRequest:
     case, base = ctx.data.case(row["challenge_key"], row["case_key"])
+    deadline = row["deadline"]
+    timeout = case.timeout_seconds or None
+    if timeout is not None and timeout > float(deployment.timeout_seconds):
+        # The claim was sized by the deployment's timeout: this case may take longer.
+        deadline += timedelta(
+            seconds=item_budget_seconds(deployment, timeout) - item_budget_seconds(deployment)
+        )
+        row["extended"] = deadline
     return ExecutionRequest(
         run_id=ctx.run_id,
-        item_id=str(row["id"]),
-        attempt=1,
-        deadline=row["deadline"],
+        item_id=protocol_item_id(ctx.run_id, row["id"]),
+        attempt=int(row["attempt_count"]) + 1,  # after "retry failed items", the numbering goes on
+        deadline=deadline,
         challenge=ctx.data.challenge_info(case, base),
-        case=ctx.data.case_info(case),
+        case=ctx.data.case_info(case, base),
         deployment=target,
         tool_policy=dict(base.tool_policy),
         execution_mode=ctx.data.execution_mode,
         working_directory=base.working_directory,
+        timeout_seconds=timeout,
     )
 
 
@@ -460,9 +490,12 @@ def dispatch_lane(
                     # The batch's cases in one query (those not cached in this process).
                     ctx.data.load((row["challenge_key"], row["case_key"]) for row in rows)
                     for row in rows:
-                        row["request"] = request = _request(ctx, target, row)
+                        row["request"] = request = _request(ctx, target, deployment, row)
                         in_flight[row["id"]] = row
                         calls.append((row["id"], _execute(executor, request, row["id"])))
+                    longer = {row["id"]: row["extended"] for row in rows if "extended" in row}
+                    if longer:
+                        extend_claims(owner, longer)
                     loop.start(calls)  # one wake-up of the loop thread per claim
                     result.peak_in_flight = max(result.peak_in_flight, len(in_flight))
             result.timings["claim"] += time.perf_counter() - t0

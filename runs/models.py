@@ -430,6 +430,12 @@ class RunItem(models.Model):
         return f"{self.challenge_key}/{self.case_key} #{self.repetition}"
 
     @property
+    def protocol_id(self) -> str:
+        """The ``item_id`` agents receive (spec/agent-protocol.md): a UUID derived from the
+        run's id and this row's id, the same for every attempt (``runs.dispatch``)."""
+        return str(uuid.uuid5(self.run_id, str(self.pk)))
+
+    @property
     def display_status(self) -> str:
         """The grade status, else the last attempt's category, else ``pending``
         (interfaces.md §6 ``cases[].status``)."""

@@ -53,13 +53,28 @@ class PackDataError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class StoredAsset:
+    """A published asset as an agent gets it: its stored row's path, media type (the
+    artifact's when the pack named none) and whether a file is stored (a signed URL)."""
+
+    path: str
+    media_type: str
+    public_id: str
+    has_file: bool
+
+    def link(self, key: str, base: str) -> AssetLink:
+        url = signed_asset_url(self.public_id, base_url=base) if self.has_file else ""
+        return AssetLink(key=key, path=self.path, media_type=self.media_type, url=url)
+
+
+@dataclass(frozen=True, slots=True)
 class _CaseEntry:
     case: CaseDef
     context: GradeContext
-    asset_ids: Mapping[str, str]  # case asset key -> asset public id
+    assets: Mapping[str, StoredAsset]  # case asset key -> its stored row
 
 
-_NO_ASSETS: Mapping[str, str] = MappingProxyType({})  # shared by the cases without assets
+_NO_ASSETS: Mapping[str, StoredAsset] = MappingProxyType({})  # shared by the cases without assets
 
 
 @dataclass
@@ -69,9 +84,9 @@ class VersionData:
     execution_mode: str
     spec: Any  # grading.engine.spec.EvaluationSpec
     challenges: dict[str, dict[str, str]]
-    # (challenge_key, None, asset key) -> asset public id (challenge scope)
-    asset_ids: dict[tuple[str, str | None, str], str] = field(default_factory=dict)
-    version_asset_ids: dict[str, str] = field(default_factory=dict)
+    # challenge key -> {asset key -> row} (challenge scope); asset key -> row (version scope)
+    challenge_assets: dict[str, dict[str, StoredAsset]] = field(default_factory=dict)
+    version_assets: dict[str, StoredAsset] = field(default_factory=dict)
     # How cases are read: the version cache key, the input set's id (None: the zero-set run,
     # whose empty cases are ``empty_cases``), the case-less report, whether cases have assets.
     cache_key: tuple[int, str, str | None] = (0, "", None)
@@ -144,19 +159,21 @@ class VersionData:
         assets = self._case_assets([row[0] for row in rows])
         return {(row[1], row[2]): self._build_case(row, assets.get(row[0], _NO_ASSETS)) for row in rows}
 
-    def _case_assets(self, case_ids: list[int]) -> dict[int, dict[str, str]]:
+    def _case_assets(self, case_ids: list[int]) -> dict[int, dict[str, StoredAsset]]:
         if not self.has_case_assets or not case_ids:
             return {}
         from packs.models import Asset
 
-        out: dict[int, dict[str, str]] = {}
-        for case_id, key, public_id in Asset.objects.filter(
-            scope=Asset.Scope.CASE, case_id__in=case_ids
-        ).values_list("case_id", "key", "public_id"):
-            out.setdefault(case_id, {})[key] = str(public_id)
+        out: dict[int, dict[str, StoredAsset]] = {}
+        rows = Asset.objects.filter(scope=Asset.Scope.CASE, case_id__in=case_ids).values_list(
+            "case_id", *_ASSET_COLUMNS
+        )
+        for case_id, *columns in rows:
+            key, stored = _stored_asset(columns)
+            out.setdefault(case_id, {})[key] = stored
         return out
 
-    def _build_case(self, row: tuple[Any, ...], asset_ids: Mapping[str, str]) -> _CaseEntry:
+    def _build_case(self, row: tuple[Any, ...], asset_ids: Mapping[str, StoredAsset]) -> _CaseEntry:
         from packs.bundle.report import case_def
         from packs.bundle.stored import StoredFormError, stored_case
 
@@ -188,7 +205,12 @@ class VersionData:
             instructions=context.rendered_instructions,
         )
 
-    def case_info(self, case: CaseDef) -> CaseInfo:
+    def case_info(self, case: CaseDef, context: GradeContext) -> CaseInfo:
+        """What the agent gets of a case. Its assets: the case's own, its challenge's, and
+        the version assets the challenge (``artifact_refs``) and the case (``artifacts``, an
+        input's ``artifact_key``) name, each once by key, nearest scope first; never the
+        assets only an expectation names (``source: artifact:``: that would send the answer).
+        Each with its declared path and media type, and a signed URL when a file is stored."""
         inputs = tuple(
             CaseInputInfo(
                 key=i.key,
@@ -199,31 +221,31 @@ class VersionData:
             )
             for i in case.inputs
         )
-        links: list[AssetLink] = []
         base = settings.PUBLIC_BASE_URL
-        case_asset_ids = self._entry(case.challenge_key, case.case_key).asset_ids if case.assets else {}
-        for ref in case.assets:
-            links.append(self._link(ref, case_asset_ids.get(ref.key), base))
-        for key in case.artifact_keys:
-            public_id = self.version_asset_ids.get(key)
-            if public_id is not None:
-                ref = next((r for r in case.assets if r.key == key), None)
-                links.append(
-                    AssetLink(key=key, path=ref.path if ref else key, url=self._url(public_id, base))
-                )
-        return CaseInfo(key=case.case_key, payload=dict(case.payload), inputs=inputs, assets=tuple(links))
+        visible: dict[str, StoredAsset] = {}
+        if case.assets:
+            visible.update(self._entry(case.challenge_key, case.case_key).assets)
+        for key, stored in self.challenge_assets.get(case.challenge_key, {}).items():
+            visible.setdefault(key, stored)
+        named = [
+            *context.challenge_artifact_keys,
+            *case.artifact_keys,
+            *(i.artifact_key for i in case.inputs if i.artifact_key),
+        ]
+        for key in named:
+            stored = self.version_assets.get(key)
+            if stored is not None:
+                visible.setdefault(key, stored)
+        links = tuple(stored.link(key, base) for key, stored in visible.items())
+        return CaseInfo(key=case.case_key, payload=dict(case.payload), inputs=inputs, assets=links)
 
-    @staticmethod
-    def _url(public_id: str | None, base: str) -> str:
-        return signed_asset_url(public_id, base_url=base) if public_id else ""
 
-    def _link(self, ref: Any, public_id: str | None, base: str) -> AssetLink:
-        return AssetLink(
-            key=ref.key,
-            path=ref.path,
-            media_type=ref.media_type,
-            url=self._url(public_id, base) if ref.has_file else "",
-        )
+_ASSET_COLUMNS = ("key", "path", "media_type", "public_id", "file")
+
+
+def _stored_asset(columns: Iterable[Any]) -> tuple[str, StoredAsset]:
+    key, path, media_type, public_id, file = columns
+    return key, StoredAsset(path=path, media_type=media_type, public_id=str(public_id), has_file=bool(file))
 
 
 def chunked(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -304,17 +326,18 @@ def _build(
         c.key: {"title": c.title or "", "category": c.category or "", "difficulty": str(c.difficulty or "")}
         for c in bundle.challenges
     }
-    asset_ids: dict[tuple[str, str | None, str], str] = {}
-    version_asset_ids: dict[str, str] = {}
-    for scope, key, ch_key, public_id in (
+    challenge_assets: dict[str, dict[str, StoredAsset]] = {}
+    version_assets: dict[str, StoredAsset] = {}
+    for scope, ch_key, *columns in (
         Asset.objects.filter(version=pack_version)
         .exclude(scope=Asset.Scope.CASE)
-        .values_list("scope", "key", "challenge__key", "public_id")
+        .values_list("scope", "challenge__key", *_ASSET_COLUMNS)
     ):
+        key, stored = _stored_asset(columns)
         if scope == Asset.Scope.VERSION:
-            version_asset_ids[key] = str(public_id)
+            version_assets[key] = stored
         else:
-            asset_ids[(ch_key, None, key)] = str(public_id)
+            challenge_assets.setdefault(ch_key, {})[key] = stored
     has_case_assets = (
         input_set_id is not None
         and Asset.objects.filter(scope=Asset.Scope.CASE, case__input_set_id=input_set_id).exists()
@@ -325,8 +348,8 @@ def _build(
         execution_mode=bundle.version.execution_mode,
         spec=bundle.version.evaluation_spec,
         challenges=challenges,
-        asset_ids=asset_ids,
-        version_asset_ids=version_asset_ids,
+        challenge_assets=challenge_assets,
+        version_assets=version_assets,
         cache_key=cache_key,
         input_set_id=input_set_id,
         report=report,

@@ -273,6 +273,9 @@ class CaseDef:
     assets: list[AssetRef] = field(default_factory=list)  # case-scoped assets
     artifact_keys: list[str] = field(default_factory=list)  # version assets the case names
     empty_case: bool = False  # the one empty case of a run without an input set
+    # case_timeout_seconds: each attempt's timeout for this case instead of the deployment's
+    # (pack-format §4.2); 0 = no override.
+    timeout_seconds: int = 0
     content_hash: str | None = None
 
 

@@ -125,6 +125,7 @@ def case_def(case: Case, files: dict[str, bytes], *, content: str | None = None)
         assets=[asset_ref(a, "case", files) for a in case.assets],
         artifact_keys=named,
         content_hash=content,
+        timeout_seconds=max(0, case.case_timeout_seconds),
     )
 
 

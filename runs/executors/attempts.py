@@ -33,11 +33,13 @@ async def run_attempts(
 ) -> list[AttemptOutcome]:
     """Every attempt's outcome, in order; the last one is final.
 
-    Starts at ``request.attempt`` and stops at the first outcome that is not an infra
-    error, at ``max_attempts``, or when the next attempt would pass the deadline.
+    Starts at ``request.attempt`` (the item's next attempt number: attempts of an earlier
+    round, before "retry failed items", keep theirs) and stops at the first outcome that is
+    not an infra error, after ``max_attempts`` attempts of this round, or when the next
+    attempt would pass the deadline.
     """
     outcomes: list[AttemptOutcome] = []
-    attempt = request.attempt
+    first = attempt = request.attempt
     while True:
         try:
             outcome = await executor.execute(dataclasses.replace(request, attempt=attempt), client=client)
@@ -59,7 +61,7 @@ async def run_attempts(
         if not outcome.retryable:
             return outcomes
         delay = next_delay(
-            attempt,
+            attempt - first + 1,  # this round's attempt: its backoff and its max_attempts
             retry_after=outcome.retry_after,
             now=clock(),
             deadline=request.deadline,

@@ -198,6 +198,13 @@ class ExecutionRequest:
     tool_policy: Mapping[str, Any] = field(default_factory=dict)
     execution_mode: str = "native"
     working_directory: str = "/workspace"
+    # The case's case_timeout_seconds, which overrides the deployment's timeout; None: none.
+    timeout_seconds: float | None = None
+
+    @property
+    def attempt_timeout(self) -> float:
+        """Seconds one attempt may take: the case's override, else the deployment's."""
+        return float(self.timeout_seconds or self.deployment.timeout_seconds)
 
     def protocol_body(self) -> dict[str, Any]:
         """The hosted_http request document of spec/agent-protocol.md, exactly."""
@@ -377,7 +384,7 @@ class Executor(ABC):
                 url,
                 body=body,
                 headers=headers,
-                timeout=min(float(target.timeout_seconds), remaining),
+                timeout=min(request.attempt_timeout, remaining),
                 allow_private=target.allow_private,
                 sensitive_headers=target.sensitive_headers(),
             )

@@ -246,14 +246,50 @@ def test_case_assets_link_their_own_rows(personas, settings):
     gold = str(Asset.objects.get(version=version, scope=Asset.Scope.VERSION, key="gold").public_id)
     for set_key, challenge in (("modern", "sum"), ("twins", "twin")):
         data = version_data(version, set_key)
-        case, _ = data.case(challenge, "rich")
-        links = {link.key: link for link in data.case_info(case).assets}
+        case, context = data.case(challenge, "rich")
+        links = {link.key: link for link in data.case_info(case, context).assets}
         assert _asset_id(links["img"].url) == ids[(challenge, "rich", "img")]
         assert links["img"].path == f"data/{challenge.replace('sum', 'rich')}.png"
         if challenge == "sum":
-            assert _asset_id(links["gold"].url) == gold and links["gold"].path == "gold"
+            # The declared path and media type (it sent the key as the path, and no type).
+            assert _asset_id(links["gold"].url) == gold
+            assert (links["gold"].path, links["gold"].media_type) == ("data/gold.json", "application/json")
+            assert (links["notes"].path, links["notes"].media_type) == ("data/notes.txt", "text/plain")
+            assert list(links) == ["img", "notes", "gold"]  # the case's, the challenge's, then named ones
         else:
-            assert "gold" not in links
+            assert list(links) == ["img"]
+
+
+def test_a_case_gets_the_version_assets_its_challenge_and_inputs_name_but_not_its_expectations(personas):
+    # The challenge's artifact_refs and an input's artifact_key never reached the agent (the
+    # invoice-totals example's instructions name data/invoices.json, a challenge artifact_ref).
+    doc = yaml.safe_load(pack_yaml(cases=1))
+    doc["version"]["assets"] = [
+        {"key": key, "path": f"{key}.txt", "artifact_id": str(artifact.public_id)}
+        for key, artifact in (
+            ("brief", _artifact(personas, b"brief")),
+            ("sheet", _artifact(personas, b"sheet")),
+            ("answer", _artifact(personas, b"42")),
+            ("unused", _artifact(personas, b"unused")),
+        )
+    ]
+    doc["challenges"][0]["artifact_refs"] = [{"key": "brief"}]
+    case = doc["input_sets"][0]["cases"][0]
+    case["inputs"] = [{"key": "data", "kind": "file", "artifact_key": "sheet"}]
+    case["expectations"].append({"key": "gold", "kind": "text", "source": "artifact:answer"})
+    version = pack_version_publish(workspace=personas.workspace, data=yaml.safe_dump(doc).encode()).version
+    data = version_data(version, "set0")
+    case_def, context = data.case("echo", "c0")
+    links = {link.key: link for link in data.case_info(case_def, context).assets}
+    assert list(links) == ["brief", "sheet"]
+    assert all(link.url and link.media_type == "text/plain" for link in links.values())
+    assert links["sheet"].path == "sheet.txt"
+
+
+def _artifact(personas, content: bytes):
+    from packs.services import artifact_store
+
+    return artifact_store(workspace=personas.workspace, data=content, filename="x.txt").artifact
 
 
 def _asset_id(url: str) -> str:
