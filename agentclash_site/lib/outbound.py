@@ -15,6 +15,8 @@ Why it exists (ARCHITECTURE.md "Safe by default", "Measured facts"):
   under one policy is never reused under the other.
 - **Redirects** are followed here (at most ``max_redirects``, default 5), and every hop
   goes through the same checks. Credentials are dropped when a redirect changes origin.
+  A 301, 302 or 303 answer to a request with a body raises :class:`RedirectChangesMethod`
+  instead of following it as a GET without the body (307 and 308 keep method and body).
 - **Bounded bodies.** A response bigger than ``max_body_bytes`` (default 10 MiB) raises
   :class:`ResponseTooLarge` as soon as the declared length or the bytes read so far pass
   the cap; the rest is never read. Compression is not negotiated, so a small compressed
@@ -131,6 +133,13 @@ class BlockedAddress(OutboundError):
 
 class TooManyRedirects(OutboundError):
     code = "too_many_redirects"
+
+
+class RedirectChangesMethod(OutboundError):
+    """A 301, 302 or 303 answered a request with a body: following it (as a browser does,
+    with a GET) would drop the body, so the call could only ever reach the wrong handler."""
+
+    code = "redirect_changes_method"
 
 
 class ResponseTooLarge(OutboundError):
@@ -539,10 +548,15 @@ class OutboundClient:
             except ValueError:
                 raise InvalidURL(f"redirect to an invalid URL {location!r}", url=_safe_url(current)) from None
             target = check_url(target, allow_private=allow_private)
-            if resp.status == 303 or (resp.status in (301, 302) and method == "POST"):
-                method, body = "GET", None
-                for name in ("Content-Type", "Content-Length", "X-AgentClash-Signature"):
-                    headers.popall(name, None)
+            if body is not None and resp.status in (301, 302, 303):
+                raise RedirectChangesMethod(
+                    f"{_safe_url(current)} answered {method} with {resp.status} to {_safe_url(target)}; "
+                    "following it would turn the request into a GET without its body: "
+                    f"use {_safe_url(target)} as the URL",
+                    url=history[0],
+                )
+            if resp.status == 303:
+                method = "GET"
             if target.origin() != current.origin():
                 for name in list(headers.keys()):
                     if name.lower() in sensitive:

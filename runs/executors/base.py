@@ -29,6 +29,7 @@ from agentclash_site.lib.outbound import (
     OutboundClient,
     OutboundError,
     OutboundResponse,
+    RedirectChangesMethod,
     ResponseTooLarge,
     Timeout,
     TooManyRedirects,
@@ -318,6 +319,7 @@ class AttemptTimer:
 _CONFIG_ERRORS: tuple[type[OutboundError], ...] = (
     BlockedAddress,
     InvalidURL,
+    RedirectChangesMethod,
     TooManyRedirects,
     ResponseTooLarge,
 )

@@ -19,6 +19,7 @@ from agentclash_site.lib.outbound import (
     ConnectionFailed,
     InvalidURL,
     OutboundClient,
+    RedirectChangesMethod,
     ResponseTooLarge,
     Timeout,
     TooManyRedirects,
@@ -284,8 +285,11 @@ def test_redirects_are_followed_and_recorded(agent):
     assert agent.requests[-1].body == b'{"x": 1}'
 
 
-def test_a_303_turns_the_post_into_a_get_without_body(agent):
-    agent.route("/old", redirect(agent.url_for("/agent"), status=303))
+@pytest.mark.parametrize("status", [301, 302, 303])
+def test_a_redirect_that_would_turn_a_post_into_a_get_is_refused(agent, status):
+    # Followed as a browser does, the agent got a GET without the body or the signature,
+    # and its answer to that was graded.
+    agent.route("/old", redirect(agent.url_for("/agent"), status=status))
 
     async def go():
         async with OutboundClient() as client:
@@ -297,9 +301,22 @@ def test_a_303_turns_the_post_into_a_get_without_body(agent):
                 allow_private=True,
             )
 
+    with pytest.raises(RedirectChangesMethod) as info:
+        run(go())
+    assert info.value.code == "redirect_changes_method"
+    assert f"use {agent.url_for('/agent')} as the URL" in info.value.message
+    assert [r.path for r in agent.requests] == ["/old"]
+
+
+def test_a_303_turns_a_get_into_a_get(agent):
+    agent.route("/old", redirect(agent.url_for("/agent"), status=303))
+
+    async def go():
+        async with OutboundClient() as client:
+            return await client.request("GET", agent.url_for("/old"), allow_private=True)
+
     run(go())
-    assert agent.requests[-1].method == "GET"
-    assert agent.requests[-1].body == b""
+    assert [(r.method, r.path) for r in agent.requests] == [("GET", "/old"), ("GET", "/agent")]
 
 
 def test_credentials_are_dropped_when_a_redirect_changes_origin(agent):

@@ -13,7 +13,7 @@ from django.test import Client
 from packs.services import artifact_store, pack_version_publish
 from runs.models import Attempt, RunItem
 from runs.services.operations import run_retry_failed
-from tests.fakes.agent_server import FakeAgent, ok, server_error, slow
+from tests.fakes.agent_server import FakeAgent, ok, redirect, server_error, slow
 from tests.runs.runfactory import create_run, drive, echo_answer, hosted, pack_yaml, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,3 +138,15 @@ def test_a_case_receives_the_assets_of_its_challenge_and_inputs(personas):
     for key, asset in assets.items():
         assert (asset["path"], asset["media_type"]) == (f"data/{key}.json", "application/json")
         assert "/assets/signed/" in asset["url"]
+
+
+def test_an_agent_that_redirects_its_post_away_is_a_config_error_not_a_graded_answer(personas):
+    version = publish(personas.workspace, cases=1)
+    with FakeAgent() as agent:
+        agent.route("/moved", ok(echo_answer))
+        agent.default = redirect(agent.url_for("/moved"), status=302)
+        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
+        assert [r.path for r in agent.requests] == ["/agent"]  # never a body-less GET of /moved
+    item = RunItem.objects.get(run=run)
+    assert (item.status, item.last_category) == ("", "config_error")
+    assert Attempt.objects.get(item=item).error_code == "redirect_changes_method"
