@@ -26,12 +26,14 @@ class DeploymentConfig(BaseModel):
     """The typed shape of ``Deployment.config``.
 
     Model parameters and ``system_prompt`` apply to ``openai_chat`` only (the hosted agent
-    owns its prompt); ``extra_headers`` apply to every kind that makes calls. Unknown keys
-    are refused so a typo (``temprature``) is an error, not a silently ignored setting;
-    anything else for the request body goes in ``extra_body``.
+    owns its prompt); ``extra_headers`` apply to every kind that makes calls. The config is
+    free (agent-protocol.md): any other key of an ``openai_chat`` deployment is a request
+    parameter sent as given (``frequency_penalty``, ``response_format``, ``top_k``, ...),
+    like the members of ``extra_body``; a key close to a known one (``temprature``) is
+    refused as a typo (``runs.services.deployments.clean_config``), not sent and ignored.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
@@ -86,7 +88,7 @@ class DeploymentConfig(BaseModel):
 
     def chat_params(self) -> dict[str, Any]:
         """The request-body parameters merged into a chat completion request."""
-        params: dict[str, Any] = dict(self.extra_body)
+        params: dict[str, Any] = {**self.extra_body, **(self.model_extra or {})}
         for key in ("temperature", "top_p", "max_tokens", "seed", "stop"):
             value = getattr(self, key)
             if value is not None:

@@ -9,6 +9,7 @@ The database constraints hold the same invariants underneath.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -188,12 +189,23 @@ def clean_config(config: Any, kind: str) -> dict[str, Any]:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            known = ", ".join(DeploymentConfig.model_fields)
-            message = f"unknown key (known keys: {known})"
         raise DeploymentError(
             "invalid_config", f"config.{where}: {message}", field=f"config.{where}" if where else "config"
         ) from None
+    known = list(DeploymentConfig.model_fields)
+    for key in typed.model_extra or {}:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        problem = (
+            f'unknown key; did you mean "{close[0]}"?'
+            if close
+            else "is set by AgentClash"
+            if key in ("model", "messages")
+            else "applies to openai_chat deployments only (a request parameter)"
+            if kind != DeploymentKind.OPENAI_CHAT
+            else ""
+        )
+        if problem:
+            raise DeploymentError("invalid_config", f"config.{key}: {problem}", field=f"config.{key}")
     if kind != DeploymentKind.OPENAI_CHAT:
         for key in DeploymentConfig.MODEL_KEYS:
             if key in typed.model_fields_set:

@@ -133,6 +133,9 @@ def test_invalid_fields_are_refused_with_a_code_and_the_field(personas, fields, 
         ("openai_chat", {"extra_body": {"model": "other"}}, "config.extra_body"),
         ("hosted_http", {"temperature": 0.1}, "config.temperature"),
         ("hosted_http", "not an object", "config"),
+        ("openai_chat", {"max_token": 5}, "config.max_token"),
+        ("openai_chat", {"messages": []}, "config.messages"),
+        ("hosted_http", {"frequency_penalty": 0.1}, "config.frequency_penalty"),
     ],
 )
 def test_config_is_validated_against_its_typed_schema(personas, kind, config, field):
@@ -319,3 +322,28 @@ def test_test_connection_explains_an_unreadable_secret(personas):
     with pytest.raises(DeploymentError) as info:
         deployment_test_connection(deployment=Deployment.objects.get(pk=d.pk))
     assert info.value.code == "secret_unreadable"
+
+
+def test_a_typo_of_a_known_key_is_named_with_the_key_meant(personas):
+    with pytest.raises(DeploymentError) as info:
+        deployment_create(
+            workspace=personas.workspace, name="x", kind="openai_chat", url="https://x/v1", model="m",
+            config={"temprature": 0.5},
+        )  # fmt: skip
+    assert info.value.message == 'config.temprature: unknown key; did you mean "temperature"?'
+
+
+def test_any_other_openai_chat_config_key_is_a_request_parameter(personas):
+    # The config is free (agent-protocol.md): frequency_penalty was refused as unknown.
+    dep = deployment_create(
+        workspace=personas.workspace, name="x", kind="openai_chat", url="https://x/v1", model="m",
+        config={"frequency_penalty": 0.1, "response_format": {"type": "json_object"}, "top_k": 40,
+                "temperature": 0.2, "extra_body": {"user": "ci"}},
+    ).deployment  # fmt: skip
+    assert dep.typed_config.chat_params() == {
+        "user": "ci",
+        "frequency_penalty": 0.1,
+        "response_format": {"type": "json_object"},
+        "top_k": 40,
+        "temperature": 0.2,
+    }
