@@ -348,6 +348,8 @@ def _num(value: Any, integer: bool = False, *, limit: float = MAX_MILLISECONDS) 
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if integer:
+        if isinstance(value, float) and not value.is_integer():
+            return None  # 1.9 tokens is not a count (it was cut to 1)
         count = int(value)
         return count if 0 <= count <= MAX_TOKEN_COUNT else None
     if not 0 <= value <= limit:

@@ -91,7 +91,9 @@ def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[
         ("output_tokens", "completion_tokens"),
         ("total_tokens", "total_tokens"),
     ):
-        if isinstance(usage.get(theirs), int):
+        if usage.get(theirs) is not None:
+            # As reported: the evidence reads counts one way for every kind (whole numbers,
+            # 7.0 and "7" included; anything else is not reported).
             metrics[ours] = usage[theirs]
     assistant: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:

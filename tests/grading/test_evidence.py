@@ -220,3 +220,23 @@ def test_metrics_and_reliability_figures():
     assert ev.metrics.latency_ms == 1500.0
     assert run_completed_successfully(ev) == 0
     assert run_failure_count(ev) == 2
+
+
+@pytest.mark.parametrize(
+    ("reported", "count"),
+    [
+        (7, 7),
+        (7.0, 7),
+        ("7", 7),
+        ("7.0", 7),
+        (1.9, None),
+        ("1.9", None),
+        (-1, None),
+        (True, None),
+        ("x", None),
+    ],
+)
+def test_a_token_count_is_a_whole_number_or_not_reported(reported, count):
+    # 1.9 was cut to 1, a count nobody reported.
+    ev = evidence_from_response({"final_output": "x", "metrics": {"input_tokens": reported}})
+    assert ev.metrics.input_tokens == count

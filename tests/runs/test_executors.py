@@ -457,6 +457,13 @@ def test_openai_chat_evidence_has_usage_transcript_and_unexecuted_tool_calls(age
     assert evidence.channels.files is False
 
 
+def test_openai_chat_reads_token_counts_as_hosted_http_does(agent):
+    # 7.0 was dropped (not an int) while hosted_http took it; 1.9 is no count for either.
+    agent.default = chat_ok("3", usage={"prompt_tokens": 7.0, "completion_tokens": 1.9, "total_tokens": "9"})
+    metrics = execute(make_request(chat_target(agent))).evidence.metrics
+    assert (metrics.input_tokens, metrics.output_tokens, metrics.total_tokens) == (7, None, 9)
+
+
 def test_openai_chat_marks_a_length_cut_as_a_limit_hit(agent):
     agent.default = chat_ok("3", finish_reason="length")
     assert execute(make_request(chat_target(agent))).evidence.limit_hit is True
