@@ -630,11 +630,18 @@ def _check_tools(c: DocChecker, data: dict[str, Any], norm: Normalized) -> None:
 def _check_tool(
     c: DocChecker, name: str, tool: dict[str, Any], path: Path, names: dict[str, Any]
 ) -> str | None:
-    """One custom tool; returns the custom tool it delegates to, if any."""
-    impl = c.get(tool, "implementation", path, dict)
-    if impl is MISSING:
-        return None
+    """One custom tool; returns the custom tool it delegates to, if any.
+
+    An absent (or null) implementation is an empty one: only ``type: mock`` needs
+    nothing else, so it still lacks its primitive and args (§4.6)."""
     ip = path + ("implementation",)
+    if c.bad(ip):
+        return None
+    impl = tool.get("implementation")
+    if impl is None:
+        impl = {}
+    elif not isinstance(impl, dict):
+        return None
     if c.text(impl, "type", ip) == "mock":
         return None
     primitive = c.text(impl, "primitive", ip)
