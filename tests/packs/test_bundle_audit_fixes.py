@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from tests.packs.bundle_helpers import check, dump, errors, pos_of
+from tests.packs.bundle_helpers import check, dump, errors, pos_of, warnings
 
 B_TEXT = """\
 pack: {slug: demo, name: Demo, family: reasoning}
@@ -95,3 +95,95 @@ def test_a_mock_tool_needs_nothing_else():
     doc = native()
     doc["tools"] = {"custom": [{"name": "lookup", "implementation": {"type": " mock "}}]}
     assert check(doc).valid
+
+
+# --- 2. no cascades from a case whose payload or inputs failed (§3) ----------------------
+
+
+def _with_test_command(doc: dict[str, Any]) -> dict[str, Any]:
+    spec = doc["version"]["evaluation_spec"]
+    spec["post_execution_checks"] = [{"key": "c", "type": "file_capture", "path": "a.py"}]
+    spec["validators"].append(
+        {
+            "key": "t",
+            "type": "code_execution",
+            "target": "file:c",
+            "config": {"test_command": "pytest -k {{a}}"},
+        }
+    )
+    return doc
+
+
+def test_a_failed_payload_does_not_cascade_into_placeholders():
+    doc = _with_test_command(native())
+    doc["input_sets"][0]["cases"][0]["payload"] = [1]
+    report = check(doc)
+    assert errors(report) == [("input_sets[0].cases[0].payload", "must be an object")]
+    assert warnings(report) == []
+
+
+def test_failed_inputs_do_not_cascade_into_placeholders():
+    doc = _with_test_command(native())
+    doc["challenges"][0]["instructions"] = "Add {{q}}"
+    doc["input_sets"][0]["cases"][0]["inputs"] = 5
+    report = check(doc)
+    assert errors(report) == [("input_sets[0].cases[0].inputs", "must be a list")]
+    assert warnings(report) == []
+
+
+def test_a_failed_legacy_item_payload_does_not_cascade():
+    doc = _with_test_command(native())
+    doc["version"]["evaluation_spec"]["validators"][0]["expected_from"] = "case.payload.a"
+    doc["input_sets"][0] = {
+        "key": "s",
+        "name": "S",
+        "items": [{"challenge_key": "sum", "item_key": "a", "payload": [1]}],
+    }
+    report = check(doc)
+    assert errors(report) == [("input_sets[0].items[0].payload", "must be an object")]
+    assert warnings(report) == []
+
+
+def test_a_failed_payload_does_not_cascade_into_scripted_turns():
+    doc = base()
+    doc["version"]["execution_mode"] = "multi_turn"
+    case = doc["input_sets"][0]["cases"][0]
+    case["payload"] = [1]
+    case["user_simulator"] = {
+        "schema_version": 1,
+        "kind": "hybrid",
+        "phases": [{"id": "p", "actor": "scripted", "turns": [{"message": "hi {{a}}"}]}],
+    }
+    report = check(doc)
+    assert errors(report) == [("input_sets[0].cases[0].payload", "must be an object")]
+    assert warnings(report) == []
+
+
+def test_failed_case_values_do_not_cascade_into_references_or_duplicates():
+    doc = base()
+    cases = doc["input_sets"][0]["cases"]
+    cases[0]["expectations"] = [{"kind": "text", "value": "x"}]
+    for key in ("b", "c"):  # the same failed payload twice: not a duplicate_case either
+        cases.append(
+            {"challenge_key": "sum", "case_key": key, "payload": [1], "expectations": [{"kind": "text"}]}
+        )
+    report = check(doc)
+    assert sorted(errors(report)) == [
+        ("input_sets[0].cases[0].expectations[0].key", "is required"),
+        ("input_sets[0].cases[1].expectations[0].key", "is required"),
+        ("input_sets[0].cases[1].payload", "must be an object"),
+        ("input_sets[0].cases[2].expectations[0].key", "is required"),
+        ("input_sets[0].cases[2].payload", "must be an object"),
+    ]
+    assert warnings(report) == []
+
+
+def test_placeholders_still_resolve_against_a_valid_case():
+    doc = _with_test_command(native())
+    doc["input_sets"][0]["cases"].append({"challenge_key": "sum", "case_key": "b", "payload": {"z": 1}})
+    report = check(doc)
+    assert (
+        "version.evaluation_spec.validators[1].config.test_command",
+        "unresolved placeholder {{a}} for case template context",
+    ) in errors(report)
+    assert ("challenges[0].instructions", "does not resolve for input_sets[0].cases[1]") in warnings(report)
