@@ -146,7 +146,12 @@ def unknown_key_message(suggestion: str | None, *, quoted: bool = True) -> str:
 # The walk
 # ---------------------------------------------------------------------------
 
-_YAML11_BOOLS = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
+# The YAML 1.1 boolean spellings besides true/false (https://yaml.org/type/bool.html), exactly
+# the ones upstream's yaml.v3 takes into a bool field: ``yEs`` is none of them.
+YAML11_BOOLS: dict[str, bool] = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "off", "Off", "OFF"), False),
+}
 _UNION_TYPES = (Union, types.UnionType)
 
 
@@ -385,8 +390,8 @@ class _Walker:
     def boolean(self, data: Any, path: Path) -> Any:
         if isinstance(data, bool):
             return data
-        if isinstance(data, str) and data.lower() in _YAML11_BOOLS:
-            return _YAML11_BOOLS[data.lower()]
+        if isinstance(data, str) and data in YAML11_BOOLS:
+            return YAML11_BOOLS[data]
         self.report(path, "must be a boolean")
         return data
 

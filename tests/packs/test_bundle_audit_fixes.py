@@ -187,3 +187,43 @@ def test_placeholders_still_resolve_against_a_valid_case():
         "unresolved placeholder {{a}} for case template context",
     ) in errors(report)
     assert ("challenges[0].instructions", "does not resolve for input_sets[0].cases[1]") in warnings(report)
+
+
+# --- 3. booleans: the YAML 1.1 spellings exactly, as upstream (§2.1) ---------------------
+
+_SWITCHES = "  tool_policy: {allow_shell: %s}\n  sandbox: {network_access: %s}\n"
+
+
+def _with_switches(shell: str, network: str) -> str:
+    text = B_TEXT.replace("execution_mode: prompt_eval\n", "execution_mode: native\n")
+    return text.replace("  evaluation_spec:\n", _SWITCHES % (shell, network) + "  evaluation_spec:\n", 1)
+
+
+def test_boolean_fields_accept_the_yaml_1_1_spellings_exactly():
+    for shell, network, expected in (("yes", "OFF", (True, False)), ("Y", "On", (True, True))):
+        report = check(_with_switches(shell, network))
+        assert report.valid, report.to_body()
+        assert (
+            report.manifest["tool_policy"]["allow_shell"],
+            report.manifest["sandbox"]["network_access"],
+        ) == (expected)
+
+
+def test_a_mixed_case_spelling_is_not_a_boolean():
+    # yaml.org/type/bool.html (and upstream's yaml.v3) know yes, Yes and YES, not yEs.
+    report = check(_with_switches("yEs", "oN"))
+    assert errors(report) == [
+        ("version.tool_policy.allow_shell", "must be a boolean"),
+        ("version.sandbox.network_access", "must be a boolean"),
+    ]
+
+
+def test_quoted_yaml_1_1_spellings_stay_accepted_as_upstream():
+    # Upstream decodes with yaml.v3, whose bool fields take a quoted 'on' like a plain one
+    # (a quoted scalar resolves to its text, and the text is one of the 1.1 spellings),
+    # while a quoted 'true' is text that is none of them: "must be a boolean" in both.
+    report = check(_with_switches("'yes'", "'on'"))
+    assert report.valid, report.to_body()
+    assert errors(check(_with_switches("'true'", "false"))) == [
+        ("version.tool_policy.allow_shell", "must be a boolean")
+    ]

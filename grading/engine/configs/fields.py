@@ -4,7 +4,8 @@ Each value rule raises ``PydanticCustomError`` with the exact pack-format messag
 ``check_model`` reports it verbatim, and states the same bound in the JSON Schema.
 The JSON Schema is never stricter than the validator: string fields also admit numbers
 and booleans (a YAML scalar reaching a string field keeps its text, ``007`` is "007"),
-and boolean fields also admit the YAML 1.1 spellings yes/no/on/off/y/n.
+and boolean fields also admit the YAML 1.1 spellings (y, yes, on, n, no, off, each in lower,
+capitalized or upper case).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, JsonValue
 from pydantic_core import PydanticCustomError
 
-from grading.engine.modelcheck import Trim
+from grading.engine.modelcheck import YAML11_BOOLS, Trim
 from grading.engine.refsyntax import REFERENCE_JSON_PATTERN
 
 RULE = "spec_rule"  # error type of every value rule raised here
@@ -148,12 +149,10 @@ Key = Annotated[str, Trim(), AfterValidator(_not_blank), Schema(replace=_SCALAR_
 # An evidence reference (pack-format §8): trimmed, syntax stated in the schema, checked in the registry.
 Ref = Annotated[str, Trim(), Schema(type="string", pattern=REFERENCE_JSON_PATTERN)]
 
-_BOOL_WORDS = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
-
 
 def _yaml11_bool(value: Any) -> Any:
-    if isinstance(value, str) and value.lower() in _BOOL_WORDS:
-        return _BOOL_WORDS[value.lower()]
+    if isinstance(value, str) and value in YAML11_BOOLS:
+        return YAML11_BOOLS[value]
     return value
 
 
@@ -165,7 +164,7 @@ Bool = Annotated[
         replace={
             "anyOf": [
                 {"type": "boolean"},
-                {"type": "string", "pattern": "^(?:[yY](?:[eE][sS])?|[nN][oO]?|[oO](?:[nN]|[fF][fF]))$"},
+                {"type": "string", "pattern": "^(?:" + "|".join(YAML11_BOOLS) + ")$"},
             ]
         }
     ),
