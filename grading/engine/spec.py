@@ -273,7 +273,9 @@ class MetricSpec(Closed):
 
 class BehavioralSignal(Closed):
     key: Choice(  # type: ignore[valid-type]
-        *SIGNAL_KEYS, special={"confidence_calibration": "is not supported until confidence reporting lands"}
+        *SIGNAL_KEYS,
+        special={"confidence_calibration": "is not supported until confidence reporting lands"},
+        trim=True,
     )
     weight: PositiveFloat
     gate: Bool = False
@@ -418,7 +420,7 @@ class DimensionSpec(Closed):
     key: Key
     source: (
         Choice(  # type: ignore[valid-type]
-            *DIMENSION_SOURCES, message="must be one of " + ", ".join(DIMENSION_SOURCES)
+            *DIMENSION_SOURCES, message="must be one of " + ", ".join(DIMENSION_SOURCES), trim=True
         )
         | None
     ) = None
@@ -432,7 +434,8 @@ class DimensionSpec(Closed):
     pass_threshold: Unit | None = None
 
 
-LegacyDimension = Choice(*LEGACY_DIMENSIONS, message="is not a supported scorecard dimension")
+# A legacy dimension is its key: trimmed like every evaluation-spec key (pack-format §5.1).
+LegacyDimension = Choice(*LEGACY_DIMENSIONS, message="is not a supported scorecard dimension", trim=True)
 
 
 class LatencyNormalization(Closed):

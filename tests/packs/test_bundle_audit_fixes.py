@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import yaml
 
+from packs.bundle.schema import pack_json_schema
 from tests.packs.bundle_helpers import check, dump, errors, pos_of, warnings
 
 B_TEXT = """\
@@ -32,6 +34,8 @@ input_sets:
     cases:
       - {challenge_key: sum, case_key: a, payload: {a: 1}, expectations: [{key: answer, kind: text, value: "x"}]}
 """
+
+SCHEMA = jsonschema.Draft202012Validator(pack_json_schema())
 
 
 def base() -> dict[str, Any]:
@@ -226,4 +230,44 @@ def test_quoted_yaml_1_1_spellings_stay_accepted_as_upstream():
     assert report.valid, report.to_body()
     assert errors(check(_with_switches("'true'", "false"))) == [
         ("version.tool_policy.allow_shell", "must be a boolean")
+    ]
+
+
+# --- 4. evaluation-spec keys and sources are trimmed (§5.1) --------------------------------
+
+
+def test_padded_signal_keys_sources_and_legacy_dimensions_are_trimmed():
+    doc = base()
+    spec = doc["version"]["evaluation_spec"]
+    spec["behavioral"] = {"signals": [{"key": " recovery_behavior ", "weight": 1}]}
+    spec["scorecard"]["dimensions"] = [" correctness ", {"key": "b", "source": " behavioral "}]
+    report = check(doc)
+    assert report.valid, report.to_body()
+    assert report.warnings == []
+    stored = report.manifest["evaluation_spec"]
+    assert stored["behavioral"]["signals"][0]["key"] == "recovery_behavior"
+    assert [(d["key"], d["source"]) for d in stored["scorecard"]["dimensions"]] == [
+        ("correctness", "validators"),
+        ("b", "behavioral"),
+    ]
+    assert [d.source for d in report.evaluation_spec.dimensions] == ["validators", "behavioral"]
+    assert SCHEMA.is_valid(doc)  # never stricter than the validator (§11)
+
+
+def test_a_trimmed_value_keeps_its_own_message():
+    doc = base()
+    spec = doc["version"]["evaluation_spec"]
+    spec["behavioral"] = {"signals": [{"key": " confidence_calibration ", "weight": 1}]}
+    spec["scorecard"]["dimensions"] = [" speed ", {"key": "b", "source": " behaviour "}]
+    assert errors(check(doc)) == [
+        ("version.evaluation_spec.scorecard.dimensions[0]", "is not a supported scorecard dimension"),
+        (
+            "version.evaluation_spec.scorecard.dimensions[1].source",
+            "must be one of validators, metric, reliability, latency, cost, behavioral, llm_judge, "
+            "human_preference, compliance",
+        ),
+        (
+            "version.evaluation_spec.behavioral.signals[0].key",
+            "is not supported until confidence reporting lands",
+        ),
     ]

@@ -11,6 +11,7 @@ capitalized or upper case).
 from __future__ import annotations
 
 import math
+import re
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -104,10 +105,14 @@ NonNegativeFloat = Ranged(float, 0)  # "must be greater than or equal to 0"
 NonNegativeInt = Ranged(int, 0)
 
 
-def Choice(*values: str, message: str | None = None, special: dict[str, str] | None = None) -> Any:
+def Choice(
+    *values: str, message: str | None = None, special: dict[str, str] | None = None, trim: bool = False
+) -> Any:
     """A string that must be one of ``values`` ("must be one of a, b, c" unless ``message``).
 
     ``special`` maps a rejected value to its own message (``pass_at_k``, ``confidence_calibration``).
+    ``trim``: the value is trimmed first (pack-format §5.1 trims keys and sources), and the
+    JSON Schema states the choices as a pattern that admits the surrounding whitespace.
     """
     default = message or "must be one of " + ", ".join(values)
 
@@ -118,6 +123,11 @@ def Choice(*values: str, message: str | None = None, special: dict[str, str] | N
             raise fail(special[value])
         raise fail(default)
 
+    if trim:
+        pattern = r"^\s*(?:" + "|".join(re.escape(value) for value in values) + r")\s*$"
+        return Annotated[
+            str, Trim(), AfterValidator(check), Schema(replace={"type": "string", "pattern": pattern})
+        ]
     return Annotated[str, AfterValidator(check), Schema(enum=list(values))]
 
 
