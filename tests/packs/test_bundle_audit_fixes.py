@@ -271,3 +271,67 @@ def test_a_trimmed_value_keeps_its_own_message():
             "is not supported until confidence reporting lands",
         ),
     ]
+
+
+# --- 5. the stored spec spells out the §5.4 config defaults --------------------------------
+
+
+def _with_config_defaults(explicit: bool) -> dict[str, Any]:
+    doc = _with_test_command(native())
+    doc["input_sets"][0]["cases"][0]["payload"] = {"a": "x"}
+    spec = doc["version"]["evaluation_spec"]
+    spec["validators"].append(
+        {
+            "key": "order",
+            "type": "tool_call_assertion",
+            "target": "tool_calls",
+            "config": {"ordered_tools": ["a", "b"]},
+        }
+    )
+    spec["validators"].append(
+        {"key": "calls", "type": "tool_call_assertion", "target": "tool_calls", "config": {"tool_name": "a"}}
+    )
+    if explicit:
+        spec["validators"][1]["config"].update({"scoring": "fraction_passed", "timeout_ms": 30000})
+        spec["validators"][2]["config"]["order_mode"] = "subsequence"
+    return doc
+
+
+def test_the_manifest_has_the_config_defaults():
+    report = check(_with_config_defaults(explicit=False))
+    assert report.valid, report.to_body()
+    configs = [v.get("config") for v in report.manifest["evaluation_spec"]["validators"]]
+    assert configs == [
+        None,
+        {"test_command": "pytest -k {{a}}", "scoring": "fraction_passed", "timeout_ms": 30000},
+        {"ordered_tools": ["a", "b"], "order_mode": "subsequence"},
+        {"tool_name": "a"},  # no ordered_tools: no order_mode
+    ]
+    scorecard = report.manifest["evaluation_spec"]["scorecard"]  # the other §5.4 defaults
+    assert scorecard["strategy"] == "weighted"
+    assert scorecard["dimensions"] == [
+        {
+            "key": "correctness",
+            "source": "validators",
+            "better_direction": "higher",
+            "weight": 1.0,
+            "gate": False,
+        }
+    ]
+    explicit = check(_with_config_defaults(explicit=True))
+    assert explicit.manifest["evaluation_spec"] == report.manifest["evaluation_spec"]
+
+
+def test_an_explicit_config_value_is_kept_and_an_absent_config_stays_absent():
+    doc = _with_config_defaults(explicit=False)
+    validators = doc["version"]["evaluation_spec"]["validators"]
+    validators[1]["config"].update({"scoring": "all_or_nothing", "timeout_ms": 5000})
+    validators[2]["config"]["order_mode"] = "exact"
+    validators.append({"key": "bare", "type": "code_execution", "target": "file:c"})
+    report = check(doc)
+    assert report.valid, report.to_body()
+    stored = report.manifest["evaluation_spec"]["validators"]
+    assert stored[1]["config"]["scoring"] == "all_or_nothing" and stored[1]["config"]["timeout_ms"] == 5000
+    assert stored[2]["config"]["order_mode"] == "exact"
+    assert "config" not in stored[4]  # still "will fail at grading" (L8), not a half config
+    assert ("version.evaluation_spec.validators[4]", "will fail at grading") in warnings(report)
