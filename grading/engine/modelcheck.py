@@ -262,7 +262,8 @@ class _Walker:
             if name not in out:
                 self.report(path + (name,), "is required", anchor="parent")
             elif isinstance(out[name], str) and not out[name].strip() and _unwrap(info.annotation)[0] is str:
-                self.report(path + (name,), "is required")
+                # Empty after trimming is absent (pack-format §2.1): placed like a missing key.
+                self.report(path + (name,), "is required", anchor="parent")
         return out
 
     def _key_text(self, key: Any, path: Path) -> str:

@@ -335,3 +335,37 @@ def test_an_explicit_config_value_is_kept_and_an_absent_config_stays_absent():
     assert stored[2]["config"]["order_mode"] == "exact"
     assert "config" not in stored[4]  # still "will fail at grading" (L8), not a half config
     assert ("version.evaluation_spec.validators[4]", "will fail at grading") in warnings(report)
+
+
+# --- 6. a blank required string is absent: placed at its parent mapping (§2.1, §3) --------
+
+
+def _position(doc: dict[str, Any], field: str) -> tuple[int | None, int | None]:
+    report = check(doc)
+    [error] = [e for e in report.errors if e.field == field]
+    assert error.message.startswith("is required"), error
+    return error.line, error.column
+
+
+def test_a_blank_required_string_is_placed_like_a_null_one():
+    for field, change in (
+        ("pack.name", lambda doc, value: doc["pack"].__setitem__("name", value)),
+        ("challenges[0].title", lambda doc, value: doc["challenges"][0].__setitem__("title", value)),
+        (
+            "version.evaluation_spec.validators[0].expected_from",
+            lambda doc, value: doc["version"]["evaluation_spec"]["validators"][0].__setitem__(
+                "expected_from", value
+            ),
+        ),
+    ):
+        blank, null = base(), base()
+        change(blank, "  ")
+        change(null, None)
+        assert _position(blank, field) == _position(null, field), field
+
+
+def test_a_blank_required_string_is_at_the_mapping_not_the_value():
+    text = B_TEXT.replace("name: Demo", "name: '  '")
+    report = check(text)
+    assert errors(report) == [("pack.name", "is required")]
+    assert (report.errors[0].line, report.errors[0].column) == pos_of(text, "{slug: demo")
