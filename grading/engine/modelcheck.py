@@ -146,7 +146,12 @@ def unknown_key_message(suggestion: str | None, *, quoted: bool = True) -> str:
 # The walk
 # ---------------------------------------------------------------------------
 
-_YAML11_BOOLS = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
+# The YAML 1.1 boolean spellings besides true/false (https://yaml.org/type/bool.html), exactly
+# the ones upstream's yaml.v3 takes into a bool field: ``yEs`` is none of them.
+YAML11_BOOLS: dict[str, bool] = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "off", "Off", "OFF"), False),
+}
 _UNION_TYPES = (Union, types.UnionType)
 
 
@@ -257,7 +262,8 @@ class _Walker:
             if name not in out:
                 self.report(path + (name,), "is required", anchor="parent")
             elif isinstance(out[name], str) and not out[name].strip() and _unwrap(info.annotation)[0] is str:
-                self.report(path + (name,), "is required")
+                # Empty after trimming is absent (pack-format §2.1): placed like a missing key.
+                self.report(path + (name,), "is required", anchor="parent")
         return out
 
     def _key_text(self, key: Any, path: Path) -> str:
@@ -385,8 +391,8 @@ class _Walker:
     def boolean(self, data: Any, path: Path) -> Any:
         if isinstance(data, bool):
             return data
-        if isinstance(data, str) and data.lower() in _YAML11_BOOLS:
-            return _YAML11_BOOLS[data.lower()]
+        if isinstance(data, str) and data in YAML11_BOOLS:
+            return YAML11_BOOLS[data]
         self.report(path, "must be a boolean")
         return data
 

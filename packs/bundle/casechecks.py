@@ -48,6 +48,14 @@ INVALID_RE2 = "must be a valid RE2 pattern"
 MAX_CHAIN = 8
 _PATTERN_KINDS = frozenset({RefKind.CASE_PAYLOAD, RefKind.CASE_INPUT, RefKind.CASE_EXPECTATION})
 _L5_KINDS = frozenset({RefKind.CASE_PAYLOAD, RefKind.CASE_INPUT, RefKind.CASE_EXPECTATION, RefKind.ARTIFACT})
+# The case members a reference reads (through inputs, expectation sources and assets): it
+# is not linted for a case where one of them already failed (§3, no cascades).
+_REF_READS = {
+    RefKind.CASE_PAYLOAD: frozenset({"payload"}),
+    RefKind.CASE_INPUT: frozenset({"inputs", "assets"}),
+    RefKind.CASE_EXPECTATION: frozenset({"expectations", "inputs", "assets"}),
+    RefKind.ARTIFACT: frozenset({"artifacts", "assets", "inputs", "expectations"}),
+}
 
 
 def as_text(value: Any) -> str:
@@ -309,6 +317,11 @@ def check_cases(
         seen: dict[str, NormCase] = {}
         for case in cases:
             view = CaseView.build(case, version_assets, files)
+            if not case.template_ok:
+                # Its payload or inputs failed: what renders or compares them would only
+                # repeat that error (§3). The rules reading other members still run.
+                _case_spec_rules(c, case, view, None, plan)
+                continue
             scope = template_scope(case.data)
             _case_spec_rules(c, case, view, scope, plan)
             instructions = challenges.get(case.challenge_key or "")
@@ -336,8 +349,9 @@ def _inputs_of(case: NormCase) -> Any:
 
 
 def _case_spec_rules(
-    c: DocChecker, case: NormCase, view: CaseView, scope: dict[str, Any], plan: SpecPlan
+    c: DocChecker, case: NormCase, view: CaseView, scope: dict[str, Any] | None, plan: SpecPlan
 ) -> None:
+    """``scope`` is None when the case's template context already failed."""
     for path, ref, prefix, lint in plan.patterns:
         found = view.resolve(ref)
         if found.state != OK or c.bad(found.path):
@@ -357,9 +371,11 @@ def _case_spec_rules(
             c.err(found.path, message, detail=detail)
     for path, names in plan.commands:
         for name in names:
-            if not resolves(scope, name):
+            if scope is not None and not resolves(scope, name):
                 c.err(path, UNRESOLVED_PLACEHOLDER % name, detail=case.label)
     for path, ref in plan.references:
+        if case.failed and case.failed & _REF_READS.get(ref.kind, frozenset()):
+            continue
         if ref.kind is RefKind.FILE or view.resolve(ref).state == MISSING_REF:
             c.warn(path, f"does not resolve for {case.label}", "unresolved_reference")
 

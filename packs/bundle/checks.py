@@ -45,7 +45,21 @@ UNRESOLVED_PLACEHOLDER = "unresolved placeholder {{%s}} for case template contex
 
 
 class DocChecker(Checker):
-    """G1a's ``Checker`` plus warnings."""
+    """G1a's ``Checker`` plus warnings, and which case values the model check rejected."""
+
+    _case_failures: dict[Path, frozenset[str]] | None = None
+
+    def case_failures(self, case_path: Path) -> frozenset[str]:
+        """The members of the case at ``input_sets[i].cases|items[j]`` (``payload``,
+        ``inputs``...) holding a value ``check_model`` rejected. The index is built once
+        from ``bad_paths``, so asking for each of 10,000 cases stays a dict lookup."""
+        if self._case_failures is None:
+            index: dict[Path, set[str]] = {}
+            for path in self.bad_paths:
+                if len(path) > 4 and path[0] == "input_sets" and path[2] in ("cases", "items"):
+                    index.setdefault(path[:4], set()).add(str(path[4]))
+            self._case_failures = {case: frozenset(names) for case, names in index.items()}
+        return self._case_failures.get(case_path, frozenset())
 
     def warn(self, path: Path, message: str, rule: str, *, detail: str | None = None) -> None:
         self.issues.append(Issue(path, message, detail=detail, severity="warning", rule=rule))
@@ -67,6 +81,13 @@ class NormCase:
     challenge_key: str | None
     key: str  # the effective key ("" when neither case_key nor item_key is set)
     key_field: str  # "case_key" or "item_key": where key issues are reported
+    failed: frozenset[str] = frozenset()  # members holding a rejected value (payload, inputs...)
+
+    @property
+    def template_ok(self) -> bool:
+        """Whether the ``{{placeholder}}`` context (payload and input values) is known: a
+        check that renders it is skipped when either already failed (§3, no cascades)."""
+        return "payload" not in self.failed and "inputs" not in self.failed
 
     @property
     def label(self) -> str:
@@ -356,6 +377,7 @@ def _normalize_set(c: DocChecker, input_set: dict[str, Any], path: Path, set_ind
                 challenge_key=c.text(raw, "challenge_key", case_path),
                 key=key,
                 key_field=key_field,
+                failed=c.case_failures(case_path),
             )
         )
     return out
@@ -531,7 +553,7 @@ def _check_user_simulator(
     if not phases and not c.bad(up + ("phases",)):
         c.err(up + ("phases",), "must contain at least one phase", anchor=c.anchor_for(sim, "phases"))
     keyed: list[tuple[Path, str | None]] = []
-    scope = template_scope(case.data)
+    scope = template_scope(case.data) if case.template_ok else None
     for position, (_, phase, pp) in enumerate(phases):
         keyed.append((pp + ("id",), c.text(phase, "id", pp)))
         _check_phase(c, phase, pp, position, scope, assets, input_keys)
@@ -543,7 +565,7 @@ def _check_phase(
     phase: dict[str, Any],
     pp: Path,
     position: int,
-    scope: dict[str, Any],
+    scope: dict[str, Any] | None,
     assets: set[str] | None,
     input_keys: set[str] | None,
 ) -> None:
@@ -573,7 +595,7 @@ def _check_phase(
                 c.err(
                     tp + ("message",), "is required for scripted turns", anchor=c.anchor_for(turn, "message")
                 )
-            else:
+            elif scope is not None:  # None: the case's payload or inputs already failed
                 for name in placeholders(message):
                     if not resolves(scope, name):
                         c.err(tp + ("message",), UNRESOLVED_PLACEHOLDER % name)
@@ -630,11 +652,18 @@ def _check_tools(c: DocChecker, data: dict[str, Any], norm: Normalized) -> None:
 def _check_tool(
     c: DocChecker, name: str, tool: dict[str, Any], path: Path, names: dict[str, Any]
 ) -> str | None:
-    """One custom tool; returns the custom tool it delegates to, if any."""
-    impl = c.get(tool, "implementation", path, dict)
-    if impl is MISSING:
-        return None
+    """One custom tool; returns the custom tool it delegates to, if any.
+
+    An absent (or null) implementation is an empty one: only ``type: mock`` needs
+    nothing else, so it still lacks its primitive and args (§4.6)."""
     ip = path + ("implementation",)
+    if c.bad(ip):
+        return None
+    impl = tool.get("implementation")
+    if impl is None:
+        impl = {}
+    elif not isinstance(impl, dict):
+        return None
     if c.text(impl, "type", ip) == "mock":
         return None
     primitive = c.text(impl, "primitive", ip)

@@ -66,7 +66,7 @@ def _placed(issue: Issue, doc: YamlDocument) -> BundleIssue:
     if issue.anchor == "key":
         line, column = doc.key_position(path)
     elif issue.anchor == "parent":
-        line, column = doc.value_position(path[:-1])
+        line, column = doc.parent_position(path)
     else:
         line, column = doc.value_position(path)
     message = _MESSAGE_OVERRIDES.get((path, issue.message), issue.message)

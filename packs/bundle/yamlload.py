@@ -147,6 +147,19 @@ class YamlDocument:
         loc = self.locate(path)
         return loc.line + 1, loc.column + 1
 
+    def parent_position(self, path: Path) -> tuple[int, int]:
+        """1-based position of the mapping that lacks the key ``path`` names (§3).
+
+        A null value is absent (§2.1): a key missing under ``implementation: null`` is
+        placed at the nearest mapping that exists, as if ``implementation`` were not
+        written at all."""
+        parent = path[:-1]
+        loc = self.locate(parent)
+        while parent and loc.exact and isinstance(loc.child, str) and loc.child in _NULLS:
+            parent = parent[:-1]
+            loc = self.locate(parent)
+        return loc.line + 1, loc.column + 1
+
     def key_position(self, path: Path) -> tuple[int, int]:
         """1-based position of the key naming ``path`` (the value's when it has no key)."""
         loc = self.locate(path)

@@ -159,9 +159,10 @@ def test_it_requires_expected_from_at_the_validator_mapping_when_missing():
     assert (issue.message, issue.anchor) == ("is required", "parent")
 
 
-def test_it_requires_a_non_blank_expected_from_at_the_value():
+def test_a_blank_expected_from_is_absent_and_required_at_the_validator_mapping():
+    # pack-format §2.1: a required string empty after trimming is absent (§3: parent mapping).
     issue = issue_at(with_validator(**{**EXACT, "expected_from": "  "}), "validators[0].expected_from")
-    assert (issue.message, issue.anchor) == ("is required", "value")
+    assert (issue.message, issue.anchor) == ("is required", "parent")
 
 
 def test_it_rejects_an_unsupported_expected_from():

@@ -135,7 +135,12 @@ class Checker:
         return isinstance(mapping, Mapping) and mapping.get(key) is not None
 
     def anchor_for(self, mapping: Any, key: str) -> Anchor:
-        return "value" if self.present(mapping, key) else "parent"
+        """Where a problem with ``mapping[key]`` is placed: its value, or the mapping when
+        the key is absent, null or a blank string (absent too, pack-format §2.1)."""
+        value = mapping.get(key) if isinstance(mapping, Mapping) else None
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return "parent"
+        return "value"
 
     def regex(self, path: Path, pattern: str, prefix: str = "") -> None:
         reason = re2_error(prefix + pattern)

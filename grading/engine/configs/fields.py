@@ -4,12 +4,14 @@ Each value rule raises ``PydanticCustomError`` with the exact pack-format messag
 ``check_model`` reports it verbatim, and states the same bound in the JSON Schema.
 The JSON Schema is never stricter than the validator: string fields also admit numbers
 and booleans (a YAML scalar reaching a string field keeps its text, ``007`` is "007"),
-and boolean fields also admit the YAML 1.1 spellings yes/no/on/off/y/n.
+and boolean fields also admit the YAML 1.1 spellings (y, yes, on, n, no, off, each in lower,
+capitalized or upper case).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -17,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, JsonValue
 from pydantic_core import PydanticCustomError
 
-from grading.engine.modelcheck import Trim
+from grading.engine.modelcheck import YAML11_BOOLS, Trim
 from grading.engine.refsyntax import REFERENCE_JSON_PATTERN
 
 RULE = "spec_rule"  # error type of every value rule raised here
@@ -103,10 +105,14 @@ NonNegativeFloat = Ranged(float, 0)  # "must be greater than or equal to 0"
 NonNegativeInt = Ranged(int, 0)
 
 
-def Choice(*values: str, message: str | None = None, special: dict[str, str] | None = None) -> Any:
+def Choice(
+    *values: str, message: str | None = None, special: dict[str, str] | None = None, trim: bool = False
+) -> Any:
     """A string that must be one of ``values`` ("must be one of a, b, c" unless ``message``).
 
     ``special`` maps a rejected value to its own message (``pass_at_k``, ``confidence_calibration``).
+    ``trim``: the value is trimmed first (pack-format §5.1 trims keys and sources), and the
+    JSON Schema states the choices as a pattern that admits the surrounding whitespace.
     """
     default = message or "must be one of " + ", ".join(values)
 
@@ -117,6 +123,11 @@ def Choice(*values: str, message: str | None = None, special: dict[str, str] | N
             raise fail(special[value])
         raise fail(default)
 
+    if trim:
+        pattern = r"^\s*(?:" + "|".join(re.escape(value) for value in values) + r")\s*$"
+        return Annotated[
+            str, Trim(), AfterValidator(check), Schema(replace={"type": "string", "pattern": pattern})
+        ]
     return Annotated[str, AfterValidator(check), Schema(enum=list(values))]
 
 
@@ -148,12 +159,10 @@ Key = Annotated[str, Trim(), AfterValidator(_not_blank), Schema(replace=_SCALAR_
 # An evidence reference (pack-format §8): trimmed, syntax stated in the schema, checked in the registry.
 Ref = Annotated[str, Trim(), Schema(type="string", pattern=REFERENCE_JSON_PATTERN)]
 
-_BOOL_WORDS = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
-
 
 def _yaml11_bool(value: Any) -> Any:
-    if isinstance(value, str) and value.lower() in _BOOL_WORDS:
-        return _BOOL_WORDS[value.lower()]
+    if isinstance(value, str) and value in YAML11_BOOLS:
+        return YAML11_BOOLS[value]
     return value
 
 
@@ -165,7 +174,7 @@ Bool = Annotated[
         replace={
             "anyOf": [
                 {"type": "boolean"},
-                {"type": "string", "pattern": "^(?:[yY](?:[eE][sS])?|[nN][oO]?|[oO](?:[nN]|[fF][fF]))$"},
+                {"type": "string", "pattern": "^(?:" + "|".join(YAML11_BOOLS) + ")$"},
             ]
         }
     ),

@@ -9,7 +9,7 @@ mixing, normalized_match steps...) are publish checks in ``registry.py``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
@@ -31,6 +31,14 @@ from grading.engine.configs.fields import (
 
 class ConfigModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=nullable_optionals)
+
+    # Defaults the normalized (stored) spec spells out (pack-format §5.4).
+    STORED_DEFAULTS: ClassVar[tuple[str, ...]] = ()
+
+    def stored_defaults(self) -> dict[str, Any]:
+        """The ``STORED_DEFAULTS`` as this config resolved them (None: no default applies)."""
+        values = {name: getattr(self, name) for name in self.STORED_DEFAULTS}
+        return {name: value for name, value in values.items() if value is not None}
 
 
 # --- text and structure (grading.md §3.2) ---------------------------------
@@ -222,6 +230,8 @@ class PostconditionConfig(ConfigModel):
 
 
 class CodeExecutionConfig(ConfigModel):
+    STORED_DEFAULTS = ("scoring", "timeout_ms")
+
     test_command: Text  # "is required" when config is present
     timeout_ms: PositiveInt = 30000
     memory_mb: PositiveInt = 512
@@ -238,6 +248,8 @@ class CodeExecutionConfig(ConfigModel):
 
 
 class ToolCallAssertionConfig(ConfigModel):
+    STORED_DEFAULTS = ("order_mode",)  # subsequence when ordered_tools is set
+
     tool_name: Trimmed | None = None
     arguments_contain: FreeForm | None = None
     must_call: Bool | None = None
