@@ -191,19 +191,6 @@ class ErrorOutput(serializers.Serializer):
     )
 
 
-class ConflictOutput(serializers.Serializer):
-    error = inline_serializer(
-        "ConflictDetail",
-        {
-            "code": serializers.CharField(),
-            "message": serializers.CharField(),
-            "field": serializers.CharField(required=False),
-            "line": serializers.IntegerField(required=False, help_text="of the field's value in the bundle"),
-            "column": serializers.IntegerField(required=False),
-        },
-    )
-
-
 class PublishOutput(serializers.Serializer):
     pack_id = serializers.UUIDField()
     pack_version_id = serializers.UUIDField()
@@ -381,7 +368,9 @@ class PackListApi(ApiView):
             201: PublishOutput,
             200: OpenApiResponse(PublishOutput, description="the same bytes are already that version"),
             400: _either("PublishBadRequest", PublishInvalidOutput),
-            409: ConflictOutput,
+            409: OpenApiResponse(
+                ErrorOutput, description="the message ends with the conflicting value's line and column"
+            ),
             413: ErrorOutput,
         },
         summary="Publish a pack bundle as a new immutable version",

@@ -59,9 +59,7 @@ def run_publish(command: JsonCommand, options: dict[str, Any]) -> PublishResult:
             command.stderr.write(_issues(body))
         raise CliError(exc.code, "the pack is invalid", exit_code=EXIT_INVALID, document=body) from exc
     except PublishConflict as exc:
-        raise CliError(
-            exc.code, exc.message, exit_code=EXIT_CONFLICT, field=exc.field, extra=exc.position
-        ) from exc
+        raise CliError(exc.code, exc.message, exit_code=EXIT_CONFLICT, field=exc.field) from exc
     doc = result.to_dict()
     verb = "already published" if result.already_published else "published"
     lines = [f"{verb}: {doc['slug']} v{doc['number']} ({doc['pack_version_id']})"]

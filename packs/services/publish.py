@@ -97,7 +97,9 @@ class PackInvalid(PublishError):
 
 class PublishConflict(PublishError):
     """409: the bundle is valid, but what is published disagrees. ``line``/``column`` are
-    the position of the ``field``'s value in the bundle, as in a validate body."""
+    the position of the ``field``'s value in the bundle; the error object has no keys for
+    them (spec/interfaces.md §2: ``{code, message, field?, choices?}`` exactly), so
+    ``message`` ends with "(line L, column C)" when the position is known."""
 
     status_code = 409
 
@@ -110,6 +112,8 @@ class PublishConflict(PublishError):
         line: int | None = None,
         column: int | None = None,
     ) -> None:
+        if line is not None and column is not None:
+            message = f"{message} (line {line}, column {column})"
         super().__init__(message)
         self.code = code
         self.message = message
@@ -117,18 +121,10 @@ class PublishConflict(PublishError):
         self.line = line
         self.column = column
 
-    @property
-    def position(self) -> dict[str, int]:
-        """``{"line", "column"}`` when known, else ``{}``."""
-        if self.line is None or self.column is None:
-            return {}
-        return {"line": self.line, "column": self.column}
-
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.field:
             error["field"] = self.field
-        error.update(self.position)
         return {"error": error}
 
 
