@@ -31,6 +31,7 @@ from agentclash_site.workspaces.access import get_workspace_for_user
 from packs import bundle as pack_bundle
 from packs import selectors, services
 from packs.access import get_draft_for_user, get_pack_for_user, get_version_for_user
+from packs.bundle import archive
 from packs.bundle.schema import SCHEMA_PATH  # the checked-in schema (pack-format §11)
 from packs.models import Draft, Pack, PackVersion
 
@@ -39,8 +40,8 @@ ZIP_TYPES = ("application/zip", "application/x-zip-compressed", "application/x-z
 
 
 def bundle_max_bytes() -> int:
-    """The transport limit of pack-format §3 (60 MiB)."""
-    return int(getattr(settings, "AGENTCLASH_BUNDLE_MAX_BYTES", 60 * MIB))
+    """The transport limit of pack-format §3 (60 MiB, the CLI's limit for a zip PATH too)."""
+    return int(getattr(settings, "AGENTCLASH_BUNDLE_MAX_BYTES", archive.MAX_BUNDLE_BYTES))
 
 
 # --- request bodies ----------------------------------------------------------------------

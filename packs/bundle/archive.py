@@ -8,6 +8,7 @@ Unpacked sizes are counted from the bytes actually inflated, never from header s
 from __future__ import annotations
 
 import io
+import os
 import re
 import stat
 import zipfile
@@ -19,6 +20,9 @@ from .issues import BundleIssue
 MAX_MEMBERS = 1000
 MAX_UNPACKED_BYTES = 50 * 1024 * 1024
 MAX_PACK_YAML_BYTES = 5 * 1024 * 1024
+# The transport limit of pack-format §3 (the API answers 413 above it): the largest zip
+# bundle a path may hold. A YAML bundle's limit is pack.yaml's (§2.1).
+MAX_BUNDLE_BYTES = 60 * 1024 * 1024
 PACK_YAML = "pack.yaml"
 _CHUNK = 64 * 1024
 _DRIVE = re.compile(r"[A-Za-z]:")
@@ -214,7 +218,59 @@ EXPECTED_PATH = "PATH must be a pack.yaml file, a directory containing pack.yaml
 
 
 class NotABundle(OSError):
-    """PATH is a directory without ``pack.yaml``; the message says what was expected."""
+    """PATH is a directory without ``pack.yaml``, or not a regular file; the message says
+    what PATH must be."""
+
+
+class BundleTooLarge(OSError):
+    """PATH is a zip larger than the transport limit (``MAX_BUNDLE_BYTES``)."""
+
+
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _not_regular(path: Path, mode: int) -> NotABundle:
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+    return NotABundle(f"{path} is not a regular file ({kind}); {EXPECTED_PATH}")
+
+
+def _mib(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB"
+
+
+def read_regular_file(path: Path, limit: int, *, zip_limit: int | None = None) -> bytes:
+    """At most ``limit`` + 1 bytes of the regular file ``path`` (``zip_limit`` + 1 when it
+    starts like a zip): more than the limit is enough for the validator's "must be at most
+    5 MiB", and a bigger zip raises :class:`BundleTooLarge`. A device, a FIFO or a socket
+    raises :class:`NotABundle` without being read: ``O_NONBLOCK`` keeps the open of a FIFO
+    from waiting for a writer, and ``fstat`` judges the file that was opened."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
+        chunks: list[bytes] = []
+        total = 0
+        zipped = False
+        while total <= limit:
+            chunk = os.read(fd, min(1024 * 1024, limit + 1 - total))
+            if not chunk:
+                break
+            if not chunks and zip_limit is not None and is_zip(chunk):
+                limit, zipped = zip_limit, True
+            chunks.append(chunk)
+            total += len(chunk)
+    finally:
+        os.close(fd)
+    if zipped and total > limit:
+        raise BundleTooLarge(f"{path} is larger than {_mib(limit)}; a bundle must be at most {_mib(limit)}")
+    return b"".join(chunks)
 
 
 def _packs_under(directory: Path, limit: int = 5) -> list[str]:
@@ -226,21 +282,30 @@ def _packs_under(directory: Path, limit: int = 5) -> list[str]:
     return [p.name for p in children if (p / PACK_YAML).is_file()][:limit]
 
 
-def read_bundle(path: Path) -> bytes:
+def read_bundle(path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES) -> bytes:
     """The bytes of a bundle path: a YAML file, a zip file, or a pack directory.
 
-    Raises ``OSError``: :class:`NotABundle` for a directory without ``pack.yaml``."""
+    A YAML file is read up to its limit + 1 byte (the validator then says "must be at most
+    5 MiB"), a zip up to ``max_bytes``. Raises ``OSError``: :class:`NotABundle` for a
+    directory without ``pack.yaml`` or a path that is not a regular file,
+    :class:`BundleTooLarge` for a zip over ``max_bytes``."""
     if path.is_dir():
         if not (path / PACK_YAML).is_file():
             packs = _packs_under(path)
             hint = f" (these subdirectories are packs: {', '.join(packs)})" if packs else ""
             raise NotABundle(f"{path} is a directory without a {PACK_YAML}{hint}; {EXPECTED_PATH}")
         return bundle_from_directory(path)
-    return path.read_bytes()
+    return read_regular_file(path, MAX_PACK_YAML_BYTES, zip_limit=max_bytes)
+
+
+def read_error_code(exc: OSError) -> str:
+    """The CLI's error code for ``exc``: ``payload_too_large`` (as the API's 413), else
+    ``io_error``."""
+    return "payload_too_large" if isinstance(exc, BundleTooLarge) else "io_error"
 
 
 def read_error_message(path: Path, exc: OSError) -> str:
     """What the CLI says when PATH cannot be read as a bundle."""
-    if isinstance(exc, NotABundle):
+    if isinstance(exc, NotABundle | BundleTooLarge):
         return str(exc)
     return f"cannot read {path}: {exc.strerror or exc}"

@@ -33,8 +33,9 @@ def add_publish_parser(subparsers: Any, command: JsonCommand) -> argparse.Argume
 
 
 def read_bundle_path(path: Path) -> bytes:
-    """The bytes of a bundle file, or of a pack directory as ``pack validate`` reads it:
-    pack.yaml alone, or a reproducible zip of pack.yaml and the files its assets name."""
+    """The bytes of a bundle file (read with a limit, as ``pack validate`` reads it), or of
+    a pack directory: pack.yaml alone, or a reproducible zip of pack.yaml and the files its
+    assets name."""
     return archive.read_bundle(path)
 
 
@@ -48,7 +49,8 @@ def run_publish(command: JsonCommand, options: dict[str, Any]) -> PublishResult:
     try:
         data = read_bundle_path(path)
     except OSError as exc:
-        raise CliError("io_error", archive.read_error_message(path, exc), field="path") from exc
+        code = archive.read_error_code(exc)
+        raise CliError(code, archive.read_error_message(path, exc), field="path") from exc
     try:
         result = pack_version_publish(
             workspace=workspace, data=data, strict=bool(options.get("strict")), filename=path.name
