@@ -7,10 +7,12 @@ writes). Validation failures answer the validate body of spec/interfaces.md §4.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
+from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -31,6 +33,7 @@ from agentclash_site.workspaces.access import get_workspace_for_user
 from packs import bundle as pack_bundle
 from packs import selectors, services
 from packs.access import get_draft_for_user, get_pack_for_user, get_version_for_user
+from packs.bundle import archive
 from packs.bundle.schema import SCHEMA_PATH  # the checked-in schema (pack-format §11)
 from packs.models import Draft, Pack, PackVersion
 
@@ -39,8 +42,8 @@ ZIP_TYPES = ("application/zip", "application/x-zip-compressed", "application/x-z
 
 
 def bundle_max_bytes() -> int:
-    """The transport limit of pack-format §3 (60 MiB)."""
-    return int(getattr(settings, "AGENTCLASH_BUNDLE_MAX_BYTES", 60 * MIB))
+    """The transport limit of pack-format §3 (60 MiB, the CLI's limit for a zip PATH too)."""
+    return int(getattr(settings, "AGENTCLASH_BUNDLE_MAX_BYTES", archive.MAX_BUNDLE_BYTES))
 
 
 # --- request bodies ----------------------------------------------------------------------
@@ -191,19 +194,6 @@ class ErrorOutput(serializers.Serializer):
     )
 
 
-class ConflictOutput(serializers.Serializer):
-    error = inline_serializer(
-        "ConflictDetail",
-        {
-            "code": serializers.CharField(),
-            "message": serializers.CharField(),
-            "field": serializers.CharField(required=False),
-            "line": serializers.IntegerField(required=False, help_text="of the field's value in the bundle"),
-            "column": serializers.IntegerField(required=False),
-        },
-    )
-
-
 class PublishOutput(serializers.Serializer):
     pack_id = serializers.UUIDField()
     pack_version_id = serializers.UUIDField()
@@ -342,6 +332,11 @@ def _either(name: str, body: type[serializers.Serializer]) -> PolymorphicProxySe
 class PackValidateApi(ApiView):
     parser_classes = [MultiPartParser, RawBodyParser]
 
+    @extend_schema(exclude=True)  # documented as packs_retrieve with slug "validate"
+    def get(self, request: Request, ws: str) -> Response:
+        """``GET packs/validate`` is the pack whose slug is "validate" (any text is a slug)."""
+        return _pack_response(request, ws, "validate")
+
     @extend_schema(
         request=_BUNDLE_REQUEST,
         parameters=[_STRICT],
@@ -381,7 +376,9 @@ class PackListApi(ApiView):
             201: PublishOutput,
             200: OpenApiResponse(PublishOutput, description="the same bytes are already that version"),
             400: _either("PublishBadRequest", PublishInvalidOutput),
-            409: ConflictOutput,
+            409: OpenApiResponse(
+                ErrorOutput, description="the message ends with the conflicting value's line and column"
+            ),
             413: ErrorOutput,
         },
         summary="Publish a pack bundle as a new immutable version",
@@ -401,12 +398,26 @@ class PackListApi(ApiView):
         return Response(result.to_dict(), status=200 if result.already_published else 201)
 
 
+def _pack_response(request: Request, ws: str, slug: str) -> Response:
+    pack = get_pack_for_user(request, workspace__slug=ws, slug=slug)
+    versions = list(PackVersion.objects.for_history(pack))
+    return Response(selectors.pack_document(pack, versions=versions))
+
+
+def _whole_slug(request: Request, ws: str) -> str:
+    """Everything after ``packs/`` in the (decoded) path: the slug of a pack whose slug itself
+    ends like a version route (``x/versions/1``), when no pack version matched."""
+    return request.path_info.split(f"/workspaces/{ws}/packs/", 1)[1]
+
+
 class PackDetailApi(ApiView):
-    @extend_schema(responses=PackOutput, summary="A pack with its versions", operation_id="packs_retrieve")
+    @extend_schema(
+        responses=PackOutput,
+        summary="A pack with its versions (the slug percent-encoded; it may hold any character)",
+        operation_id="packs_retrieve",
+    )
     def get(self, request: Request, ws: str, slug: str) -> Response:
-        pack = get_pack_for_user(request, workspace__slug=ws, slug=slug)
-        versions = list(PackVersion.objects.for_history(pack))
-        return Response(selectors.pack_document(pack, versions=versions))
+        return _pack_response(request, ws, slug)
 
 
 class PackVersionDetailApi(ApiView):
@@ -414,13 +425,16 @@ class PackVersionDetailApi(ApiView):
         responses=VersionOutput, summary="A version's manifest summary", operation_id="pack_versions_retrieve"
     )
     def get(self, request: Request, ws: str, slug: str, number: int) -> Response:
-        version = get_version_for_user(
-            request,
-            queryset=PackVersion.objects.for_detail().defer("source"),
-            pack__workspace__slug=ws,
-            pack__slug=slug,
-            number=number,
-        )
+        try:
+            version = get_version_for_user(
+                request,
+                queryset=PackVersion.objects.for_detail().defer("source"),
+                pack__workspace__slug=ws,
+                pack__slug=slug,
+                number=number,
+            )
+        except Http404:
+            return _pack_response(request, ws, _whole_slug(request, ws))
         return Response(selectors.version_summary(version))
 
 
@@ -434,13 +448,27 @@ class PackVersionBundleApi(ApiView):
         operation_id="pack_versions_bundle",
     )
     def get(self, request: Request, ws: str, slug: str, number: int) -> HttpResponse:
-        version = get_version_for_user(request, pack__workspace__slug=ws, pack__slug=slug, number=number)
+        try:
+            version = get_version_for_user(request, pack__workspace__slug=ws, pack__slug=slug, number=number)
+        except Http404:
+            return _pack_response(request, ws, _whole_slug(request, ws))
         return bundle_response(version)
+
+
+def download_name(version: PackVersion) -> str:
+    """``<slug>-v<n>.yaml|zip``, the name a version's bundle downloads as. A slug may hold any
+    character, so each run of characters other than letters, digits, ".", "_" and "-" becomes
+    "_" (no "/", quote or control character reaches the header or a file system), and
+    leading and trailing dots and "_" go (no hidden file, no ".."); nothing left is "pack"."""
+    safe = re.sub(r"[^\w.-]+", "_", version.pack.slug).strip("._") or "pack"
+    return f"{safe}-v{version.number}." + ("zip" if version.is_zip else "yaml")
 
 
 def bundle_response(version: PackVersion) -> HttpResponse:
     response = HttpResponse(bytes(version.source), content_type=version.source_media_type)
-    response["Content-Disposition"] = f'attachment; filename="{version.source_filename}"'
+    name = download_name(version)
+    # RFC 6266: filename="..." for plain ASCII, filename*=utf-8''... otherwise.
+    response["Content-Disposition"] = content_disposition_header(True, name)
     response["ETag"] = f'"{version.content_hash}"'
     return response
 

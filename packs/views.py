@@ -387,6 +387,8 @@ def pack_detail(request: HttpRequest, pack_id: Any) -> HttpResponse:
 @login_required
 @require_GET
 def version_detail(request: HttpRequest, version_id: Any) -> HttpResponse:
+    from packs.api import download_name
+
     version = get_version_for_user(request, queryset=PackVersion.objects.for_detail(), version_id=version_id)
     members = services.version_members(version)
     source = members.get("pack.yaml", b"").decode("utf-8", errors="replace")
@@ -404,6 +406,7 @@ def version_detail(request: HttpRequest, version_id: Any) -> HttpResponse:
         {
             "version": version,
             "pack": version.pack,
+            "download_name": download_name(version),
             "source_lines": source.splitlines(),
             "members": sorted((name, len(data)) for name, data in members.items() if name != "pack.yaml"),
             "cases": cases[:CASES_SHOWN],

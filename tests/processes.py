@@ -60,17 +60,31 @@ def child_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-def run_on_sqlite(tmp_path: Path, script: str) -> Any:
-    """Run ``script`` with ``manage.py shell -c`` in a child process on a fresh, migrated
-    SQLite file (the embedded default of ``make run``); the JSON of its last line of stdout."""
-    import json
-
-    env = {
+def sqlite_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a child process on the SQLite file ``tmp_path/lite.sqlite3``."""
+    return {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'lite.sqlite3'}",
         "DJANGO_SETTINGS_MODULE": "agentclash_site.settings",
         "PYTHONUNBUFFERED": "1",
     }
+
+
+def manage_on_sqlite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py *args`` in a child process on the SQLite file of ``sqlite_env`` as it is
+    (an empty file is a database that was never migrated)."""
+    argv = [sys.executable, "manage.py", *args]
+    return subprocess.run(
+        argv, cwd=ROOT, env=sqlite_env(tmp_path), capture_output=True, text=True, timeout=300
+    )
+
+
+def run_on_sqlite(tmp_path: Path, script: str) -> Any:
+    """Run ``script`` with ``manage.py shell -c`` in a child process on a fresh, migrated
+    SQLite file (the embedded default of ``make run``); the JSON of its last line of stdout."""
+    import json
+
+    env = sqlite_env(tmp_path)
     manage = [sys.executable, "manage.py"]
     for argv in ([*manage, "migrate", "--noinput", "-v", "0"], [*manage, "shell", "-c", script]):
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -2,7 +2,8 @@
 
 - stdout carries exactly one JSON document under ``--json``; logs and progress go to stderr.
 - Errors print ``{"error": {"code", "message", "field"?, "choices"?}}`` and exit with the
-  command's own code for that error, else 2. Usage errors (argparse) exit 2 too.
+  command's own code for that error, else 2. Usage errors (argparse) exit 2 too, and so does
+  a database that ``migrate`` has not set up (``database_not_ready``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from typing import Any
 
 import orjson
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import OperationalError, ProgrammingError
+
+from agentclash_site.lib.db import not_migrated_message
 
 
 class CliError(Exception):
@@ -139,6 +143,14 @@ class JsonCommand(BaseCommand):
         except CliError as exc:
             self.print_error(exc)
             sys.exit(exc.exit_code)
+        except (OperationalError, ProgrammingError) as exc:
+            # Every command that needs the database: one that was never migrated (an empty
+            # var/db.sqlite3) is a usage error with the fix, not a "no such table" traceback.
+            message = not_migrated_message(exc)
+            if message is None:
+                raise
+            self.print_error(CliError("database_not_ready", message))
+            sys.exit(2)
 
     def check_text_options(self, options: dict[str, Any]) -> None:
         """A usage error for a text option whose bytes were not UTF-8 (Python hands them over

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from django.db import InterfaceError, OperationalError
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, ProgrammingError, connections
+
+NO_TABLES = "the database has no tables yet: run python manage.py migrate"
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -15,3 +17,30 @@ def is_connection_error(exc: BaseException) -> bool:
         return True
     psycopg = sys.modules.get("psycopg")
     return psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+def not_migrated_message(exc: BaseException, using: str = DEFAULT_DB_ALIAS) -> str | None:
+    """What to tell the user when ``exc`` came from a database that ``migrate`` has not (fully)
+    set up ("no such table" on SQLite, "relation does not exist" on PostgreSQL), else None.
+
+    Judged by the migration state, not the error text: only asked after a statement failed, so
+    loading the migration graph costs nothing on the way that works."""
+    if not isinstance(exc, OperationalError | ProgrammingError):
+        return None
+    from django.db.migrations.executor import MigrationExecutor
+
+    connection = connections[using]
+    try:
+        if connection.in_atomic_block:
+            return None  # the check's own queries could not run in a failed transaction
+        if "django_migrations" not in connection.introspection.table_names():
+            return NO_TABLES
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except Exception:
+        return None  # the database cannot even answer this: let the original error show
+    if not pending:
+        return None
+    return (
+        f"the database is not migrated ({len(pending)} migrations not applied): run python manage.py migrate"
+    )

@@ -8,6 +8,7 @@ Unpacked sizes are counted from the bytes actually inflated, never from header s
 from __future__ import annotations
 
 import io
+import os
 import re
 import stat
 import zipfile
@@ -19,6 +20,9 @@ from .issues import BundleIssue
 MAX_MEMBERS = 1000
 MAX_UNPACKED_BYTES = 50 * 1024 * 1024
 MAX_PACK_YAML_BYTES = 5 * 1024 * 1024
+# The transport limit of pack-format §3 (the API answers 413 above it): the largest zip
+# bundle a path may hold. A YAML bundle's limit is pack.yaml's (§2.1).
+MAX_BUNDLE_BYTES = 60 * 1024 * 1024
 PACK_YAML = "pack.yaml"
 _CHUNK = 64 * 1024
 _DRIVE = re.compile(r"[A-Za-z]:")
@@ -188,33 +192,135 @@ def _asset_paths(data: object) -> list[str]:
     return found
 
 
+def member_name(path: str) -> str | None:
+    """The zip member a relative asset path binds to, when a zip member can have that name
+    (pack-format §2.2: exact, leading ``./`` ignored); None for a path no member can bind
+    (absolute, leaving the root, or not in the normalized form of member names)."""
+    if not path or is_absolute(path):
+        return None
+    name = normalize_asset_path(path)
+    if "\\" in name or "\x00" in name or ".." in name.split("/") or normalize_member(name) != name:
+        return None
+    return name
+
+
+class LeavesDirectory(OSError):
+    """An asset path of a pack directory leads outside it through a symbolic link."""
+
+
 def bundle_from_directory(directory: Path) -> bytes:
-    """The bundle of a pack directory: its ``pack.yaml`` alone, or a reproducible zip of
-    ``pack.yaml`` and the files its relative asset paths name (other files, such as a
-    README or recorded results, are not part of the bundle)."""
+    """The bundle of a pack directory: the zip of ``pack.yaml`` and the files its relative
+    asset paths name, so a directory validates exactly as that zip (other files, such as a
+    README or recorded results, are not part of the bundle). ``pack.yaml`` alone when its
+    assets name no relative path: nothing could bind, and the plain YAML validates as the
+    zip would (and keeps the bytes, so a directory published before publishes the same).
+
+    Each path the author wrote is looked up on its own: a path no zip member could have
+    (``data/../x``, ``data//x``) or a missing file adds no member, and the validator then says
+    "must name a file in the bundle" at that path. A symbolic link is followed while it stays
+    inside the directory; one that leaves it raises :class:`LeavesDirectory`, and a file that
+    is not regular (a FIFO, a device) :class:`NotABundle`. Files are read up to the unpacked
+    limit of a zip (the validator then reports "must unpack to at most 50 MiB")."""
     from .yamlload import load_yaml
 
     root = directory.resolve()
-    pack_yaml = (directory / PACK_YAML).read_bytes()
+    pack_yaml = read_regular_file(directory / PACK_YAML, MAX_PACK_YAML_BYTES)
     doc, _issues = load_yaml(pack_yaml)
-    members: dict[str, bytes] = {}
-    for path in _asset_paths(doc.data if doc is not None else None):
-        if not path or is_absolute(path):
-            continue
-        name = normalize_asset_path(path)
-        candidate = (root / name).resolve()
-        if candidate.is_relative_to(root) and candidate.is_file():
-            members[name] = candidate.read_bytes()
-    if not members:
+    paths = [p for p in _asset_paths(doc.data if doc is not None else None) if p and not is_absolute(p)]
+    if not paths:
         return pack_yaml
-    return build_zip({PACK_YAML: pack_yaml, **members})
+    members: dict[str, bytes] = {PACK_YAML: pack_yaml}
+    budget = MAX_UNPACKED_BYTES - len(pack_yaml)
+    for name in dict.fromkeys(n for n in map(member_name, paths) if n is not None):
+        try:
+            candidate = (root / name).resolve()
+        except RuntimeError as exc:  # a symlink loop (Python 3.11 raises RuntimeError)
+            raise OSError(f"{directory / name}: {exc}") from exc
+        if not candidate.is_relative_to(root):
+            raise LeavesDirectory(
+                f"{directory / name} leaves the pack directory {directory} through a symbolic link; "
+                "a pack directory's files must be inside it"
+            )
+        if not candidate.exists() or candidate.is_dir():
+            continue
+        if budget < 0:
+            break  # already over the limit: the validator says so
+        members[name] = read_regular_file(
+            candidate,
+            budget,
+            display=directory / name,
+            expected="an asset of a pack directory must be a file",
+        )
+        budget -= len(members[name])
+    return build_zip(members)
 
 
 EXPECTED_PATH = "PATH must be a pack.yaml file, a directory containing pack.yaml, or a .zip bundle"
 
 
 class NotABundle(OSError):
-    """PATH is a directory without ``pack.yaml``; the message says what was expected."""
+    """PATH is a directory without ``pack.yaml``, or not a regular file; the message says
+    what PATH must be."""
+
+
+class BundleTooLarge(OSError):
+    """PATH is a zip larger than the transport limit (``MAX_BUNDLE_BYTES``)."""
+
+
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _not_regular(path: Path, mode: int, expected: str) -> NotABundle:
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+    return NotABundle(f"{path} is not a regular file ({kind}); {expected}")
+
+
+def _mib(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB"
+
+
+def read_regular_file(
+    path: Path,
+    limit: int,
+    *,
+    zip_limit: int | None = None,
+    display: Path | None = None,
+    expected: str = EXPECTED_PATH,
+) -> bytes:
+    """At most ``limit`` + 1 bytes of the regular file ``path`` (``zip_limit`` + 1 when it
+    starts like a zip): more than the limit is enough for the validator's "must be at most
+    5 MiB", and a bigger zip raises :class:`BundleTooLarge`. A device, a FIFO or a socket
+    raises :class:`NotABundle` without being read: ``O_NONBLOCK`` keeps the open of a FIFO
+    from waiting for a writer, and ``fstat`` judges the file that was opened."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(display or path, mode, expected)
+        chunks: list[bytes] = []
+        total = 0
+        zipped = False
+        while total <= limit:
+            chunk = os.read(fd, min(1024 * 1024, limit + 1 - total))
+            if not chunk:
+                break
+            if not chunks and zip_limit is not None and is_zip(chunk):
+                limit, zipped = zip_limit, True
+            chunks.append(chunk)
+            total += len(chunk)
+    finally:
+        os.close(fd)
+    if zipped and total > limit:
+        raise BundleTooLarge(
+            f"{display or path} is larger than {_mib(limit)}; a bundle must be at most {_mib(limit)}"
+        )
+    return b"".join(chunks)
 
 
 def _packs_under(directory: Path, limit: int = 5) -> list[str]:
@@ -226,21 +332,30 @@ def _packs_under(directory: Path, limit: int = 5) -> list[str]:
     return [p.name for p in children if (p / PACK_YAML).is_file()][:limit]
 
 
-def read_bundle(path: Path) -> bytes:
+def read_bundle(path: Path, *, max_bytes: int = MAX_BUNDLE_BYTES) -> bytes:
     """The bytes of a bundle path: a YAML file, a zip file, or a pack directory.
 
-    Raises ``OSError``: :class:`NotABundle` for a directory without ``pack.yaml``."""
+    A YAML file is read up to its limit + 1 byte (the validator then says "must be at most
+    5 MiB"), a zip up to ``max_bytes``. Raises ``OSError``: :class:`NotABundle` for a
+    directory without ``pack.yaml`` or a path that is not a regular file,
+    :class:`BundleTooLarge` for a zip over ``max_bytes``."""
     if path.is_dir():
         if not (path / PACK_YAML).is_file():
             packs = _packs_under(path)
             hint = f" (these subdirectories are packs: {', '.join(packs)})" if packs else ""
             raise NotABundle(f"{path} is a directory without a {PACK_YAML}{hint}; {EXPECTED_PATH}")
         return bundle_from_directory(path)
-    return path.read_bytes()
+    return read_regular_file(path, MAX_PACK_YAML_BYTES, zip_limit=max_bytes)
+
+
+def read_error_code(exc: OSError) -> str:
+    """The CLI's error code for ``exc``: ``payload_too_large`` (as the API's 413), else
+    ``io_error``."""
+    return "payload_too_large" if isinstance(exc, BundleTooLarge) else "io_error"
 
 
 def read_error_message(path: Path, exc: OSError) -> str:
     """What the CLI says when PATH cannot be read as a bundle."""
-    if isinstance(exc, NotABundle):
+    if isinstance(exc, NotABundle | BundleTooLarge | LeavesDirectory):
         return str(exc)
     return f"cannot read {path}: {exc.strerror or exc}"

@@ -1,9 +1,29 @@
-"""Content-addressed workspace artifacts: the same bytes in a workspace are one artifact."""
+"""Content-addressed workspace artifacts: the same bytes in a workspace are one artifact.
+
+An artifact's file lives at its content address (``artifact_upload_to``: the workspace and
+the sha256), so every writer of the same bytes writes the same name, and a writer that
+finds the name taken does not write it again. Files are written before the row that names
+them is inserted, never inside a transaction (storage may be remote).
+
+A publish that fails deletes the files it wrote (``artifact_files_forget``) while another
+process may be committing a row for the same bytes, having found the file present and not
+written it. No lock spans a storage call and a transaction, so two rules of order keep every
+committed row's file in place instead:
+
+- whoever commits a row checks the file after the commit and writes it again if it is gone
+  (``artifact_files_ensure``);
+- whoever deletes a file checks for a committed row after the delete and writes it again if
+  one appeared.
+
+Whatever the interleaving, one of the two checks runs after both the commit and the delete.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import mimetypes
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +33,8 @@ from django.db import IntegrityError, transaction
 
 from agentclash_site.workspaces.models import Workspace
 from packs.models import Artifact, artifact_upload_to
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,6 +53,79 @@ def guess_media_type(filename: str | None) -> str:
     return "application/octet-stream"
 
 
+def artifact_new(
+    *, workspace: Workspace, data: bytes, filename: str = "", media_type: str | None = None, user: Any = None
+) -> Artifact:
+    """An unsaved artifact row for ``data``, its file name set to the content address."""
+    artifact = Artifact(
+        workspace=workspace,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        media_type=(media_type or guess_media_type(filename))[:200],
+        filename=(filename or "")[-255:],
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    artifact.file.name = artifact_upload_to(artifact, filename)
+    return artifact
+
+
+def artifact_file_write(*, name: str, data: bytes) -> bool:
+    """Write ``data`` at its content address ``name`` unless a file is there already (it
+    holds the same bytes). True when this call wrote it."""
+    if default_storage.exists(name):
+        return False
+    saved = default_storage.save(name, ContentFile(data))
+    if saved != name:
+        # A concurrent writer took the name between the check and the save: its file holds
+        # the same bytes, so the copy under the alternative name goes.
+        _delete_quietly(saved)
+        return False
+    return True
+
+
+def artifact_files_ensure(files: Iterable[tuple[str, bytes]]) -> None:
+    """After a commit: write again any file of ``(name, bytes)`` a failed publish deleted
+    meanwhile. Never raises: the rows are committed, and a storage error is logged."""
+    for name, data in files:
+        try:
+            artifact_file_write(name=name, data=data)
+        except Exception:
+            logger.exception("could not check or restore artifact file %s", name)
+
+
+def artifact_files_forget(*, workspace: Workspace, written: dict[str, bytes]) -> None:
+    """After a failure: delete the files of ``written`` (``{name: bytes}``, the files this
+    caller wrote) that no committed artifact row names, then restore any a concurrent commit
+    claimed meanwhile. Never raises, so a storage or database error cannot hide the error
+    that made the caller give up; what it could not delete is logged."""
+    if not written:
+        return
+    try:
+        digests = {hashlib.sha256(data).hexdigest(): name for name, data in written.items()}
+        kept = _names_with_rows(workspace, digests)
+        for name in sorted(set(written) - kept):
+            _delete_quietly(name)
+        # A row committed after the first look may name a file just deleted.
+        artifact_files_ensure((name, written[name]) for name in sorted(_names_with_rows(workspace, digests)))
+    except Exception:
+        logger.exception("could not clean up the artifact files of a failed publish")
+
+
+def _names_with_rows(workspace: Workspace, digests: dict[str, str]) -> set[str]:
+    """The file names of ``{sha256: name}`` that a committed artifact row names."""
+    found = Artifact.objects.filter(workspace=workspace, sha256__in=list(digests)).values_list(
+        "sha256", flat=True
+    )
+    return {digests[digest] for digest in found}
+
+
+def _delete_quietly(name: str) -> None:
+    try:
+        default_storage.delete(name)
+    except Exception:
+        logger.exception("could not delete artifact file %s", name)
+
+
 def artifact_store(
     *,
     workspace: Workspace,
@@ -45,28 +140,25 @@ def artifact_store(
     (storage may be remote). A concurrent store of the same bytes loses the insert race on
     ``packs_artifact_sha256_unique`` and returns the winner's row.
     """
-    digest = hashlib.sha256(data).hexdigest()
-    existing = Artifact.objects.filter(workspace=workspace, sha256=digest).first()
+    artifact = artifact_new(
+        workspace=workspace, data=data, filename=filename, media_type=media_type, user=user
+    )
+    existing = Artifact.objects.filter(workspace=workspace, sha256=artifact.sha256).first()
     if existing is not None:
         return ArtifactResult(existing, False)
-    artifact = Artifact(
-        workspace=workspace,
-        sha256=digest,
-        size=len(data),
-        media_type=(media_type or guess_media_type(filename))[:200],
-        filename=(filename or "")[-255:],
-        created_by=user if getattr(user, "is_authenticated", False) else None,
-    )
-    name = artifact_upload_to(artifact, filename)
-    # Content addressed: a file already at this name holds exactly these bytes.
-    if not default_storage.exists(name):
-        name = default_storage.save(name, ContentFile(data))
-    artifact.file.name = name
+    name = artifact.file.name
+    wrote = artifact_file_write(name=name, data=data)
     try:
         with transaction.atomic():
             artifact.save()
     except IntegrityError:
-        return ArtifactResult(Artifact.objects.get(workspace=workspace, sha256=digest), False)
+        # The winner's row names the same file (content addressed), so nothing is left over.
+        return ArtifactResult(Artifact.objects.get(workspace=workspace, sha256=artifact.sha256), False)
+    except BaseException:
+        if wrote:
+            artifact_files_forget(workspace=workspace, written={name: data})
+        raise
+    artifact_files_ensure([(name, data)])
     return ArtifactResult(artifact, True)
 
 

@@ -33,8 +33,9 @@ def add_publish_parser(subparsers: Any, command: JsonCommand) -> argparse.Argume
 
 
 def read_bundle_path(path: Path) -> bytes:
-    """The bytes of a bundle file, or of a pack directory as ``pack validate`` reads it:
-    pack.yaml alone, or a reproducible zip of pack.yaml and the files its assets name."""
+    """The bytes of a bundle file (read with a limit, as ``pack validate`` reads it), or of
+    a pack directory: pack.yaml alone, or a reproducible zip of pack.yaml and the files its
+    assets name."""
     return archive.read_bundle(path)
 
 
@@ -48,7 +49,8 @@ def run_publish(command: JsonCommand, options: dict[str, Any]) -> PublishResult:
     try:
         data = read_bundle_path(path)
     except OSError as exc:
-        raise CliError("io_error", archive.read_error_message(path, exc), field="path") from exc
+        code = archive.read_error_code(exc)
+        raise CliError(code, archive.read_error_message(path, exc), field="path") from exc
     try:
         result = pack_version_publish(
             workspace=workspace, data=data, strict=bool(options.get("strict")), filename=path.name
@@ -59,9 +61,7 @@ def run_publish(command: JsonCommand, options: dict[str, Any]) -> PublishResult:
             command.stderr.write(_issues(body))
         raise CliError(exc.code, "the pack is invalid", exit_code=EXIT_INVALID, document=body) from exc
     except PublishConflict as exc:
-        raise CliError(
-            exc.code, exc.message, exit_code=EXIT_CONFLICT, field=exc.field, extra=exc.position
-        ) from exc
+        raise CliError(exc.code, exc.message, exit_code=EXIT_CONFLICT, field=exc.field) from exc
     doc = result.to_dict()
     verb = "already published" if result.already_published else "published"
     lines = [f"{verb}: {doc['slug']} v{doc['number']} ({doc['pack_version_id']})"]

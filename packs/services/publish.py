@@ -4,12 +4,17 @@
    rules that need the database: every value fits its column, and every ``artifact_id``
    names an artifact of this workspace. Their errors have the validator's shape, with the
    value's line and column.
-2. Store the bound zip members as content-addressed artifacts, before any transaction:
-   storage may be remote, and no network I/O happens inside ``transaction.atomic()``.
+2. Write the files of the bound zip members to storage at their content addresses, before
+   any transaction: storage may be remote, and no network I/O happens inside
+   ``transaction.atomic()``.
 3. One transaction: verify the ``artifact_id``s again (they were checked before storing), lock
    or create the pack (workspace, slug), refuse a different name or family, check the
    version number, and insert the version with its challenges, input sets, cases and
-   assets in bulk. Any error rolls everything back.
+   assets in bulk, and the artifact rows of the bound files that have none. Any error rolls
+   everything back.
+4. After a failure (or when the same bytes turned out to be published already), delete the
+   files step 2 wrote that no committed artifact names; after a success, check that every
+   new artifact's file is in place (``packs.services.artifacts`` says why both are needed).
 """
 
 from __future__ import annotations
@@ -28,7 +33,12 @@ from packs import bundle as pack_bundle
 from packs.bundle import BundleReport, archive
 from packs.bundle.issues import BundleIssue, Path, sort_issues
 from packs.models import Artifact, Asset, Case, Challenge, InputSet, Pack, PackVersion
-from packs.services.artifacts import artifact_store
+from packs.services.artifacts import (
+    artifact_file_write,
+    artifact_files_ensure,
+    artifact_files_forget,
+    artifact_new,
+)
 
 ZIP_MEDIA_TYPE = "application/zip"
 YAML_MEDIA_TYPE = "application/yaml"
@@ -87,7 +97,9 @@ class PackInvalid(PublishError):
 
 class PublishConflict(PublishError):
     """409: the bundle is valid, but what is published disagrees. ``line``/``column`` are
-    the position of the ``field``'s value in the bundle, as in a validate body."""
+    the position of the ``field``'s value in the bundle; the error object has no keys for
+    them (spec/interfaces.md §2: ``{code, message, field?, choices?}`` exactly), so
+    ``message`` ends with "(line L, column C)" when the position is known."""
 
     status_code = 409
 
@@ -100,6 +112,8 @@ class PublishConflict(PublishError):
         line: int | None = None,
         column: int | None = None,
     ) -> None:
+        if line is not None and column is not None:
+            message = f"{message} (line {line}, column {column})"
         super().__init__(message)
         self.code = code
         self.message = message
@@ -107,18 +121,10 @@ class PublishConflict(PublishError):
         self.line = line
         self.column = column
 
-    @property
-    def position(self) -> dict[str, int]:
-        """``{"line", "column"}`` when known, else ``{}``."""
-        if self.line is None or self.column is None:
-            return {}
-        return {"line": self.line, "column": self.column}
-
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.field:
             error["field"] = self.field
-        error.update(self.position)
         return {"error": error}
 
 
@@ -256,12 +262,110 @@ def pack_version_publish(
     # (Values too long for their columns are the validator's, ``packs.bundle.limits``.)
     _refuse(_artifact_lookup(workspace=workspace, assets=assets, report=report)[1], body)
     # Outside the transaction: artifact storage may be remote (S3).
-    bound = {
-        path: artifact_store(
-            workspace=workspace, data=content, filename=path.rsplit("/", 1)[-1], user=user
-        ).artifact
-        for path, content in sorted(files.items())
+    staged = _stage_files(workspace=workspace, files=files, user=user)
+    try:
+        result = _publish(
+            workspace=workspace,
+            data=data,
+            is_zip=is_zip,
+            report=report,
+            body=body,
+            manifest=manifest,
+            sets=sets,
+            version_assets=version_assets,
+            assets=assets,
+            staged=staged,
+            files=files,
+            user=user,
+        )
+    except BaseException:
+        # Nothing of this publish is committed: its rows rolled back, and its files go.
+        artifact_files_forget(workspace=workspace, written=staged.written)
+        raise
+    if result.created:
+        artifact_files_ensure(staged.new_files())
+    else:
+        artifact_files_forget(workspace=workspace, written=staged.written)
+    return result
+
+
+@dataclass
+class _Staged:
+    """The bound zip files of a publish, written to storage before its transaction.
+
+    ``rows``: an unsaved artifact per sha256 that had no row when the files were written
+    (the transaction inserts them); ``paths``: zip member -> sha256; ``written``: the files
+    this publish wrote, ``{name: bytes}`` (the only ones a failure may delete)."""
+
+    paths: dict[str, str]
+    rows: dict[str, Artifact]
+    data: dict[str, bytes]
+    written: dict[str, bytes]
+
+    def new_files(self) -> list[tuple[str, bytes]]:
+        return [(row.file.name, self.data[digest]) for digest, row in sorted(self.rows.items())]
+
+
+def _stage_files(*, workspace: Workspace, files: dict[str, bytes], user: Any) -> _Staged:
+    paths = {path: hashlib.sha256(content).hexdigest() for path, content in files.items()}
+    existing = set(
+        Artifact.objects.filter(workspace=workspace, sha256__in=set(paths.values())).values_list(
+            "sha256", flat=True
+        )
+    )
+    staged = _Staged(paths=paths, rows={}, data={}, written={})
+    try:
+        for path, content in sorted(files.items()):
+            digest = paths[path]
+            if digest in existing or digest in staged.rows:
+                continue
+            row = artifact_new(workspace=workspace, data=content, filename=path.rsplit("/", 1)[-1], user=user)
+            staged.rows[digest], staged.data[digest] = row, content
+            if artifact_file_write(name=row.file.name, data=content):
+                staged.written[row.file.name] = content
+    except BaseException:
+        artifact_files_forget(workspace=workspace, written=staged.written)
+        raise
+    return staged
+
+
+def _bind_artifacts(*, workspace: Workspace, staged: _Staged) -> dict[str, Artifact]:
+    """Under the transaction: the artifact of each bound zip member, inserting the rows the
+    staged files lack. A concurrent insert of the same bytes holds the unique index until it
+    ends: its row is used if it commits, ours is inserted if it rolls back.
+
+    The rows are inserted here rather than with the files, so a publish that fails leaves no
+    row to delete: a row committed before the transaction could already have been handed to
+    a concurrent publish or upload (``artifact_store`` returns the row it finds), and no
+    check at clean-up time could tell that it is in use."""
+    if not staged.paths:
+        return {}
+    # In sha256 order: two publishes inserting the same new files wait on each other's
+    # unique-index entries in the same order, never in a cycle (a deadlock).
+    rows = [row for _digest, row in sorted(staged.rows.items())]
+    Artifact.objects.bulk_create(rows, ignore_conflicts=True)
+    by_digest = {
+        a.sha256: a
+        for a in Artifact.objects.filter(workspace=workspace, sha256__in=set(staged.paths.values()))
     }
+    return {path: by_digest[digest] for path, digest in staged.paths.items()}
+
+
+def _publish(
+    *,
+    workspace: Workspace,
+    data: bytes,
+    is_zip: bool,
+    report: BundleReport,
+    body: dict[str, Any],
+    manifest: dict[str, Any],
+    sets: list[_SetPlan],
+    version_assets: list[_AssetPlan],
+    assets: list[_AssetPlan],
+    staged: _Staged,
+    files: dict[str, bytes],
+    user: Any,
+) -> PublishResult:
     content_hash = hashlib.sha256(data).hexdigest()
     meta = report.pack
     warnings = body["warnings"]
@@ -277,7 +381,7 @@ def pack_version_publish(
                 sets=sets,
                 version_assets=version_assets,
                 assets=assets,
-                bound=bound,
+                staged=staged,
                 files=files,
                 warnings=warnings,
                 body=body,
@@ -408,7 +512,7 @@ def _publish_locked(
     sets: list[_SetPlan],
     version_assets: list[_AssetPlan],
     assets: list[_AssetPlan],
-    bound: dict[str, Artifact],
+    staged: _Staged,
     files: dict[str, bytes],
     warnings: list[Any],
     body: dict[str, Any],
@@ -431,6 +535,7 @@ def _publish_locked(
         )
     if existing is not None:
         raise _version_exists(pack.slug, number, report)
+    bound = _bind_artifacts(workspace=workspace, staged=staged)
     version = PackVersion.objects.create(
         pack=pack,
         number=number,

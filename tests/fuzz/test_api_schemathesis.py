@@ -92,8 +92,9 @@ def test_every_operation_answers_without_5xx_and_within_its_schema(personas, kee
     "path",
     [
         "/api/v1/no-such-route",
-        "/api/v1/workspaces/acme/packs/x/versions/-3/bundle",  # <int:number> does not match -3
-        "/api/v1/workspaces/acme/packs/%0A%C3%81X/versions/-1/bundle",  # a newline in the slug
+        # Not under packs/: any text there is a pack slug (pack-format §1), so it is routed.
+        "/api/v1/workspaces/acme/runs/x/cases/-3",  # <uuid:run_id> does not match x
+        "/api/v1/workspaces/acme/deployments/%0A%C3%81X",  # a newline where a UUID goes
     ],
 )
 def test_an_unrouted_api_url_is_a_json_404_not_the_html_page(client, path):

@@ -19,7 +19,7 @@ from typing import Any
 
 from agentclash_site.lib.cli import CliError, JsonCommand
 from packs.bundle import BundleIssue, BundleReport, validate_bundle
-from packs.bundle.archive import read_bundle, read_error_message
+from packs.bundle.archive import read_bundle, read_error_code, read_error_message
 from packs.bundle.schema import render_schema
 
 EXIT_INVALID = 1
@@ -27,11 +27,12 @@ EXIT_USAGE = 2
 
 
 def read_bundle_or_fail(path: Path) -> bytes:
-    """The bundle bytes of PATH, or an ``io_error`` (exit 2)."""
+    """The bundle bytes of PATH, read with a limit, or an ``io_error`` (a device, a FIFO, an
+    unreadable file) or ``payload_too_large`` error (exit 2)."""
     try:
         return read_bundle(path)
     except OSError as exc:
-        raise CliError("io_error", read_error_message(path, exc), field="path") from exc
+        raise CliError(read_error_code(exc), read_error_message(path, exc), field="path") from exc
 
 
 def validate_path(path: Path, *, strict: bool = False) -> BundleReport:
