@@ -118,6 +118,15 @@ def dumps(document: Any) -> str:
         return json.dumps(printable(document), indent=2, ensure_ascii=False, default=str)
 
 
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database could not be connected to at all (no statement ran):
+    Django wraps the driver's connect error, whose text names the connection, in its
+    OperationalError and ``connection.connection`` stays None."""
+    from django.db import connection
+
+    return isinstance(exc, OperationalError) and connection.connection is None
+
+
 class JsonCommand(BaseCommand):
     """Base for commands that print a JSON document with ``--json`` and text otherwise."""
 
@@ -145,12 +154,25 @@ class JsonCommand(BaseCommand):
             sys.exit(exc.exit_code)
         except (OperationalError, ProgrammingError) as exc:
             # Every command that needs the database: one that was never migrated (an empty
-            # var/db.sqlite3) is a usage error with the fix, not a "no such table" traceback.
+            # var/db.sqlite3) is a usage error with the fix, not a "no such table" traceback;
+            # one that cannot be reached at all (a server down, a wrong DATABASE_URL) says so.
             message = not_migrated_message(exc)
-            if message is None:
+            if message is not None:
+                self.print_error(CliError("database_not_ready", message))
+                sys.exit(2)
+            if not _unreachable(exc):
                 raise
-            self.print_error(CliError("database_not_ready", message))
-            sys.exit(2)
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            self.print_error(
+                CliError(
+                    "database_unavailable",
+                    f"cannot reach the database ({reason}); check DATABASE_URL and that the server runs",
+                )
+            )
+            sys.exit(self.unavailable_exit_code)
+
+    # The exit code of ``database_unavailable`` (``eval start`` lists it with its infra errors).
+    unavailable_exit_code = 2
 
     def check_text_options(self, options: dict[str, Any]) -> None:
         """A usage error for a text option whose bytes were not UTF-8 (Python hands them over

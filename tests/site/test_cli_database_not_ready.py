@@ -76,3 +76,39 @@ def test_commands_that_need_no_database_still_work_on_it(empty_database):
     done = manage_on_sqlite(empty_database, "pack", "validate", "examples/packs/invoice-totals.zip", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["valid"] is True
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("name", "exit_code"), [("run status", 2), ("workspace create", 2), ("eval start", 3)]
+)
+def test_a_database_that_cannot_be_reached_is_database_unavailable_not_a_traceback(tmp_path, name, exit_code):
+    import os
+    import subprocess
+    import sys
+
+    from tests.processes import ROOT
+
+    urls = {
+        "postgresql": f"postgresql://postgres@127.0.0.1:{_closed_port()}/nothing",
+        "sqlite": f"sqlite:///{tmp_path}",  # a directory: no database file can be opened there
+    }
+    for url in urls.values():
+        env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "agentclash_site.settings"}
+        done = subprocess.run(
+            [sys.executable, "manage.py", *COMMANDS[name], "--json"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == exit_code, (url, done.stderr[-2000:])
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == "database_unavailable"
+        assert error["message"].startswith("cannot reach the database (")
+        assert "check DATABASE_URL" in error["message"]
+        assert "Traceback" not in done.stderr

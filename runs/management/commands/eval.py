@@ -89,6 +89,7 @@ class Command(JsonCommand):
     # A CI command: the system checks import every URL conf and view before the run even
     # starts (about 0.2 s); ``manage.py check`` is the place for them.
     requires_system_checks: list[str] = []
+    unavailable_exit_code = 3  # an infra error, like losing the database while following
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
