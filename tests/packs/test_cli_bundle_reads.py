@@ -87,3 +87,16 @@ def test_a_zip_just_under_the_limit_is_read_whole(tmp_path):
     code, doc = run("pack", "validate", str(path), "--json")
     assert code == 1
     assert [(e["field"], e["message"]) for e in doc["errors"]] == [("bundle", "must be a valid zip archive")]
+
+
+def test_grade_reads_results_only_from_a_regular_file_of_at_most_64_mib(tmp_path):
+    pack = "examples/packs/mental-math/pack.yaml"
+    code, doc = run("grade", pack, "--results", "/dev/zero", "--json")
+    assert code == 2
+    assert doc["error"]["code"] == "io_error"
+    assert doc["error"]["message"].startswith("/dev/zero is not a regular file (a character device)")
+    huge = sparse(tmp_path / "results.jsonl", b'{"case_key": "a", "final_output": "1"}\n')
+    code, doc = run("grade", pack, "--results", str(huge), "--json")
+    assert code == 2
+    assert doc["error"]["code"] == "payload_too_large"
+    assert "limited to 64 MiB" in doc["error"]["message"]

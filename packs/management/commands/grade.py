@@ -119,11 +119,28 @@ def _judge_provider(options: dict[str, Any]) -> Any:
     return ProviderConfig(kind=provider, base_url=base_url, api_key=api_key.strip(), allow_private=True)
 
 
+# The trace import's upload limit (runs.services.trace_import.MAX_RESULTS_BYTES).
+RESULTS_MAX_BYTES = 64 * 1024 * 1024
+
+
 def _read_results(path: Path) -> bytes:
+    """The results file, read with the upload limit and only when it is a regular file (a
+    device such as /dev/zero was read until memory ran out, a FIFO waited for a writer)."""
+    from packs.bundle.archive import NotABundle, read_regular_file
+
     try:
-        return path.read_bytes()
+        data = read_regular_file(path, RESULTS_MAX_BYTES, expected="RESULTS must be a JSONL file")
+    except NotABundle as exc:
+        raise CliError("io_error", str(exc), field="results") from exc
     except OSError as exc:
         raise CliError("io_error", f"cannot read {path}: {exc.strerror or exc}", field="results") from exc
+    if len(data) > RESULTS_MAX_BYTES:
+        raise CliError(
+            "payload_too_large",
+            f"{path} is larger than 64 MiB; results are limited to 64 MiB, as an upload is: split the file",
+            field="results",
+        )
+    return data
 
 
 def _write(path: Path, text: str) -> None:
