@@ -8,7 +8,8 @@
   cancelled run's figures never change afterwards.
 - ``run_retry_failed``: only items that ended ``infra_error`` / ``config_error`` (no grade)
   go back to pending; their earlier attempts stay and new ones continue the numbering; the
-  run (and those lanes) go back to ``running`` and dispatch is enqueued.
+  run (and those lanes) go back to ``running`` and dispatch is enqueued; the run's result
+  summary and its comparisons are dropped, to be computed again from the new results.
 - ``run_rescore``: a new ``scoring_revision`` and the run back to ``scoring``; on commit the
   ``runs.rescore_run`` task (``run_rescore_execute``) grades every graded item's recorded
   evidence again with the current engine, without calling agents, in batches: each old
@@ -21,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Max
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from grading.engine.aggregate import LaneCounters, record_from_grade
@@ -30,8 +31,10 @@ from runs.models import (
     ItemState,
     LaneStatus,
     Run,
+    RunComparison,
     RunItem,
     RunLane,
+    RunResultSummary,
     RunStatus,
 )
 from runs.probing import load_stored_findings
@@ -149,6 +152,11 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
                 transition_lane(lane, LaneStatus.RUNNING, reason="retry failed items")
             moved.append((run.pk, lane.pk, ItemState.DONE, ItemState.PENDING, n))
         Run.objects.filter(pk=run.pk).update(items_open=F("items_open") + total, stats=None)
+        # What was computed from the finished items (gates, assertion health, comparisons)
+        # is computed again once the retried items are done: the scoring revision does not
+        # change, so nothing else would tell those results are out of date.
+        RunResultSummary.objects.filter(run=run).delete()
+        RunComparison.objects.filter(Q(baseline=run) | Q(candidate=run)).delete()
         record_item_transitions(moved, reason="retry failed items")
         if enqueue:
             from runs.services.runs import enqueue_run

@@ -263,3 +263,31 @@ def test_a_run_or_lane_that_raises_costs_the_sweep_only_itself(personas, monkeyp
     assert RunItem.objects.filter(run=stale[1], state="pending").count() == 2
     assert RunItem.objects.filter(run=stale[0], state="claimed").count() == 2  # next sweep's
     assert "returning the expired claims of lane" in caplog.text and "closing run" in caplog.text
+
+
+def test_retry_failed_drops_the_summary_and_comparisons_computed_without_the_retried_items(personas):
+    # The run page kept the first summary ("Gates passed –", assertion health 0/0 for the
+    # retried lane), its scoring revision being unchanged.
+    from runs.compare_tasks import comparison_request, compute_comparison
+    from runs.models import RunComparison, RunResultSummary
+    from runs.result_tasks import compute_result_summary
+
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = raw("{}", status=401)
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        other = drive(create_run(personas.workspace, version, [dep]))
+        compute_result_summary(str(run.id))
+        comparison = comparison_request(baseline=other, candidate=run)
+        compute_comparison(str(comparison.pk))
+        health = RunResultSummary.objects.get(run=run).assertion_health
+        assert all(sum(t.get("PASSED", 0) for t in h["lanes"].values()) == 0 for h in health)
+        agent.default = ok(echo_answer)
+        run_retry_failed(run=run, enqueue=False)
+        assert not RunResultSummary.objects.filter(run=run).exists()
+        assert not RunComparison.objects.filter(candidate=run).exists()
+        run = drive(run)
+    compute_result_summary(str(run.id))
+    health = RunResultSummary.objects.get(run=run).assertion_health
+    assert sum(t.get("PASSED", 0) for h in health for t in h["lanes"].values()) == 2
