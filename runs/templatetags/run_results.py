@@ -52,6 +52,43 @@ def score(value: Any) -> str:
         return DASH
 
 
+def _signed(value: float, scale: float, digits: int, unit: str) -> str:
+    """A signed figure at ``digits`` decimals; one too small to show is "+<0.0001", never a
+    bare 0 next to an "improved" or "regressed" verdict that saw it."""
+    shown = value * scale
+    if value == 0:
+        return f"0.{'0' * digits}{unit}"
+    smallest = 10**-digits
+    if abs(shown) < smallest / 2:
+        return f"{'+' if value > 0 else '−'}<{smallest:.{digits}f}{unit}"
+    return f"{shown:+.{digits}f}{unit}".replace("-", "−")
+
+
+@register.filter
+def delta_pct(value: Any) -> str:
+    """A pass-rate difference: 0.0123 -> "+1.2 pp" ("pp": percentage points)."""
+    if value is None or isinstance(value, bool):
+        return DASH
+    return _signed(float(value), 100, 1, " pp")
+
+
+@register.filter
+def delta_score(value: Any) -> str:
+    """A mean-score difference: 0.01234 -> "+0.0123"."""
+    if value is None or isinstance(value, bool):
+        return DASH
+    return _signed(float(value), 1, 4, "")
+
+
+@register.filter
+def delta_interval(value: Any, kind: str = "score") -> str:
+    """The 95% interval of a difference, as its figure (``kind`` "pct" or "score")."""
+    if not value or len(value) != 2 or value[0] is None:
+        return ""
+    show = delta_pct if kind == "pct" else delta_score
+    return f"{show(value[0])} to {show(value[1])}"
+
+
 @register.filter
 def ms(value: Any) -> str:
     if value is None:

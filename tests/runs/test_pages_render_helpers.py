@@ -156,3 +156,21 @@ def test_markdown_fences_survive_backticks_in_content(evidence):
     assert "**tool call `write_file`** (ok, `tool_call:0`)" in md
     assert "````\n```\ncode\n```\n````" in md
     assert "**Final output**\n\nSaved `out.txt`." in md
+
+
+@pytest.mark.parametrize(
+    ("value", "score", "pct"),
+    [
+        (0.0, "0.0000", "0.0 pp"),
+        (0.0123, "+0.0123", "+1.2 pp"),
+        (-0.0123, "−0.0123", "−1.2 pp"),
+        (0.00004, "+<0.0001", "+<0.1 pp"),
+        (-0.0004, "−0.0004", "−<0.1 pp"),
+        (None, "–", "–"),
+    ],
+)
+def test_differences_are_signed_and_never_a_bare_zero_when_they_are_not(value, score, pct):
+    # A comparison said "improved" next to a delta shown as 0.0000.
+    from runs.templatetags.run_results import delta_pct, delta_score
+
+    assert (delta_score(value), delta_pct(value)) == (score, pct)
