@@ -2,8 +2,9 @@
 operations as admin actions (cancel runs, requeue stuck items, retry failed items: R2's
 services and sweeper), and the operations page linked from the admin index.
 
-Imported from ``runs/admin.py``. Items and attempts are read-only here: their state moves
-only through the services, so the counters stay true.
+Imported from ``runs/admin.py``. Runs, lanes, items and attempts are view-only here (no add,
+change or delete): their state moves only through the services, which the actions call, so
+the counters stay true.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ class ReadOnly:
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 class LaneInline(ReadOnly, admin.TabularInline):
     model = RunLane
@@ -39,7 +43,7 @@ class LaneInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadOnly, admin.ModelAdmin):
     list_display = [
         "__str__",
         "workspace",
@@ -61,14 +65,12 @@ class RunAdmin(admin.ModelAdmin):
     exclude: list[str] = []
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        # Runs are created by run_create (page, API, CLI) and change through the actions.
         return (
             super()
             .get_queryset(request)
             .defer("stats", "case_findings", "pack_version__manifest", "pack_version__source")
         )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # runs are created by run_create (page, API, CLI)
 
     @admin.display(description="pack", ordering="pack_version__pack__slug")
     def pack(self, obj: Run) -> str:
