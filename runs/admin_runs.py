@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from agentclash_site.workspaces.models import Membership
 from runs.models import Attempt, Run, RunItem, RunLane
 
 admin.site.index_template = "admin/runs_index.html"
@@ -31,6 +32,21 @@ class ReadOnly:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def _with_membership(queryset: QuerySet[Any], request: HttpRequest, workspace_field: str) -> QuerySet[Any]:
+    """Annotate ``is_member``: whether the operator belongs to the row's workspace. The run
+    pages are workspace-scoped (404 to everyone else, superusers included), so the list
+    links them only for members."""
+    member = Membership.objects.filter(workspace=OuterRef(workspace_field), user_id=request.user.pk)
+    return queryset.annotate(is_member=Exists(member))
+
+
+def _page_link(obj: Any, url: str, admin_url: str) -> str:
+    if getattr(obj, "is_member", False):
+        return format_html('<a href="{}">open</a>', url)
+    # The pages would answer 404: offer the admin's own view of the row instead.
+    return format_html('<a href="{}">admin view</a> <small>(not a member)</small>', admin_url)
 
 
 class LaneInline(ReadOnly, admin.TabularInline):
@@ -66,11 +82,12 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         # Runs are created by run_create (page, API, CLI) and change through the actions.
-        return (
+        qs = (
             super()
             .get_queryset(request)
             .defer("stats", "case_findings", "pack_version__manifest", "pack_version__source")
         )
+        return _with_membership(qs, request, "workspace")
 
     @admin.display(description="pack", ordering="pack_version__pack__slug")
     def pack(self, obj: Run) -> str:
@@ -82,7 +99,11 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
 
     @admin.display(description="page")
     def page(self, obj: Run) -> str:
-        return format_html('<a href="{}">open</a>', reverse("run-detail", kwargs={"run_id": obj.id}))
+        return _page_link(
+            obj,
+            reverse("run-detail", kwargs={"run_id": obj.id}),
+            reverse("admin:runs_run_change", args=[obj.pk]),
+        )
 
     @admin.action(description="Cancel the selected runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
@@ -192,12 +213,15 @@ class RunItemAdmin(ReadOnly, admin.ModelAdmin):
     inlines = [AttemptInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunItem]:
-        return super().get_queryset(request).defer("evidence", "grade")
+        qs = super().get_queryset(request).defer("evidence", "grade")
+        return _with_membership(qs, request, "run__workspace")
 
     @admin.display(description="page")
     def page(self, obj: RunItem) -> str:
-        return format_html(
-            '<a href="{}">open</a>', reverse("run-case", kwargs={"run_id": obj.run_id, "item_id": obj.id})
+        return _page_link(
+            obj,
+            reverse("run-case", kwargs={"run_id": obj.run_id, "item_id": obj.id}),
+            reverse("admin:runs_runitem_change", args=[obj.pk]),
         )
 
 
