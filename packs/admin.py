@@ -1,11 +1,13 @@
-"""Admin console for packs: published versions and their rows are read-only."""
+"""Admin console for packs: published versions and their rows are view-only (pack-format §12:
+published versions, their cases and assets are immutable). A pack's identity is read-only;
+an artifact is deleted only when nothing references it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
@@ -14,12 +16,16 @@ from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack
 
 
 class ReadOnlyAdminMixin:
-    """Published rows are written by ``pack_version_publish`` only and never changed."""
+    """Published rows are written by ``pack_version_publish`` only and never changed or
+    deleted: view them, search them, filter them."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -37,14 +43,28 @@ class PackAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "family", "workspace", "version_count", "updated_at")
     list_filter = ("family", "workspace")
     search_fields = ("slug", "name", "description", "public_id")
-    readonly_fields = ("public_id", "created_at", "updated_at")
+    # Every stored bundle names the pack's slug, name and family, and publish matches
+    # them (409 challenge_pack_metadata_conflict): they are the pack's identity.
+    readonly_fields = ("workspace", "slug", "name", "family", "public_id", "created_at", "updated_at")
     list_select_related = ("workspace",)
     inlines = [PackVersionInline]
 
     def get_queryset(self, request: HttpRequest):  # type: ignore[no-untyped-def]
-        from django.db.models import Count
-
         return super().get_queryset(request).annotate(_version_count=Count("versions"))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # packs are created by publishing their first version
+
+    def has_delete_permission(self, request: HttpRequest, obj: Pack | None = None) -> bool:
+        # Deleting a pack would delete its published versions with it.
+        return obj is None or not obj.versions.exists()
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
+        # The bulk "delete selected" asks without an object: refuse the packs with versions there.
+        to_delete, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        published = [pack for pack in objs if pack.versions.exists()]
+        protected = [*protected, *(f"Pack {pack.slug}: has published versions" for pack in published)]
+        return to_delete, counts, _unless_protected(perms_needed, protected), protected
 
     @admin.display(description="versions", ordering="_version_count")
     def version_count(self, obj: Pack) -> int:
@@ -181,9 +201,51 @@ class ArtifactAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # uploads go through the artifact service (content addressing)
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the bytes are the identity
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
+        # Assets already protect their artifact (PROTECT); drafts name artifacts by public id
+        # in ``files`` (bound zip members) and in the pack.yaml text (``artifact_id:``), which no
+        # foreign key shows, so deleting one would break the draft's next validate or publish.
+        to_delete, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        drafts = [
+            _draft_reference(artifact, draft) for artifact in objs for draft in _drafts_naming(artifact)
+        ]
+        protected = [*protected, *drafts]
+        return to_delete, counts, _unless_protected(perms_needed, protected), protected
+
     @admin.display(description="sha256", ordering="sha256")
     def short_sha(self, obj: Artifact) -> str:
         return format_html("<code>{}</code>", obj.sha256[:12])
+
+
+def _unless_protected(perms_needed: set[str], protected: list[Any]) -> set[str]:
+    """The delete page shows missing permissions before protected objects, and a published
+    row's admin refuses every delete, so "no permission to delete assets" would hide which
+    rows hold the object. Any protected row refuses the delete on its own: list those."""
+    return set() if protected else perms_needed
+
+
+def _drafts_naming(artifact: Artifact) -> list[Draft]:
+    """The drafts of the artifact's workspace that bind it as a file or name it in pack.yaml."""
+    public_id = str(artifact.public_id)
+    candidates = Draft.objects.filter(workspace_id=artifact.workspace_id).filter(
+        Q(bundle_text__contains=public_id) | ~Q(files={})
+    )
+    return [
+        draft
+        for draft in candidates.only("id", "name", "files", "bundle_text")
+        if public_id in draft.files.values() or public_id in draft.bundle_text
+    ]
+
+
+def _draft_reference(artifact: Artifact, draft: Draft) -> str:
+    public_id = str(artifact.public_id)
+    paths = sorted(path for path, ref in draft.files.items() if ref == public_id)
+    how = f"binds it as {', '.join(paths)}" if paths else "names it in pack.yaml"
+    url = reverse("admin:packs_draft_change", args=[draft.pk])
+    return format_html('Draft: <a href="{}">{}</a> ({})', url, draft.name, how)
 
 
 @admin.register(Draft)

@@ -27,15 +27,22 @@ class DeploymentAdminForm(forms.ModelForm):
         ]
 
     def clean(self) -> dict[str, Any]:
+        """The checks of deployment_create / deployment_update (runs/services/deployments.py),
+        each error on its field: the admin saves what the Deployments page would accept."""
         # Imported here: the services pull in the executors and the grading engine, which
         # every management command would otherwise import at start-up (admin autodiscover).
-        from runs.services.deployments import DeploymentError, clean_config
+        from runs.services.deployments import DeploymentError, _ensure_name_free, _validate_state
 
         data = super().clean()
+        if self.errors:
+            return data  # a field Django could not parse (a number, the JSON) has its error
         try:
-            data["config"] = clean_config(data.get("config"), data.get("kind", ""))
+            data.update(_validate_state({key: data.get(key) for key in self.Meta.fields}))
+            _ensure_name_free(self.instance.workspace, data["name"], exclude_pk=self.instance.pk)
         except DeploymentError as exc:
-            raise forms.ValidationError({"config": exc.message}) from None
+            field = (exc.field or "").split(".")[0]  # config.x is the config field's error
+            field = "url" if field in ("endpoint_url", "base_url") else field
+            self.add_error(field if field in self.fields else None, exc.message)
         return data
 
 
@@ -85,6 +92,12 @@ class DeploymentAdmin(admin.ModelAdmin):
         # The signing key is shown once at creation: create deployments on the
         # Deployments page, the API or `manage.py deployment create`.
         return False
+
+    def save_model(self, request: HttpRequest, obj: Deployment, form: Any, change: bool) -> None:
+        from runs.services.deployments import deployment_update
+
+        fields = {key: form.cleaned_data[key] for key in DeploymentAdminForm.Meta.fields}
+        deployment_update(deployment=obj, **fields)
 
 
 # Runs, lanes, items, attempts, their operations and the ops page link (runs/admin_runs.py).

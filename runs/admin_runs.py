@@ -2,8 +2,9 @@
 operations as admin actions (cancel runs, requeue stuck items, retry failed items: R2's
 services and sweeper), and the operations page linked from the admin index.
 
-Imported from ``runs/admin.py``. Items and attempts are read-only here: their state moves
-only through the services, so the counters stay true.
+Imported from ``runs/admin.py``. Runs, lanes, items and attempts are view-only here (no add,
+change or delete): their state moves only through the services, which the actions call, so
+the counters stay true.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from agentclash_site.workspaces.models import Membership
 from runs.models import Attempt, Run, RunItem, RunLane
 
 admin.site.index_template = "admin/runs_index.html"
@@ -28,6 +30,24 @@ class ReadOnly:
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def _with_membership(queryset: QuerySet[Any], request: HttpRequest, workspace_field: str) -> QuerySet[Any]:
+    """Annotate ``is_member``: whether the operator belongs to the row's workspace. The run
+    pages are workspace-scoped (404 to everyone else, superusers included), so the list
+    links them only for members."""
+    member = Membership.objects.filter(workspace=OuterRef(workspace_field), user_id=request.user.pk)
+    return queryset.annotate(is_member=Exists(member))
+
+
+def _page_link(obj: Any, url: str, admin_url: str) -> str:
+    if getattr(obj, "is_member", False):
+        return format_html('<a href="{}">open</a>', url)
+    # The pages would answer 404: offer the admin's own view of the row instead.
+    return format_html('<a href="{}">admin view</a> <small>(not a member)</small>', admin_url)
+
 
 class LaneInline(ReadOnly, admin.TabularInline):
     model = RunLane
@@ -39,7 +59,7 @@ class LaneInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadOnly, admin.ModelAdmin):
     list_display = [
         "__str__",
         "workspace",
@@ -61,14 +81,13 @@ class RunAdmin(admin.ModelAdmin):
     exclude: list[str] = []
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
-        return (
+        # Runs are created by run_create (page, API, CLI) and change through the actions.
+        qs = (
             super()
             .get_queryset(request)
             .defer("stats", "case_findings", "pack_version__manifest", "pack_version__source")
         )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # runs are created by run_create (page, API, CLI)
+        return _with_membership(qs, request, "workspace")
 
     @admin.display(description="pack", ordering="pack_version__pack__slug")
     def pack(self, obj: Run) -> str:
@@ -80,7 +99,11 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.display(description="page")
     def page(self, obj: Run) -> str:
-        return format_html('<a href="{}">open</a>', reverse("run-detail", kwargs={"run_id": obj.id}))
+        return _page_link(
+            obj,
+            reverse("run-detail", kwargs={"run_id": obj.id}),
+            reverse("admin:runs_run_change", args=[obj.pk]),
+        )
 
     @admin.action(description="Cancel the selected runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
@@ -190,12 +213,15 @@ class RunItemAdmin(ReadOnly, admin.ModelAdmin):
     inlines = [AttemptInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunItem]:
-        return super().get_queryset(request).defer("evidence", "grade")
+        qs = super().get_queryset(request).defer("evidence", "grade")
+        return _with_membership(qs, request, "run__workspace")
 
     @admin.display(description="page")
     def page(self, obj: RunItem) -> str:
-        return format_html(
-            '<a href="{}">open</a>', reverse("run-case", kwargs={"run_id": obj.run_id, "item_id": obj.id})
+        return _page_link(
+            obj,
+            reverse("run-case", kwargs={"run_id": obj.run_id, "item_id": obj.id}),
+            reverse("admin:runs_runitem_change", args=[obj.pk]),
         )
 
 

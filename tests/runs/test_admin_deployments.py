@@ -1,0 +1,90 @@
+"""The admin's Deployment form applies the deployments service's checks (name, kind, URL,
+model, limits, config) and saves through deployment_update, as the Deployments page does."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from runs.models import Deployment
+from runs.services.deployments import deployment_create
+from tests.clients import logged_in
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client(personas):
+    return logged_in(get_user_model().objects.create_superuser("root", password="pw-root-123"))
+
+
+@pytest.fixture
+def deployment(personas):
+    deployment_create(workspace=personas.workspace, name="taken", kind="trace_import")
+    return deployment_create(
+        workspace=personas.workspace,
+        name="careful",
+        kind="hosted_http",
+        url="https://agent.example.com/run",
+        secret="sk-kept",
+    ).deployment
+
+
+def post(**changes):
+    return {
+        "name": "careful",
+        "kind": "hosted_http",
+        "url": "https://agent.example.com/run",
+        "model": "",
+        "max_in_flight": "8",
+        "timeout_seconds": "120",
+        "max_attempts": "3",
+        "evidence_level": "structured",
+        "config": "{}",
+        **changes,
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"url": "not a url at all"}, "url", "endpoint_url must be an absolute http(s) URL"),
+        ({"url": "ftp://agent.example.com/"}, "url", "endpoint_url must be an absolute http(s) URL"),
+        ({"url": "https://user:pw@agent.example.com/"}, "url", "must not carry credentials"),
+        ({"url": ""}, "url", "endpoint_url is required for hosted_http deployments"),
+        ({"name": "  "}, "name", "This field is required."),
+        ({"name": "bell\x07"}, "name", "without control characters"),
+        ({"name": "taken"}, "name", "a deployment named &#x27;taken&#x27; already exists"),
+        ({"model": "gpt-4o"}, "model", "model applies to openai_chat deployments only"),
+        ({"kind": "openai_chat"}, "model", "model is required for openai_chat deployments"),
+        ({"max_in_flight": "0"}, "max_in_flight", "max_in_flight must be a whole number from 1 to"),
+        ({"max_attempts": "11"}, "max_attempts", "max_attempts must be a whole number from 1 to 10"),
+        ({"timeout_seconds": "0"}, "timeout_seconds", "timeout_seconds must be more than 0"),
+        ({"config": '{"temperature": 0.5}'}, "config", "config.temperature applies to openai_chat"),
+        ({"config": "[1]"}, "config", "config must be a JSON object"),
+    ],
+)
+def test_the_admin_refuses_what_the_deployments_service_refuses(client, deployment, changes, field, message):
+    before = Deployment.objects.filter(pk=deployment.pk).values().get()
+    response = client.post(f"/admin/runs/deployment/{deployment.pk}/change/", post(**changes))
+    assert response.status_code == 200  # the form again, with its errors
+    errors = response.context["adminform"].form.errors
+    assert field in errors, errors
+    assert message in response.content.decode()
+    assert Deployment.objects.filter(pk=deployment.pk).values().get() == before
+
+
+def test_a_valid_change_saves_through_the_service(client, deployment):
+    response = client.post(
+        f"/admin/runs/deployment/{deployment.pk}/change/",
+        post(name="  renamed  ", kind="openai_chat", url=" https://api.example.com/v1 ", model="gpt-4o"),
+    )
+    assert response.status_code == 302
+    deployment.refresh_from_db()
+    assert (deployment.name, deployment.kind, deployment.url, deployment.model) == (
+        "renamed",
+        "openai_chat",
+        "https://api.example.com/v1",
+        "gpt-4o",
+    )
+    assert deployment.get_secret() == "sk-kept" and deployment.has_signing_key

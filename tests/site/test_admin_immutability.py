@@ -1,0 +1,211 @@
+"""The admin console cannot change published, immutable data (pack-format §12: published
+versions, their cases and assets are immutable; runs reference versions, never packs), nor
+run records, whose state moves only through the services."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.test import RequestFactory
+
+from packs import services
+from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
+from runs.models import Attempt, Deployment, Run, RunItem, RunLane
+from runs.seeding import seed_run
+from tests.clients import logged_in
+from tests.packs.publish_fixtures import mental_math
+
+pytestmark = pytest.mark.django_db
+
+IMMUTABLE = {PackVersion, Challenge, InputSet, Case, Asset} | {
+    model for model in apps.get_app_config("runs").get_models() if model is not Deployment
+}
+# The tag names of form controls an operator could type into (the nav filter is a search box).
+EDITABLE = re.compile(r'<(?:textarea|select)\b|<input\b(?![^>]*type="(?:hidden|search)")')
+
+
+@pytest.fixture
+def root(personas):
+    return get_user_model().objects.create_superuser("root", password="pw-root-123")
+
+
+@pytest.fixture
+def published(personas):
+    """A published version with an asset bound to an artifact, and a run with attempts."""
+    artifact = services.artifact_store(
+        workspace=personas.workspace, data=b'{"a": 1}', filename="answers.json"
+    ).artifact
+    result = services.pack_version_publish(
+        workspace=personas.workspace,
+        data=mental_math(asset_artifact_id=str(artifact.public_id)).encode(),
+        user=personas.owner,
+    )
+    seed_run(workspace=personas.workspace, items=4, lanes=2, infra_error_rate=0.5)
+    return result.version
+
+
+def _admin_request(user):
+    request = RequestFactory().get("/admin/")
+    request.user = user
+    return request
+
+
+def _registered_immutable():
+    return {model: model_admin for model, model_admin in admin.site._registry.items() if model in IMMUTABLE}
+
+
+def test_every_admin_of_an_immutable_model_refuses_add_change_and_delete(root, published):
+    request = _admin_request(root)
+    registered = _registered_immutable()
+    assert {PackVersion, Case, Asset, Run, RunLane, RunItem, Attempt} <= set(registered)
+    for model, model_admin in registered.items():
+        obj = model.objects.first()
+        assert obj is not None, model
+        assert not model_admin.has_add_permission(request), model
+        for target in (None, obj):
+            assert not model_admin.has_change_permission(request, target), model
+            assert not model_admin.has_delete_permission(request, target), model
+        assert model_admin.has_view_permission(request, obj), model  # still there to inspect
+        assert "delete_selected" not in model_admin.get_actions(request), model
+
+
+def test_every_inline_of_an_immutable_model_refuses_add_change_and_delete(root, published):
+    request = _admin_request(root)
+    seen = set()
+    for parent, model_admin in admin.site._registry.items():
+        for inline in model_admin.get_inline_instances(request, parent.objects.first()):
+            if inline.model not in IMMUTABLE:
+                continue
+            seen.add(inline.model)
+            assert not inline.has_add_permission(request, None), inline
+            assert not inline.has_change_permission(request, None), inline
+            assert not inline.has_delete_permission(request, None), inline
+    assert {PackVersion, Challenge, InputSet, RunLane, Attempt} <= seen
+
+
+def test_the_admin_pages_of_immutable_rows_show_no_inputs_and_refuse_every_write(root, published):
+    client = logged_in(root)
+    for model, _ in _registered_immutable().items():
+        obj = model.objects.first()
+        opts = model._meta
+        base = f"/admin/{opts.app_label}/{opts.model_name}/"
+        before = model.objects.filter(pk=obj.pk).values().get()
+        page = client.get(f"{base}{obj.pk}/change/")
+        assert page.status_code == 200, model
+        body = page.content.decode()
+        assert not EDITABLE.search(body), (model, EDITABLE.search(body))
+        assert 'name="_save"' not in body and f"{base}{obj.pk}/delete/" not in body, model
+        assert client.get(f"{base}add/").status_code == 403, model
+        assert client.post(f"{base}{obj.pk}/change/", {}).status_code == 403, model
+        assert client.get(f"{base}{obj.pk}/delete/").status_code == 403, model
+        assert client.post(f"{base}{obj.pk}/delete/", {"post": "yes"}).status_code == 403, model
+        client.post(base, {"action": "delete_selected", "_selected_action": [obj.pk], "post": "yes"})
+        assert model.objects.filter(pk=obj.pk).values().get() == before, model
+
+
+def test_a_case_of_a_published_version_cannot_be_deleted(root, published):
+    case = Case.objects.filter(input_set__version=published).first()
+    cases = Case.objects.filter(input_set=case.input_set).count()
+    response = logged_in(root).post(f"/admin/packs/case/{case.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 403
+    assert Case.objects.filter(input_set=case.input_set).count() == cases
+
+
+def test_a_packs_slug_name_family_and_workspace_are_read_only(personas, root, published):
+    pack = published.pack
+    client = logged_in(root)
+    body = client.get(f"/admin/packs/pack/{pack.pk}/change/").content.decode()
+    for field in ("slug", "name", "family", "workspace"):
+        assert f'name="{field}"' not in body
+    response = client.post(
+        f"/admin/packs/pack/{pack.pk}/change/",
+        {
+            "slug": "renamed-by-admin",
+            "name": "Renamed",
+            "family": "other",
+            "workspace": personas.other_workspace.pk,
+            "description": "Kept up to date by operators.",
+            "versions-TOTAL_FORMS": "1",
+            "versions-INITIAL_FORMS": "1",
+            "versions-MIN_NUM_FORMS": "0",
+            "versions-MAX_NUM_FORMS": "0",
+            "versions-0-id": str(published.pk),
+            "versions-0-pack": str(pack.pk),
+        },
+    )
+    assert response.status_code == 302
+    pack.refresh_from_db()
+    assert (pack.slug, pack.name, pack.family, pack.workspace) == (
+        "mental-math",
+        "Mental Math",
+        "reasoning",
+        personas.workspace,
+    )
+    assert pack.description == "Kept up to date by operators."
+    assert client.get("/admin/packs/pack/add/").status_code == 403
+
+
+def test_a_pack_with_versions_cannot_be_deleted_and_one_without_can(personas, root, published):
+    client = logged_in(root)
+    pack = published.pack
+    assert client.get(f"/admin/packs/pack/{pack.pk}/delete/").status_code == 403
+    assert client.post(f"/admin/packs/pack/{pack.pk}/delete/", {"post": "yes"}).status_code == 403
+    empty = Pack.objects.create(workspace=personas.workspace, slug="empty", name="Empty", family="x")
+    page = client.post(
+        "/admin/packs/pack/",
+        {"action": "delete_selected", "_selected_action": [pack.pk, empty.pk], "post": "yes"},
+    )
+    assert "mental-math: has published versions" in page.content.decode()
+    assert Pack.objects.filter(pk__in=[pack.pk, empty.pk]).count() == 2  # nothing deleted
+    assert PackVersion.objects.filter(pk=published.pk).exists()
+    response = client.post(f"/admin/packs/pack/{empty.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302 and not Pack.objects.filter(pk=empty.pk).exists()
+
+
+def _artifact(personas, data: bytes) -> Artifact:
+    return services.artifact_store(workspace=personas.workspace, data=data, filename="x.json").artifact
+
+
+def test_an_artifact_is_deleted_only_when_nothing_references_it(personas, root, published):
+    client = logged_in(root)
+    bound = services.draft_file_add(
+        draft=services.draft_create(
+            workspace=personas.workspace, user=personas.owner, name="Bound draft", bundle_text=mental_math()
+        ),
+        path="data/answers.json",
+        data=b'{"bound": 1}',
+        user=personas.owner,
+    )
+    bound_artifact = Artifact.objects.get(public_id=bound.files["data/answers.json"])
+    named_artifact = _artifact(personas, b'{"named": 1}')
+    services.draft_create(
+        workspace=personas.workspace,
+        user=personas.owner,
+        name="Naming draft",
+        bundle_text=mental_math(asset_artifact_id=str(named_artifact.public_id)),
+    )
+    asset_artifact = Asset.objects.get(version=published).artifact
+    cases = [
+        (bound_artifact, "Bound draft", "binds it as data/answers.json"),
+        (named_artifact, "Naming draft", "names it in pack.yaml"),
+        (asset_artifact, "version:gold", ""),
+    ]
+    for artifact, referrer, how in cases:
+        url = f"/admin/packs/artifact/{artifact.pk}/delete/"
+        page = client.get(url).content.decode()
+        assert "protected related objects" in page and referrer in page and how in page, referrer
+        client.post(url, {"post": "yes"})
+        assert Artifact.objects.filter(pk=artifact.pk).exists(), referrer
+    page = client.post(
+        "/admin/packs/artifact/",
+        {"action": "delete_selected", "_selected_action": [bound_artifact.pk], "post": "yes"},
+    )
+    assert "Bound draft" in page.content.decode() and Artifact.objects.filter(pk=bound_artifact.pk).exists()
+    unused = _artifact(personas, b'{"unused": 1}')
+    assert client.post(f"/admin/packs/artifact/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not Artifact.objects.filter(pk=unused.pk).exists()
+    assert Draft.objects.count() == 2  # drafts are untouched either way
