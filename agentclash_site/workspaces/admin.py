@@ -31,7 +31,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["hint", "name", "user", "workspace", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["workspace", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "hint", "user__username"]
-    readonly_fields = ["public_id", "hint", "digest", "created_at", "last_used_at"]
+    # A token belongs to its user and workspace for good: moving it would hand one person's
+    # credential to another. Operators rename or revoke (the action, or revoked_at).
+    readonly_fields = ["user", "workspace", "public_id", "hint", "digest", "created_at", "last_used_at"]
     fields = ["user", "workspace", "name", "hint", "digest", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 

@@ -209,3 +209,25 @@ def test_an_artifact_is_deleted_only_when_nothing_references_it(personas, root, 
     assert client.post(f"/admin/packs/artifact/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not Artifact.objects.filter(pk=unused.pk).exists()
     assert Draft.objects.count() == 2  # drafts are untouched either way
+
+
+def test_an_api_tokens_user_and_workspace_cannot_be_changed_in_the_admin(personas, root):
+    # The change form offered both: an operator could hand one person's credential to another.
+    from agentclash_site.workspaces.models import ApiToken
+    from agentclash_site.workspaces.services import token_create
+
+    token_create(user=personas.owner, workspace=personas.workspace, name="ci")
+    token = ApiToken.objects.get(name="ci")
+    client = logged_in(root)
+    page = client.get(f"/admin/workspaces/apitoken/{token.pk}/change/").content.decode()
+    assert 'name="user"' not in page and 'name="workspace"' not in page
+    client.post(
+        f"/admin/workspaces/apitoken/{token.pk}/change/",
+        {"user": personas.viewer.pk, "workspace": personas.other_workspace.pk, "name": "renamed", "revoked_at_0": "", "revoked_at_1": ""},
+    )  # fmt: skip
+    token.refresh_from_db()
+    assert (token.user_id, token.workspace_id, token.name) == (
+        personas.owner.pk,
+        personas.workspace.pk,
+        "renamed",
+    )
