@@ -254,5 +254,12 @@ class DraftAdmin(admin.ModelAdmin):
     list_filter = ("workspace", "updated_at")
     search_fields = ("name", "public_id", "bundle_text")
     list_select_related = ("workspace", "based_on", "based_on__pack", "created_by")
-    readonly_fields = ("public_id", "created_at", "updated_at")
-    raw_id_fields = ("based_on", "created_by")
+    # A draft is its author's, edited through the editor or the API (packs.services.drafts:
+    # size limits, names, bound files); the console shows it and may delete it.
+    readonly_fields = (
+        "public_id", "workspace", "name", "bundle_text", "files", "based_on", "created_by",
+        "created_at", "updated_at",
+    )  # fmt: skip
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False

@@ -231,3 +231,18 @@ def test_an_api_tokens_user_and_workspace_cannot_be_changed_in_the_admin(persona
         personas.workspace.pk,
         "renamed",
     )
+
+
+def test_a_draft_is_shown_not_edited_in_the_admin(personas, root):
+    # The change form let operators rewrite pack.yaml and bound files past the draft's checks.
+    draft = Draft.objects.create(workspace=personas.workspace, name="wip", bundle_text="pack: {}\n")
+    client = logged_in(root)
+    page = client.get(f"/admin/packs/draft/{draft.pk}/change/").content.decode()
+    for field in ("name", "bundle_text", "files", "workspace", "based_on"):
+        assert f'name="{field}"' not in page
+    client.post(
+        f"/admin/packs/draft/{draft.pk}/change/", {"name": "x", "bundle_text": "changed", "files": "{}"}
+    )
+    draft.refresh_from_db()
+    assert (draft.name, draft.bundle_text) == ("wip", "pack: {}\n")
+    assert client.get("/admin/packs/draft/add/").status_code == 403
