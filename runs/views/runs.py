@@ -12,18 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseLocation
 
 from agentclash_site.lib.pagination import InvalidCursor, keyset_page
 from agentclash_site.lib.params import BadParameter, choice_param
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from runs import charts
+from runs.access import get_run_for_user
 from runs.forms import IdChoiceField, IdMultipleChoiceField
 from runs.models import Deployment, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
@@ -234,6 +237,20 @@ def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "export_formats": EXPORT_FORMATS,
         "took": (run.finished_at - run.started_at) if run.finished_at and run.started_at else None,
         "can_write": _can_write(request, run.workspace),
+        "operations": _operations(run, lanes),
+    }
+
+
+def _operations(run: Run, lanes: list[RunLane]) -> dict[str, bool]:
+    """Which run operations the page offers (to members who may write): the same states
+    the services accept, so a button is never shown only to be refused."""
+    from runs.services.operations import RETRYABLE
+
+    failed = sum(lane.infra_error + lane.config_error for lane in lanes)
+    return {
+        "cancel": not run.is_finished,
+        "retry": run.status in RETRYABLE and failed > 0,
+        "rescore": run.status in (RunStatus.COMPLETED, RunStatus.FAILED),
     }
 
 
@@ -272,6 +289,74 @@ def _grid(request: HttpRequest, run: Run) -> HttpResponse:
         TEMPLATES + "overview.html#grid_rows",
         {"run": run, "lanes": lanes, "grid_rows": rows, "grid": page},
     )
+
+
+# --- operations -------------------------------------------------------------------------------
+
+
+def _back_to_run(request: HttpRequest, run: Run) -> HttpResponse:
+    """POST/redirect/GET to the overview, which shows the message. An htmx request is sent
+    there with ``HX-Location`` (an ajax navigation) rather than a redirect htmx follows
+    silently and swaps into the button's place."""
+    url = overview_url(run)
+    if request.htmx:  # type: ignore[attr-defined]
+        return HttpResponseLocation(url)
+    return redirect(url)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """GET: a confirmation page (the button without JavaScript); POST: cancel the run."""
+    from runs.services.operations import run_cancel as cancel
+    from runs.services.runs import RunError
+
+    run = get_run_for_user(request, run_id, write=True)
+    if request.method == "GET":
+        return render(request, TEMPLATES + "run_cancel.html", {"run": run})
+    try:
+        cancel(run=run)
+    except RunError as exc:
+        messages.error(request, f"Not cancelled: {exc.message}.")
+    else:
+        messages.success(request, "Run cancelled: nothing new starts and nothing more is graded.")
+    return _back_to_run(request, run)
+
+
+@login_required
+@require_POST
+def run_retry_failed(request: HttpRequest, run_id: Any) -> HttpResponse:
+    from runs.services.operations import run_retry_failed as retry
+    from runs.services.runs import RunError
+
+    run = get_run_for_user(request, run_id, write=True)
+    try:
+        count = retry(run=run)
+    except RunError as exc:
+        messages.error(request, f"Nothing retried: {exc.message}.")
+    else:
+        noun = "item" if count == 1 else "items"
+        messages.success(request, f"{count} failed {noun} sent again.")
+    return _back_to_run(request, run)
+
+
+@login_required
+@require_POST
+def run_rescore(request: HttpRequest, run_id: Any) -> HttpResponse:
+    from runs.services.operations import run_rescore as rescore
+    from runs.services.runs import RunError
+
+    run = get_run_for_user(request, run_id, write=True)
+    try:
+        run = rescore(run=run)
+    except RunError as exc:
+        messages.error(request, f"Not re-scored: {exc.message}.")
+    else:
+        messages.success(
+            request,
+            f"Re-scoring the recorded evidence (revision {run.scoring_revision}); no agent is called.",
+        )
+    return _back_to_run(request, run)
 
 
 def overview_url(run: Run) -> str:
