@@ -262,7 +262,7 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
         return _grid(request, run)
     context = _overview_context(request, run)
     if request.htmx and partial == "live":  # type: ignore[attr-defined]
-        response = render(request, TEMPLATES + "overview.html#live", context)
+        response = render(request, TEMPLATES + "overview.html#live", {**context, "live_poll": True})
         if run.is_finished and request.GET.get("was") == "running":
             # The run just ended: reload once to show the charts and the final ranking.
             response["HX-Refresh"] = "true"
