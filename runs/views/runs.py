@@ -27,7 +27,7 @@ from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from runs import charts
 from runs.access import get_run_for_user
-from runs.forms import IdChoiceField, IdMultipleChoiceField
+from runs.forms import IdChoiceField, IdMultipleChoiceField, _is_id
 from runs.models import Deployment, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
 from runs.results import (
@@ -123,10 +123,12 @@ def _query_without_after(request: HttpRequest) -> str:
 
 class RunForm(forms.Form):
     pack_version = IdChoiceField(queryset=None, label="Pack version", empty_label=None)  # type: ignore[arg-type]
-    input_set = forms.CharField(
+    # The selected version's sets (refreshed with htmx when the version changes; without
+    # JavaScript a set of another version is refused and the list shows the new version's).
+    input_set = forms.ChoiceField(
         required=False,
         label="Input set",
-        help_text="An input set key or id; empty: the version's only set (pack-format §13).",
+        help_text="The cases to run, from the selected pack version.",
     )
     deployments = IdMultipleChoiceField(
         queryset=None,  # type: ignore[arg-type]
@@ -140,13 +142,37 @@ class RunForm(forms.Form):
         super().__init__(*args, **kwargs)
         from packs.models import PackVersion
 
-        self.fields["pack_version"].queryset = (  # type: ignore[attr-defined]
+        versions = (
             PackVersion.objects.filter(pack__workspace=workspace)
             .select_related("pack")
+            .defer("manifest", "source")
             .order_by("pack__slug", "-number")
         )
-        self.fields["pack_version"].label_from_instance = lambda v: f"{v.pack.slug} v{v.number}"  # type: ignore[attr-defined]
+        version_field = self.fields["pack_version"]
+        version_field.queryset = versions  # type: ignore[attr-defined]
+        version_field.label_from_instance = lambda v: f"{v.pack.slug} v{v.number}"  # type: ignore[attr-defined]
+        version_field.widget.attrs.update(
+            {
+                "hx-get": f"{reverse('run-new')}?partial=input_set",
+                "hx-trigger": "change",
+                "hx-target": "#input-set-field",
+                "hx-swap": "outerHTML",
+                "hx-params": "pack_version",
+            }
+        )
+        self.fields["input_set"].choices = self._set_choices(versions)  # type: ignore[attr-defined]
         self.fields["deployments"].queryset = Deployment.objects.for_workspace(workspace)  # type: ignore[attr-defined]
+
+    def _set_choices(self, versions: Any) -> list[tuple[str, str]]:
+        """The input sets of the version picked (the submitted one, else the initial one,
+        else the first listed) as (key, label) pairs."""
+        from packs.models import InputSet
+
+        value = self.data.get("pack_version") if self.is_bound else self.initial.get("pack_version")
+        version = versions.filter(pk=value).first() if value and _is_id(value) else versions.first()
+        sets = InputSet.objects.filter(version=version).order_by("position") if version else []
+        choices = [(s.key, s.key if s.name in ("", s.key) else f"{s.name} ({s.key})") for s in sets]
+        return choices or [("", "none: one empty case per challenge")]
 
 
 @login_required
@@ -157,7 +183,11 @@ def run_new(request: HttpRequest) -> HttpResponse:
 
     workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
-    form = RunForm(request.POST or None, workspace=workspace)
+    initial = {"pack_version": request.GET["pack_version"]} if request.GET.get("pack_version") else {}
+    form = RunForm(request.POST or None, initial=initial, workspace=workspace)
+    context = {"form": form, "workspace": workspace}
+    if request.htmx and request.GET.get("partial") == "input_set":  # type: ignore[attr-defined]
+        return render(request, TEMPLATES + "run_new.html#input_set_field", context)
     status = 200
     if request.method == "POST":
         if form.is_valid():
@@ -177,7 +207,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect("run-detail", run_id=run.id)
         status = 400
-    return render(request, TEMPLATES + "run_new.html", {"form": form, "workspace": workspace}, status=status)
+    return render(request, TEMPLATES + "run_new.html", context, status=status)
 
 
 # --- overview ---------------------------------------------------------------------------------
