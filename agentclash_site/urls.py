@@ -1,10 +1,18 @@
 from django.conf import settings
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from agentclash_site import api
 from agentclash_site.workspaces import schema as _bearer_schema  # noqa: F401  (registers the OpenAPI auth extension)
+
+
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    # resolved per request: a manifest storage names the file only after collectstatic
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
 
 api_v1 = [
     path("health", api.HealthApi.as_view(), name="api-health"),
@@ -19,6 +27,9 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    # Browsers ask for /favicon.ico on pages without a <link rel="icon"> (the API docs, raw
+    # JSON): answer with the same static icon, not a 404.
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("", include("agentclash_site.workspaces.urls")),
@@ -28,6 +39,6 @@ urlpatterns = [
 ]
 
 if settings.DEBUG:
-    from django.conf.urls.static import static
+    from django.conf.urls.static import static as serve_files
 
-    urlpatterns += static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)
+    urlpatterns += serve_files(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)

@@ -15,7 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agentclash_site.lib.params import BadParameter, int_param
 from agentclash_site.workspaces.access import check_write, membership_for
@@ -99,9 +99,13 @@ def pack_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 @member_page("Challenge packs")
 def draft_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        # The "New pack" form lives on the packs page (a bookmark or a typed URL was a
+        # blank 405 here).
+        return redirect("pack-list")
     workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
     form = NewDraftForm(request.POST, templates=services.draft_templates())

@@ -229,4 +229,18 @@ class DeploymentForm(forms.Form):
             field = field.split(".")[1]
         if field == "url":
             field = url_field_name(self.kind_value)
-        self.add_error(field if field in self.fields else None, exc.message)
+        if field not in self.fields:
+            self.add_error(None, exc.message)
+            return
+        self.add_error(field, _labelled(exc.message, exc.field or "", field, self.fields[field]))
+
+
+def _labelled(message: str, api_name: str, field: str, form_field: forms.Field) -> str:
+    """The service's message with the field's label in place of the API's field name it
+    starts with: "endpoint_url must be..." reads "Endpoint URL must be..." on the page (the
+    API and the CLI keep the names their callers send)."""
+    label = str(form_field.label or field.replace("_", " ").capitalize())
+    for name in (api_name, field):
+        if name and message.startswith(name) and message[len(name) : len(name) + 1] in (" ", ":"):
+            return label + message[len(name) :]
+    return message

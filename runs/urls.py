@@ -25,6 +25,9 @@ run_patterns = [
     path("runs/compare/", compare.compare, name="run-compare"),
     # The CLI prints this URL (spec/interfaces.md §6): keep it.
     path("runs/<uuid:run_id>/", run_views.run_detail, name="run-detail"),
+    path("runs/<uuid:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
+    path("runs/<uuid:run_id>/retry-failed/", run_views.run_retry_failed, name="run-retry-failed"),
+    path("runs/<uuid:run_id>/rescore/", run_views.run_rescore, name="run-rescore"),
     path("runs/<uuid:run_id>/cases/", results.case_list, name="run-cases"),
     path("runs/<uuid:run_id>/cases/<int:item_id>/", results.case_detail, name="run-case"),
     path(

@@ -49,6 +49,11 @@ def judge_thresholds(spec: Any) -> dict[str, float]:
     return out
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 lane``, ``3 lanes``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.0f}%" if whole else "0%"
 
@@ -252,8 +257,8 @@ class RunHealthAccumulator:
                 add(
                     "no_discrimination",
                     key,
-                    f"{name} is {status} on all {h.graded} graded results ({len(h.lanes)} lanes, "
-                    f"{h.cases} cases): it does not tell agents or cases apart",
+                    f"{name} is {status} on all {h.graded} graded results ({_n(len(h.lanes), 'lane')}, "
+                    f"{_n(h.cases, 'case')}): it does not tell agents or cases apart",
                 )
             if total and h.missing / total > share_max:
                 add(

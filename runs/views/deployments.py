@@ -2,8 +2,10 @@
 
 Everyone in the workspace sees the list and the detail pages; writes (and the pages that
 only exist to write) need an owner or editor: 403 for viewers. Deployments are fetched
-through ``runs.access`` (404 for outsiders). The signing key is rendered exactly once, in
-the response to the create or rotate POST; the secret never is.
+through ``runs.access`` (404 for outsiders). Create and rotate redirect to the detail page
+(POST/redirect/GET: a reload does not post again); the new signing key rides in the
+session and is popped by the first display of that page, so it is rendered exactly once.
+The secret never is.
 """
 
 from __future__ import annotations
@@ -70,6 +72,30 @@ def _form_page(
     return render(request, TEMPLATES + "form.html", context, status=status)
 
 
+SIGNING_KEY_SESSION = "deployment_signing_key"
+
+
+def _show_key_once(request: HttpRequest, deployment: Deployment, key: str, *, rotated: bool) -> HttpResponse:
+    request.session[SIGNING_KEY_SESSION] = {
+        "deployment": str(deployment.public_id),
+        "key": key,
+        "rotated": rotated,
+    }
+    return redirect("deployment-detail", deployment_id=deployment.public_id)
+
+
+def _pop_key(request: HttpRequest, deployment: Deployment) -> dict[str, Any]:
+    """The one-time signing key of this deployment, if it waits in the session."""
+    pending = request.session.get(SIGNING_KEY_SESSION)
+    if not pending or pending.get("deployment") != str(deployment.public_id):
+        return {}
+    del request.session[SIGNING_KEY_SESSION]
+    return {
+        "new_signing_key": pending["key"],
+        "rotated": pending["rotated"],
+    }
+
+
 def _detail_page(request: HttpRequest, deployment: Deployment, **extra: Any) -> HttpResponse:
     context = {
         "deployment": deployment,
@@ -96,17 +122,16 @@ def deployment_create(request: HttpRequest) -> HttpResponse:
         except DeploymentError as exc:
             form.add_service_error(exc)
         else:
-            # Rendered, not redirected: the key must appear in this one response only.
-            return _detail_page(
-                request, created.deployment, new_signing_key=created.signing_key, just_created=True
-            )
+            return _show_key_once(request, created.deployment, created.signing_key, rotated=False)
     return _form_page(request, form, status=400)
 
 
 @login_required
 def deployment_detail(request: HttpRequest, deployment_id: Any) -> HttpResponse:
     deployment = get_deployment_for_user(request, deployment_id)
-    return _detail_page(request, deployment)
+    response = _detail_page(request, deployment, **_pop_key(request, deployment))
+    response["Cache-Control"] = "no-store"  # the page may hold the one-time key
+    return response
 
 
 @login_required
@@ -152,7 +177,7 @@ def deployment_rotate_key(request: HttpRequest, deployment_id: Any) -> HttpRespo
     if request.method == "GET":
         return render(request, TEMPLATES + "rotate.html", {"deployment": deployment})
     rotated = services.deployment_rotate_signing_key(deployment=deployment)
-    return _detail_page(request, rotated.deployment, new_signing_key=rotated.signing_key, rotated=True)
+    return _show_key_once(request, rotated.deployment, rotated.signing_key, rotated=True)
 
 
 @login_required

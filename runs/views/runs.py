@@ -12,19 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseLocation
 
 from agentclash_site.lib.pagination import InvalidCursor, keyset_page
 from agentclash_site.lib.params import BadParameter, choice_param
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from runs import charts
-from runs.forms import IdChoiceField, IdMultipleChoiceField
+from runs.access import get_run_for_user
+from runs.forms import IdChoiceField, IdMultipleChoiceField, _is_id
 from runs.models import Deployment, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
 from runs.results import (
@@ -120,10 +123,12 @@ def _query_without_after(request: HttpRequest) -> str:
 
 class RunForm(forms.Form):
     pack_version = IdChoiceField(queryset=None, label="Pack version", empty_label=None)  # type: ignore[arg-type]
-    input_set = forms.CharField(
+    # The selected version's sets (refreshed with htmx when the version changes; without
+    # JavaScript a set of another version is refused and the list shows the new version's).
+    input_set = forms.ChoiceField(
         required=False,
         label="Input set",
-        help_text="An input set key or id; empty: the version's only set (pack-format §13).",
+        help_text="The cases to run, from the selected pack version.",
     )
     deployments = IdMultipleChoiceField(
         queryset=None,  # type: ignore[arg-type]
@@ -137,13 +142,37 @@ class RunForm(forms.Form):
         super().__init__(*args, **kwargs)
         from packs.models import PackVersion
 
-        self.fields["pack_version"].queryset = (  # type: ignore[attr-defined]
+        versions = (
             PackVersion.objects.filter(pack__workspace=workspace)
             .select_related("pack")
+            .defer("manifest", "source")
             .order_by("pack__slug", "-number")
         )
-        self.fields["pack_version"].label_from_instance = lambda v: f"{v.pack.slug} v{v.number}"  # type: ignore[attr-defined]
+        version_field = self.fields["pack_version"]
+        version_field.queryset = versions  # type: ignore[attr-defined]
+        version_field.label_from_instance = lambda v: f"{v.pack.slug} v{v.number}"  # type: ignore[attr-defined]
+        version_field.widget.attrs.update(
+            {
+                "hx-get": f"{reverse('run-new')}?partial=input_set",
+                "hx-trigger": "change",
+                "hx-target": "#input-set-field",
+                "hx-swap": "outerHTML",
+                "hx-params": "pack_version",
+            }
+        )
+        self.fields["input_set"].choices = self._set_choices(versions)  # type: ignore[attr-defined]
         self.fields["deployments"].queryset = Deployment.objects.for_workspace(workspace)  # type: ignore[attr-defined]
+
+    def _set_choices(self, versions: Any) -> list[tuple[str, str]]:
+        """The input sets of the version picked (the submitted one, else the initial one,
+        else the first listed) as (key, label) pairs."""
+        from packs.models import InputSet
+
+        value = self.data.get("pack_version") if self.is_bound else self.initial.get("pack_version")
+        version = versions.filter(pk=value).first() if value and _is_id(value) else versions.first()
+        sets = InputSet.objects.filter(version=version).order_by("position") if version else []
+        choices = [(s.key, s.key if s.name in ("", s.key) else f"{s.name} ({s.key})") for s in sets]
+        return choices or [("", "none: one empty case per challenge")]
 
 
 @login_required
@@ -154,7 +183,11 @@ def run_new(request: HttpRequest) -> HttpResponse:
 
     workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
-    form = RunForm(request.POST or None, workspace=workspace)
+    initial = {"pack_version": request.GET["pack_version"]} if request.GET.get("pack_version") else {}
+    form = RunForm(request.POST or None, initial=initial, workspace=workspace)
+    context = {"form": form, "workspace": workspace}
+    if request.htmx and request.GET.get("partial") == "input_set":  # type: ignore[attr-defined]
+        return render(request, TEMPLATES + "run_new.html#input_set_field", context)
     status = 200
     if request.method == "POST":
         if form.is_valid():
@@ -174,7 +207,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect("run-detail", run_id=run.id)
         status = 400
-    return render(request, TEMPLATES + "run_new.html", {"form": form, "workspace": workspace}, status=status)
+    return render(request, TEMPLATES + "run_new.html", context, status=status)
 
 
 # --- overview ---------------------------------------------------------------------------------
@@ -234,6 +267,20 @@ def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "export_formats": EXPORT_FORMATS,
         "took": (run.finished_at - run.started_at) if run.finished_at and run.started_at else None,
         "can_write": _can_write(request, run.workspace),
+        "operations": _operations(run, lanes),
+    }
+
+
+def _operations(run: Run, lanes: list[RunLane]) -> dict[str, bool]:
+    """Which run operations the page offers (to members who may write): the same states
+    the services accept, so a button is never shown only to be refused."""
+    from runs.services.operations import RETRYABLE
+
+    failed = sum(lane.infra_error + lane.config_error for lane in lanes)
+    return {
+        "cancel": not run.is_finished,
+        "retry": run.status in RETRYABLE and failed > 0,
+        "rescore": run.status in (RunStatus.COMPLETED, RunStatus.FAILED),
     }
 
 
@@ -245,7 +292,7 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
         return _grid(request, run)
     context = _overview_context(request, run)
     if request.htmx and partial == "live":  # type: ignore[attr-defined]
-        response = render(request, TEMPLATES + "overview.html#live", context)
+        response = render(request, TEMPLATES + "overview.html#live", {**context, "live_poll": True})
         if run.is_finished and request.GET.get("was") == "running":
             # The run just ended: reload once to show the charts and the final ranking.
             response["HX-Refresh"] = "true"
@@ -272,6 +319,74 @@ def _grid(request: HttpRequest, run: Run) -> HttpResponse:
         TEMPLATES + "overview.html#grid_rows",
         {"run": run, "lanes": lanes, "grid_rows": rows, "grid": page},
     )
+
+
+# --- operations -------------------------------------------------------------------------------
+
+
+def _back_to_run(request: HttpRequest, run: Run) -> HttpResponse:
+    """POST/redirect/GET to the overview, which shows the message. An htmx request is sent
+    there with ``HX-Location`` (an ajax navigation) rather than a redirect htmx follows
+    silently and swaps into the button's place."""
+    url = overview_url(run)
+    if request.htmx:  # type: ignore[attr-defined]
+        return HttpResponseLocation(url)
+    return redirect(url)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """GET: a confirmation page (the button without JavaScript); POST: cancel the run."""
+    from runs.services.operations import run_cancel as cancel
+    from runs.services.runs import RunError
+
+    run = get_run_for_user(request, run_id, write=True)
+    if request.method == "GET":
+        return render(request, TEMPLATES + "run_cancel.html", {"run": run})
+    try:
+        cancel(run=run)
+    except RunError as exc:
+        messages.error(request, f"Not cancelled: {exc.message}.")
+    else:
+        messages.success(request, "Run cancelled: nothing new starts and nothing more is graded.")
+    return _back_to_run(request, run)
+
+
+@login_required
+@require_POST
+def run_retry_failed(request: HttpRequest, run_id: Any) -> HttpResponse:
+    from runs.services.operations import run_retry_failed as retry
+    from runs.services.runs import RunError
+
+    run = get_run_for_user(request, run_id, write=True)
+    try:
+        count = retry(run=run)
+    except RunError as exc:
+        messages.error(request, f"Nothing retried: {exc.message}.")
+    else:
+        noun = "item" if count == 1 else "items"
+        messages.success(request, f"{count} failed {noun} sent again.")
+    return _back_to_run(request, run)
+
+
+@login_required
+@require_POST
+def run_rescore(request: HttpRequest, run_id: Any) -> HttpResponse:
+    from runs.services.operations import run_rescore as rescore
+    from runs.services.runs import RunError
+
+    run = get_run_for_user(request, run_id, write=True)
+    try:
+        run = rescore(run=run)
+    except RunError as exc:
+        messages.error(request, f"Not re-scored: {exc.message}.")
+    else:
+        messages.success(
+            request,
+            f"Re-scoring the recorded evidence (revision {run.scoring_revision}); no agent is called.",
+        )
+    return _back_to_run(request, run)
 
 
 def overview_url(run: Run) -> str:

@@ -111,3 +111,29 @@ def test_compare_two_runs_and_download_the_csv(personas, login, page, no_broker)
     page.goto(f"/runs/{cand.id}/cases/{failed.id}/")
     expect(page.locator('[data-testid="case-status"]')).to_have_text("FAILED")
     assert page.js_errors == []
+
+
+def test_the_header_badge_follows_the_live_status_and_cancel_asks_first(personas, login, page, no_broker):
+    # The header badge stayed "queued" while the polled badge said "running"; and the run
+    # page had no Cancel button.
+    run = seed_run(workspace=personas.workspace, items=8, lanes=1, status="queued", done_fraction=0)
+    login(personas.owner)
+    page.goto(f"/runs/{run.id}/")
+    expect(page.locator("#run-status")).to_have_text("queued")
+    Run.objects.filter(id=run.id).update(status=RunStatus.RUNNING)
+    expect(page.locator('[data-testid="live-status"]')).to_have_text("running", timeout=15_000)
+    expect(page.locator("#run-status")).to_have_text("running")
+
+    cancel = page.get_by_role("link", name="Cancel run")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    cancel.click()
+    expect(page.locator("#run-status")).to_have_text("running")
+    assert Run.objects.get(id=run.id).status == RunStatus.RUNNING
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    cancel.click()
+    expect(page.locator(".messages")).to_contain_text("Run cancelled")
+    expect(page.locator("#run-status")).to_have_text("cancelled")
+    expect(page.get_by_role("link", name="Cancel run")).to_have_count(0)
+    assert page.url.endswith(f"/runs/{run.id}/")
+    assert page.js_errors == []

@@ -365,7 +365,7 @@ def test_no_discrimination_needs_three_results_and_two_lanes_or_three_cases():
     assert findings(run_health(one_lane_two_cases), "no_discrimination") == []
     three_cases = [rec("a", c, {"v": "FAILED"}) for c in ("x", "y", "z")]
     [s] = findings(run_health(three_cases), "no_discrimination")
-    assert "FAILED on all 3 graded results (1 lanes, 3 cases)" in s.reason
+    assert "FAILED on all 3 graded results (1 lane, 3 cases)" in s.reason  # was "1 lanes"
 
 
 def test_mostly_unavailable_over_the_configured_share():

@@ -70,13 +70,16 @@ def test_the_kind_fields_partial_is_served_to_htmx(personas):
 
 
 def test_creating_shows_the_signing_key_exactly_once(personas):
+    # The page used to be rendered in the POST's response at /deployments/new/: a reload
+    # posted again ("already exists"). Now POST/redirect/GET, the key shown once.
     client = login(personas.editor)
-    response = client.post("/deployments/new/", form_data())
-    assert response.status_code == 200
+    response = client.post("/deployments/new/", form_data(), follow=True)
     deployment = Deployment.objects.get(name="careful")
+    assert response.redirect_chain == [(f"/deployments/{deployment.public_id}/", 302)]
+    assert response["Cache-Control"] == "no-store"
     key = deployment.get_signing_key()
     page = response.content.decode()
-    assert page.count(key) == 1
+    assert page.count(key) == 1 and "Deployment created." in page
     assert SECRET not in page
     assert deployment.get_secret() == SECRET
     assert deployment.config == {"extra_headers": {"X-Team": "evals"}}
@@ -186,10 +189,29 @@ def test_rotating_shows_the_new_key_once(personas):
     client = login(personas.owner)
     url = f"/deployments/{created.deployment.public_id}/rotate-signing-key/"
     assert created.signing_key not in client.get(url).content.decode()
-    page = client.post(url).content.decode()
+    response = client.post(url, follow=True)
+    assert response.redirect_chain == [(f"/deployments/{created.deployment.public_id}/", 302)]
+    page = response.content.decode()
     new_key = Deployment.objects.get(pk=created.deployment.pk).get_signing_key()
     assert new_key != created.signing_key
     assert page.count(new_key) == 1 and created.signing_key not in page
+    assert "New signing key." in page
+    assert new_key not in client.get(f"/deployments/{created.deployment.public_id}/").content.decode()
+
+
+def test_the_one_time_key_is_shown_only_on_its_own_deployments_page(personas):
+    client = login(personas.editor)
+    client.post("/deployments/new/", form_data())
+    deployment = Deployment.objects.get(name="careful")
+    other = existing(personas, name="other")
+    # another deployment's page does not take (or consume) it
+    assert (
+        deployment.get_signing_key()
+        not in client.get(f"/deployments/{other.deployment.public_id}/").content.decode()
+    )
+    assert (
+        deployment.get_signing_key() in client.get(f"/deployments/{deployment.public_id}/").content.decode()
+    )
 
 
 def test_test_connection_renders_the_result_in_place_with_htmx(personas):

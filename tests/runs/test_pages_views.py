@@ -390,3 +390,12 @@ def test_a_running_lanes_judge_spend_of_unknown_cost_is_unknown_not_zero(persona
     # Every call of unknown cost: unknown. Some known: the known part (what was spent at least).
     assert rows[unknown.pk].judge_cost_usd is None
     assert rows[known.pk].judge_cost_usd == 0.02
+
+
+def test_the_polled_progress_also_updates_the_header_status_badge_out_of_band(personas, owner):
+    # The header badge stayed "queued" while the polled progress said "running".
+    run = seed_run(workspace=personas.workspace, items=4, lanes=1, status="running", done_fraction=0.5)
+    page = owner.get(f"/runs/{run.id}/").content.decode()
+    assert page.count('id="run-status"') == 1 and "hx-swap-oob" not in page
+    live = owner.get(f"/runs/{run.id}/?partial=live&was=running", **HTMX).content.decode()
+    assert '<span class="badge st-running" id="run-status" hx-swap-oob="true">running</span>' in live
