@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from runs.access import get_deployment_for_user
@@ -76,9 +77,10 @@ SIGNING_KEY_SESSION = "deployment_signing_key"
 
 
 def _show_key_once(request: HttpRequest, deployment: Deployment, key: str, *, rotated: bool) -> HttpResponse:
+    # Encrypted as the deployment's own secrets are: the session table is not a key store.
     request.session[SIGNING_KEY_SESSION] = {
         "deployment": str(deployment.public_id),
-        "key": key,
+        "key": encrypt_text(key),
         "rotated": rotated,
     }
     return redirect("deployment-detail", deployment_id=deployment.public_id)
@@ -90,8 +92,12 @@ def _pop_key(request: HttpRequest, deployment: Deployment) -> dict[str, Any]:
     if not pending or pending.get("deployment") != str(deployment.public_id):
         return {}
     del request.session[SIGNING_KEY_SESSION]
+    try:
+        key = decrypt_text(pending["key"])
+    except DecryptionError:  # FIELD_ENCRYPTION_KEY changed in between: rotate again
+        return {}
     return {
-        "new_signing_key": pending["key"],
+        "new_signing_key": key,
         "rotated": pending["rotated"],
     }
 

@@ -91,6 +91,17 @@ def test_creating_shows_the_signing_key_exactly_once(personas):
         assert key not in client.get(url).content.decode()
 
 
+def test_the_one_time_key_waits_in_the_session_encrypted(personas):
+    from django.contrib.sessions.models import Session
+
+    client = login(personas.editor)
+    client.post("/deployments/new/", form_data())
+    key = Deployment.objects.get(name="careful").get_signing_key()
+    stored = [s.get_decoded() for s in Session.objects.all()]
+    assert any("deployment_signing_key" in data for data in stored)
+    assert not any(key in repr(data) for data in stored)
+
+
 def test_creating_a_chat_deployment_stores_its_model_settings(personas):
     login(personas.owner).post(
         "/deployments/new/",
