@@ -484,6 +484,9 @@ class DraftOutput(serializers.Serializer):
     based_on = serializers.UUIDField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    revision = serializers.IntegerField(
+        help_text="one more on every change; send it back (or the ETag as If-Match) with a PUT"
+    )
 
 
 class StrictCharField(serializers.CharField):
@@ -527,10 +530,43 @@ class DraftUpdateInput(ClosedInput):
     files = serializers.DictField(
         child=StrictUUIDField(), required=False, help_text="bundle path -> artifact id"
     )
+    revision = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="the revision this change is based on: 409 draft_conflict when the draft has moved on",
+    )
 
 
 def _draft_error(exc: services.DraftError) -> ApiError:
+    if isinstance(exc, services.DraftConflict):
+        return ApiError("draft_conflict", str(exc), status_code=status.HTTP_409_CONFLICT)
     return ApiError("invalid_draft", str(exc))
+
+
+def _draft_body(draft: Draft, *, with_text: bool = True) -> dict[str, Any]:
+    return {**selectors.draft_document(draft, with_text=with_text), "revision": draft.revision}
+
+
+def _draft_response(draft: Draft, *, status_code: int = 200) -> Response:
+    response = Response(_draft_body(draft), status=status_code)
+    response["ETag"] = f'"{draft.revision}"'
+    return response
+
+
+def _if_match_revision(request: Request, draft: Draft) -> int | None:
+    """The revision an ``If-Match`` names (RFC 9110 §13.1.1): None without the header or
+    with ``*``; 412 when it names no current ETag of the draft."""
+    header = request.headers.get("If-Match")
+    if header is None or header.strip() == "*":
+        return None
+    tags = {tag.strip() for tag in header.split(",")}
+    if f'"{draft.revision}"' not in tags:
+        raise ApiError(
+            "precondition_failed",
+            f'If-Match names no current ETag of this draft (it is "{draft.revision}")',
+            status_code=status.HTTP_412_PRECONDITION_FAILED,
+        )
+    return draft.revision
 
 
 class DraftListApi(ApiView):
@@ -544,7 +580,7 @@ class DraftListApi(ApiView):
     def get(self, request: Request, ws: str) -> Response:
         workspace = get_workspace_for_user(request, ws)
         drafts = Draft.objects.for_list(workspace)
-        return Response({"results": [selectors.draft_document(d, with_text=False) for d in drafts]})
+        return Response({"results": [_draft_body(d, with_text=False) for d in drafts]})
 
     @extend_schema(
         request=DraftCreateInput,
@@ -575,7 +611,7 @@ class DraftListApi(ApiView):
                 )
         except services.DraftError as exc:
             raise _draft_error(exc) from exc
-        return Response(selectors.draft_document(draft), status=201)
+        return _draft_response(draft, status_code=201)
 
 
 class DraftDetailApi(ApiView):
@@ -586,12 +622,15 @@ class DraftDetailApi(ApiView):
     )
     def get(self, request: Request, ws: str, draft_id: Any) -> Response:
         draft = get_draft_for_user(request, workspace__slug=ws, draft_id=draft_id)
-        return Response(selectors.draft_document(draft))
+        return _draft_response(draft)
 
     @extend_schema(
         request=DraftUpdateInput,
-        responses={200: DraftOutput, 400: ErrorOutput},
+        responses={200: DraftOutput, 400: ErrorOutput, 409: ErrorOutput, 412: ErrorOutput},
         summary="Change a draft",
+        description="A change based on an older revision than the draft's (``revision`` in the "
+        "body: 409 ``draft_conflict``; an ``If-Match`` ETag: 412) is refused and nothing of it "
+        "is stored. Without either the change is based on the draft as the request finds it.",
         operation_id="drafts_update",
     )
     def put(self, request: Request, ws: str, draft_id: Any) -> Response:
@@ -600,16 +639,25 @@ class DraftDetailApi(ApiView):
         data.is_valid(raise_exception=True)
         values = data.validated_data
         files = values.get("files")
+        matched = _if_match_revision(request, draft)
         try:
             draft = services.draft_update(
                 draft=draft,
                 name=values.get("name"),
                 bundle_text=values.get("bundle"),
                 files={k: str(v) for k, v in files.items()} if files is not None else None,
+                revision=values.get("revision", matched),
             )
+        except services.DraftConflict as exc:
+            if matched is None or "revision" in values:
+                raise _draft_error(exc) from exc
+            # The If-Match held when read, but another change landed before this one's write.
+            raise ApiError(
+                "precondition_failed", str(exc), status_code=status.HTTP_412_PRECONDITION_FAILED
+            ) from exc
         except services.DraftError as exc:
             raise _draft_error(exc) from exc
-        return Response(selectors.draft_document(draft))
+        return _draft_response(draft)
 
     @extend_schema(responses={204: None}, summary="Delete a draft", operation_id="drafts_destroy")
     def delete(self, request: Request, ws: str, draft_id: Any) -> Response:

@@ -35,6 +35,11 @@ class DraftTextForm(forms.Form):
         },
     )
     bundle_text = forms.CharField(label="pack.yaml", required=False, strip=False, widget=forms.Textarea)
+    # The draft revision the editor loaded (or last saved): a save based on an older one is
+    # refused. Left out (an older client), the save is based on the draft as it is now.
+    revision = forms.IntegerField(
+        required=False, min_value=1, widget=forms.HiddenInput(attrs={"id": "draft-revision"})
+    )
 
     def clean_bundle_text(self) -> str:
         text = self.cleaned_data["bundle_text"].replace("\r\n", "\n")

@@ -386,6 +386,9 @@ class Draft(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # One more on every change. An edit names the revision it was based on and is refused
+    # when the draft has moved on since (two tabs, two people): services.draft_update.
+    revision = models.PositiveIntegerField(default=1)
 
     objects = DraftQuerySet.as_manager()
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -169,7 +170,9 @@ def _editor_context(request: HttpRequest, draft: Draft, **extra: Any) -> dict[st
         "files": _files(draft),
         "gutter": range(1, draft.bundle_text.count("\n") + 2),
         "can_write": _can_write(request, draft.workspace),
-        "text_form": DraftTextForm(initial={"name": draft.name, "bundle_text": draft.bundle_text}),
+        "text_form": DraftTextForm(
+            initial={"name": draft.name, "bundle_text": draft.bundle_text, "revision": draft.revision}
+        ),
         "upload_form": FileUploadForm(),
         "case_editor": None,
         "case_error": None,
@@ -206,25 +209,43 @@ def _save_text(draft: Draft, form: DraftTextForm) -> bool:
         return False
     try:
         services.draft_update(
-            draft=draft, name=form.cleaned_data["name"] or None, bundle_text=form.cleaned_data["bundle_text"]
+            draft=draft,
+            name=form.cleaned_data["name"] or None,
+            bundle_text=form.cleaned_data["bundle_text"],
+            revision=form.cleaned_data["revision"],
         )
+    except services.DraftConflict as exc:
+        draft.refresh_from_db()  # the report and structure shown are of the saved draft
+        form.add_error(None, ValidationError(str(exc), code="conflict"))
+        return False
     except services.DraftError as exc:
-        draft.refresh_from_db()  # draft_update may have set a field before it refused
         form.add_error(None, str(exc))
         return False
     return True
 
 
 def _save_refused(request: HttpRequest, draft: Draft, form: DraftTextForm, *, what: str) -> HttpResponse:
-    """Nothing was saved (400): the editor again with each error next to its field and the
-    posted name and text kept in the form, or for htmx (the autosave) the message alone,
-    which the editor's script shows as the save status."""
+    """Nothing was saved (400, or 409 when the draft changed since the editor loaded it): the
+    editor again with each error next to its field and the posted name and text kept in the
+    form, or for htmx (the autosave) the message alone, which the editor's script shows as
+    the save status."""
     errors = [message for field_errors in form.errors.values() for message in field_errors]
     fields = [name for name in form.errors if name in form.fields]
-    message = f"Not {what}: {' '.join(errors)} The draft keeps its last saved name and text."
+    conflict = form.has_error(NON_FIELD_ERRORS, code="conflict")
+    status = 409 if conflict else 400
+    kept = (
+        "Your text is still here: copy it before you reload if you want to keep it."
+        if conflict
+        else "The draft keeps its last saved name and text."
+    )
+    message = f"Not {what}: {' '.join(errors)} {kept}"
     if request.htmx:  # type: ignore[attr-defined]
-        context = {"save_error": message, "save_error_field": fields[0] if fields else ""}
-        return render(request, "packs/draft_editor.html#save_error", context, status=400)
+        context = {
+            "save_error": message,
+            "save_error_field": fields[0] if fields else "",
+            "save_conflict": conflict,
+        }
+        return render(request, "packs/draft_editor.html#save_error", context, status=status)
     shown = form["bundle_text"].value() or ""
     context = _editor_context(
         request,
@@ -232,9 +253,10 @@ def _save_refused(request: HttpRequest, draft: Draft, form: DraftTextForm, *, wh
         text_form=form,
         save_error=f"Not {what}. Your name and text are still in the form below; the draft keeps "
         "its last saved name and text, and the report is of that text.",
+        save_conflict=conflict,
         gutter=range(1, shown.count("\n") + 2),
     )
-    return render(request, "packs/draft_editor.html", context, status=400)
+    return render(request, "packs/draft_editor.html", context, status=status)
 
 
 @login_required

@@ -5,6 +5,7 @@ No network or storage I/O happens inside a transaction: artifact bytes are store
 
 from packs.services.artifacts import ArtifactResult, artifact_read, artifact_store
 from packs.services.drafts import (
+    DraftConflict,
     DraftError,
     build_zip,
     draft_bundle,
@@ -32,6 +33,7 @@ from packs.services.publish import (
 
 __all__ = [
     "ArtifactResult",
+    "DraftConflict",
     "DraftError",
     "PackInvalid",
     "PublishConflict",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from agentclash_site.workspaces.models import Workspace
@@ -30,6 +31,10 @@ MAX_DRAFT_NAME = 300  # Draft.name
 
 class DraftError(Exception):
     """A draft edit that cannot be made; the message is shown to the author."""
+
+
+class DraftConflict(DraftError):
+    """The draft changed since the revision an edit was based on; nothing was written."""
 
 
 def examples_dir() -> Path:
@@ -75,20 +80,33 @@ def draft_update(
     name: str | None = None,
     bundle_text: str | None = None,
     files: dict[str, str] | None = None,
+    revision: int | None = None,
 ) -> Draft:
-    fields = ["updated_at"]
-    if name is not None:
-        draft.name = _check_name(name) if name else draft.name
-        fields.append("name")
+    """Change what is given, if the draft is still at ``revision`` (the one the edit was based
+    on; by default the one ``draft`` was read at), and count one more revision.
+
+    The check and the write are one ``UPDATE ... WHERE revision = %s``: of two edits based on
+    the same revision exactly one is stored, the other raises :class:`DraftConflict` and
+    nothing of it is written (two tabs autosaving used to keep the last one silently).
+    """
+    values: dict[str, Any] = {}
+    if name:
+        values["name"] = _check_name(name)
     if bundle_text is not None:
         _check_text(bundle_text)
-        draft.bundle_text = bundle_text
-        fields.append("bundle_text")
+        values["bundle_text"] = bundle_text
     if files is not None:
-        draft.files = _check_files(draft.workspace, files)
-        fields.append("files")
-    draft.updated_at = timezone.now()
-    draft.save(update_fields=fields)
+        values["files"] = _check_files(draft.workspace, files)
+    base = draft.revision if revision is None else revision
+    values["updated_at"] = timezone.now()
+    stored = Draft.objects.filter(pk=draft.pk, revision=base).update(revision=F("revision") + 1, **values)
+    if not stored:
+        raise DraftConflict(
+            "this draft was changed elsewhere (in another tab or by another user); reload to see it."
+        )
+    for field_name, value in values.items():
+        setattr(draft, field_name, value)
+    draft.revision = base + 1
     return draft
 
 
@@ -193,7 +211,8 @@ def draft_publish(*, draft: Draft, user: Any, strict: bool = False) -> PublishRe
     result = pack_version_publish(
         workspace=draft.workspace, data=draft_bundle(draft=draft), strict=strict, user=user
     )
-    Draft.objects.filter(pk=draft.pk).delete()
+    # A save from elsewhere since this one keeps the draft: its text is not in the version.
+    Draft.objects.filter(pk=draft.pk, revision=draft.revision).delete()
     return result
 
 

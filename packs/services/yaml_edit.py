@@ -18,6 +18,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from grading.engine import jsontext
+from packs.bundle.yamlload import load_yaml
 
 
 class YamlEditError(Exception):
@@ -215,23 +216,40 @@ def format_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _load_plain(text: str) -> dict[str, Any]:
+    """The text's plain value, read the way validation reads it (libyaml events, YAML 1.2,
+    alias limits): linear in the text. ruamel's round-trip loader is not: it concatenates a
+    block of comments after the last value one line at a time (3.9 MB of trailing comments
+    took 12 s), so only structured edits, which must keep comments, go through it."""
+    doc, issues = load_yaml(text.encode())
+    if doc is None:
+        raise YamlEditError(f"the YAML does not parse: {issues[0].message if issues else ''}")
+    if not isinstance(doc.data, dict):
+        raise YamlEditError("the bundle must be a mapping")
+    return doc.data
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def outline(text: str) -> dict[str, Any]:
     """Challenges, input sets and cases as far as the text shows them, for the side panel.
 
     Best effort on text that parses but may not validate: anything malformed is skipped.
     """
-    _, data = _yaml_for(text)
+    data = _load_plain(text)
     challenges = []
-    for item in data.get("challenges") or []:
+    for item in _list(data.get("challenges")):
         if isinstance(item, dict) and item.get("key"):
             challenges.append({"key": str(item["key"]).strip(), "title": str(item.get("title") or "")})
     sets = []
-    for item in data.get("input_sets") or []:
+    for item in _list(data.get("input_sets")):
         if not isinstance(item, dict) or not item.get("key"):
             continue
         cases = []
         entries = item.get("cases") if item.get("cases") is not None else item.get("items")
-        for case in entries or []:
+        for case in _list(entries):
             if isinstance(case, dict):
                 cases.append(
                     {

@@ -193,6 +193,26 @@
       });
     }
 
+    // A save based on an older revision than the draft's (another tab or person saved
+    // since) is refused with 409: the text stays here, with a way to reload or copy it.
+    const conflict = document.getElementById("save-conflict");
+    function showConflict(shown) { if (conflict) conflict.hidden = !shown; }
+
+    async function copyText() {
+      try {
+        await navigator.clipboard.writeText(textarea.value);
+      } catch (error) {
+        textarea.focus();
+        textarea.select();
+        if (!document.execCommand || !document.execCommand("copy")) {
+          if (status) status.textContent = "Could not copy: your text is selected in the editor; copy it with Ctrl+C.";
+          return;
+        }
+      }
+      if (status) status.textContent = "Your text is copied. Reload, then paste what you want to keep.";
+    }
+    if (conflict) conflict.querySelector("[data-copy-text]").addEventListener("click", copyText);
+
     if (form) {
       form.addEventListener("htmx:beforeRequest", () => { if (status) status.textContent = "Saving…"; });
       form.addEventListener("htmx:afterRequest", (event) => {
@@ -201,12 +221,14 @@
           status.textContent = "Saved and validated.";
           status.classList.replace("error", "muted");
           markInvalid("");
+          showConflict(false);
           return;
         }
         const { message, field } = refusal(event.detail.xhr);
         status.textContent = message;
         status.classList.replace("muted", "error");
         markInvalid(field);
+        showConflict(event.detail.xhr && event.detail.xhr.status === 409);
       });
     }
     document.body.addEventListener("htmx:afterSettle", markGutter);

@@ -116,3 +116,43 @@ def test_a_refused_autosave_shows_the_servers_reason_and_keeps_the_text(personas
     draft.refresh_from_db()
     assert draft.name == "Math, renamed" and draft.bundle_text == mental_math()
     assert page.js_errors == []
+
+
+def test_two_tabs_editing_one_draft_the_later_save_is_refused_and_its_text_kept(personas, login, page):
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    tab_b = page.context.new_page()
+    for tab in (page, tab_b):
+        tab.goto(f"/packs/drafts/{draft.public_id}/")
+
+    # Tab A saves twice: the second autosave carries the revision the first one answered.
+    page.locator("#bundle-text").fill(mental_math() + "# from tab A\n")
+    expect(page.locator("#save-status")).to_have_text("Saved and validated.")
+    page.locator("#bundle-text").fill(mental_math() + "# from tab A\n# and more\n")
+    expect(page.locator("#save-status")).to_have_text("Saved and validated.")
+    a_text = mental_math() + "# from tab A\n# and more\n"
+
+    # Tab B still holds the revision it loaded: refused, its text kept, a way forward offered.
+    b_text = mental_math() + "# from tab B\n"
+    tab_b.locator("#bundle-text").fill(b_text)
+    expect(tab_b.locator("#save-status")).to_contain_text(
+        "Not saved: this draft was changed elsewhere (in another tab or by another user); reload to see it."
+    )
+    expect(tab_b.locator("#save-conflict")).to_be_visible()
+    assert tab_b.locator("#bundle-text").input_value() == b_text
+    draft.refresh_from_db()
+    assert draft.bundle_text == a_text
+
+    tab_b.get_by_role("button", name="Copy my text").click()
+    expect(tab_b.locator("#save-status")).to_contain_text("Your text is copied.")
+    assert tab_b.evaluate("() => navigator.clipboard.readText()") == b_text
+
+    tab_b.get_by_role("link", name="Reload the saved draft").click()
+    expect(tab_b.locator("#save-conflict")).to_be_hidden()
+    assert tab_b.locator("#bundle-text").input_value() == a_text
+    page.reload()
+    assert page.locator("#bundle-text").input_value() == a_text
+    assert page.js_errors == []
