@@ -258,7 +258,7 @@ class DraftAdmin(admin.ModelAdmin):
     # size limits, names, bound files); the console shows it and may delete it.
     readonly_fields = (
         "public_id", "workspace", "name", "bundle_text", "files", "based_on", "created_by",
-        "created_at", "updated_at",
+        "revision", "created_at", "updated_at",
     )  # fmt: skip
 
     def has_add_permission(self, request: Any) -> bool:

@@ -238,7 +238,7 @@ def test_a_draft_is_shown_not_edited_in_the_admin(personas, root):
     draft = Draft.objects.create(workspace=personas.workspace, name="wip", bundle_text="pack: {}\n")
     client = logged_in(root)
     page = client.get(f"/admin/packs/draft/{draft.pk}/change/").content.decode()
-    for field in ("name", "bundle_text", "files", "workspace", "based_on"):
+    for field in ("name", "bundle_text", "files", "workspace", "based_on", "revision"):
         assert f'name="{field}"' not in page
     client.post(
         f"/admin/packs/draft/{draft.pk}/change/", {"name": "x", "bundle_text": "changed", "files": "{}"}
