@@ -352,7 +352,12 @@ def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
 @require_POST
 def draft_file_remove(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
-    services.draft_file_remove(draft=draft, path=request.POST.get("path", ""))
+    path = request.POST.get("path", "")
+    try:
+        services.draft_file_remove(draft=draft, path=path)
+        messages.success(request, f"{path} removed from the bundle.")
+    except services.DraftError as exc:  # e.g. the draft was changed elsewhere in between
+        messages.error(request, f"{path} not removed: {exc}")
     return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
 
 

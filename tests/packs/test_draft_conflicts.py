@@ -210,3 +210,15 @@ def test_an_api_put_with_a_stale_if_match_is_412_and_a_current_one_is_accepted(p
     current = client.put(url, {"bundle": B_TEXT}, format="json", HTTP_IF_MATCH='"2"')
     assert current.status_code == 200 and current["ETag"] == '"3"'
     assert stored(draft) == (B_TEXT, 3)
+
+
+def test_removing_a_file_of_a_draft_changed_in_between_is_a_message_not_a_500(personas, draft, monkeypatch):
+    def changed_elsewhere(**kwargs):
+        raise services.DraftConflict("this draft was changed elsewhere; reload to see it")
+
+    monkeypatch.setattr(services, "draft_file_remove", changed_elsewhere)
+    client = logged_in(personas.owner)
+    url = reverse("draft-file-remove", kwargs={"draft_id": draft.public_id})
+    response = client.post(url, {"path": "data/a.json"}, follow=True)
+    assert response.status_code == 200
+    assert "data/a.json not removed: this draft was changed elsewhere" in response.content.decode()
