@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from collections.abc import Iterable, Iterator
@@ -254,30 +255,27 @@ def pack_version_publish(
     body = report.to_body()
     if not report.valid:
         raise PackInvalid(body)
-    is_zip = report.is_zip
     files: dict[str, bytes] = dict(report.files)
     manifest, sets, version_assets = _plan(report, files)
-    assets = list(_all_assets(manifest, sets, version_assets, files))
+    plan = _Publish(
+        workspace=workspace,
+        data=data,
+        report=report,
+        body=body,
+        manifest=manifest,
+        sets=sets,
+        version_assets=version_assets,
+        assets=list(_all_assets(manifest, sets, version_assets, files)),
+        files=files,
+        user=user,
+    )
     # Before anything is stored: artifact ids that name no artifact of this workspace.
     # (Values too long for their columns are the validator's, ``packs.bundle.limits``.)
-    _refuse(_artifact_lookup(workspace=workspace, assets=assets, report=report)[1], body)
+    _refuse(_artifact_lookup(workspace=workspace, assets=plan.assets, report=report)[1], body)
     # Outside the transaction: artifact storage may be remote (S3).
     staged = _stage_files(workspace=workspace, files=files, user=user)
     try:
-        result = _publish(
-            workspace=workspace,
-            data=data,
-            is_zip=is_zip,
-            report=report,
-            body=body,
-            manifest=manifest,
-            sets=sets,
-            version_assets=version_assets,
-            assets=assets,
-            staged=staged,
-            files=files,
-            user=user,
-        )
+        result = _publish(plan, staged)
     except BaseException:
         # Nothing of this publish is committed: its rows rolled back, and its files go.
         artifact_files_forget(workspace=workspace, written=staged.written)
@@ -287,6 +285,34 @@ def pack_version_publish(
     else:
         artifact_files_forget(workspace=workspace, written=staged.written)
     return result
+
+
+@dataclass(frozen=True)
+class _Publish:
+    """What one publish works from: the validated report and the rows it plans to insert."""
+
+    workspace: Workspace
+    data: bytes
+    report: BundleReport
+    body: dict[str, Any]  # the validate body (its warnings are the version's)
+    manifest: dict[str, Any]
+    sets: list[_SetPlan]
+    version_assets: list[_AssetPlan]
+    assets: list[_AssetPlan]  # every asset of the bundle, version_assets among them
+    files: dict[str, bytes]  # the zip's members (empty for a YAML bundle)
+    user: Any
+
+    @functools.cached_property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def meta(self) -> Any:
+        return self.report.pack
+
+    @property
+    def warnings(self) -> list[Any]:
+        return self.body["warnings"]
 
 
 @dataclass
@@ -351,81 +377,34 @@ def _bind_artifacts(*, workspace: Workspace, staged: _Staged) -> dict[str, Artif
     return {path: by_digest[digest] for path, digest in staged.paths.items()}
 
 
-def _publish(
-    *,
-    workspace: Workspace,
-    data: bytes,
-    is_zip: bool,
-    report: BundleReport,
-    body: dict[str, Any],
-    manifest: dict[str, Any],
-    sets: list[_SetPlan],
-    version_assets: list[_AssetPlan],
-    assets: list[_AssetPlan],
-    staged: _Staged,
-    files: dict[str, bytes],
-    user: Any,
-) -> PublishResult:
-    content_hash = hashlib.sha256(data).hexdigest()
-    meta = report.pack
-    warnings = body["warnings"]
+def _publish(plan: _Publish, staged: _Staged) -> PublishResult:
     try:
         with transaction.atomic():
-            return _publish_locked(
-                workspace=workspace,
-                data=data,
-                is_zip=is_zip,
-                content_hash=content_hash,
-                meta=meta,
-                manifest=manifest,
-                sets=sets,
-                version_assets=version_assets,
-                assets=assets,
-                staged=staged,
-                files=files,
-                warnings=warnings,
-                body=body,
-                report=report,
-                user=user,
-            )
+            return _publish_locked(plan, staged)
     except IntegrityError:
         # A concurrent publish of the same (pack, number) committed first; the lock on the
         # pack row makes this rare (only the pack-creation race can reach it). Judged by
         # what is stored now, so it reads the same on PostgreSQL and SQLite.
-        outcome = _after_race(
-            workspace=workspace,
-            meta=meta,
-            manifest=manifest,
-            content_hash=content_hash,
-            warnings=warnings,
-            report=report,
-        )
+        outcome = _after_race(plan)
         if outcome is None:
             raise
         return outcome
 
 
-def _after_race(
-    *,
-    workspace: Workspace,
-    meta: Any,
-    manifest: dict[str, Any],
-    content_hash: str,
-    warnings: list[Any],
-    report: BundleReport,
-) -> PublishResult | None:
+def _after_race(plan: _Publish) -> PublishResult | None:
     """The outcome once the winner of a race committed; None when no version explains it."""
-    number = int(manifest["version"]["number"])
+    number = int(plan.manifest["version"]["number"])
+    slug = _get(plan.meta, "slug")
     version = (
         PackVersion.objects.select_related("pack")
-        .filter(pack__workspace=workspace, pack__slug=_get(meta, "slug"), number=number)
+        .filter(pack__workspace=plan.workspace, pack__slug=slug, number=number)
         .first()
     )
     if version is None:
         return None
-    if version.content_hash == content_hash:
-        return _already(version, warnings)
-    raise _version_exists(_get(meta, "slug"), number, report)
+    if version.content_hash == plan.content_hash:
+        return _already(version, plan.warnings)
+    raise _version_exists(slug, number, plan.report)
 
 
 def _conflict(code: str, message: str, path: Path, report: BundleReport) -> PublishConflict:
@@ -501,29 +480,19 @@ def _lock_or_create_pack(*, workspace: Workspace, meta: Any) -> tuple[Pack, bool
         return Pack.objects.select_for_update().get(workspace=workspace, slug=slug), False
 
 
-def _publish_locked(
-    *,
-    workspace: Workspace,
-    data: bytes,
-    is_zip: bool,
-    content_hash: str,
-    meta: Any,
-    manifest: dict[str, Any],
-    sets: list[_SetPlan],
-    version_assets: list[_AssetPlan],
-    assets: list[_AssetPlan],
-    staged: _Staged,
-    files: dict[str, bytes],
-    warnings: list[Any],
-    body: dict[str, Any],
-    report: BundleReport,
-    user: Any,
-) -> PublishResult:
-    by_id = _check_artifact_ids(workspace=workspace, assets=assets, body=body, report=report)
+def _publish_locked(plan: _Publish, staged: _Staged) -> PublishResult:
+    workspace, manifest, meta, report, warnings = (
+        plan.workspace,
+        plan.manifest,
+        plan.meta,
+        plan.report,
+        plan.warnings,
+    )
+    by_id = _check_artifact_ids(workspace=workspace, assets=plan.assets, body=plan.body, report=report)
     pack, created = _lock_or_create_pack(workspace=workspace, meta=meta)
     number = int(manifest["version"]["number"])
     existing = PackVersion.objects.filter(pack=pack, number=number).first()
-    if existing is not None and existing.content_hash == content_hash:
+    if existing is not None and existing.content_hash == plan.content_hash:
         return _already(existing, warnings)
     if not created and (pack.name != _get(meta, "name") or pack.family != _get(meta, "family")):
         raise _conflict(
@@ -540,25 +509,25 @@ def _publish_locked(
         pack=pack,
         number=number,
         manifest=manifest,
-        source=data,
-        source_media_type=ZIP_MEDIA_TYPE if is_zip else YAML_MEDIA_TYPE,
-        content_hash=content_hash,
+        source=plan.data,
+        source_media_type=ZIP_MEDIA_TYPE if report.is_zip else YAML_MEDIA_TYPE,
+        content_hash=plan.content_hash,
         execution_mode=_get(manifest["version"], "execution_mode") or "native",
-        published_by=user if getattr(user, "is_authenticated", False) else None,
+        published_by=plan.user if getattr(plan.user, "is_authenticated", False) else None,
         warnings=warnings,
     )
     challenges = _insert_challenges(version=version, manifest=manifest)
-    input_sets, cases = _insert_sets_and_cases(version=version, sets=sets, challenges=challenges)
+    input_sets, cases = _insert_sets_and_cases(version=version, sets=plan.sets, challenges=challenges)
     _insert_assets(
         version=version,
         manifest=manifest,
-        sets=sets,
-        version_assets=version_assets,
+        sets=plan.sets,
+        version_assets=plan.version_assets,
         challenges=challenges,
         cases=cases,
         bound=bound,
         by_id=by_id,
-        files=files,
+        files=plan.files,
     )
     if not created:
         Pack.objects.filter(pk=pack.pk).update(
