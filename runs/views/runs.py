@@ -334,59 +334,68 @@ def _back_to_run(request: HttpRequest, run: Run) -> HttpResponse:
     return redirect(url)
 
 
+def _operate(request: HttpRequest, run: Run, operation: Any, refused: str, done: Any) -> HttpResponse:
+    """Run ``operation(run=run)`` (a ``runs.services.operations`` function); its outcome, or
+    the service's refusal after ``refused``, is the message the overview shows."""
+    from runs.services.runs import RunError
+
+    try:
+        outcome = operation(run=run)
+    except RunError as exc:
+        messages.error(request, f"{refused}: {exc.message}.")
+    else:
+        messages.success(request, done(outcome))
+    return _back_to_run(request, run)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_cancel(request: HttpRequest, run_id: Any) -> HttpResponse:
     """GET: a confirmation page (the button without JavaScript); POST: cancel the run."""
     from runs.services.operations import run_cancel as cancel
-    from runs.services.runs import RunError
 
     run = get_run_for_user(request, run_id, write=True)
     if request.method == "GET":
         return render(request, TEMPLATES + "run_cancel.html", {"run": run})
-    try:
-        cancel(run=run)
-    except RunError as exc:
-        messages.error(request, f"Not cancelled: {exc.message}.")
-    else:
-        messages.success(request, "Run cancelled: nothing new starts and nothing more is graded.")
-    return _back_to_run(request, run)
+    return _operate(
+        request,
+        run,
+        cancel,
+        "Not cancelled",
+        lambda _: "Run cancelled: nothing new starts and nothing more is graded.",
+    )
 
 
 @login_required
 @require_POST
 def run_retry_failed(request: HttpRequest, run_id: Any) -> HttpResponse:
     from runs.services.operations import run_retry_failed as retry
-    from runs.services.runs import RunError
 
     run = get_run_for_user(request, run_id, write=True)
-    try:
-        count = retry(run=run)
-    except RunError as exc:
-        messages.error(request, f"Nothing retried: {exc.message}.")
-    else:
-        noun = "item" if count == 1 else "items"
-        messages.success(request, f"{count} failed {noun} sent again.")
-    return _back_to_run(request, run)
+    return _operate(
+        request,
+        run,
+        retry,
+        "Nothing retried",
+        lambda n: f"{n} failed item{'s' if n != 1 else ''} sent again.",
+    )
 
 
 @login_required
 @require_POST
 def run_rescore(request: HttpRequest, run_id: Any) -> HttpResponse:
     from runs.services.operations import run_rescore as rescore
-    from runs.services.runs import RunError
 
     run = get_run_for_user(request, run_id, write=True)
-    try:
-        run = rescore(run=run)
-    except RunError as exc:
-        messages.error(request, f"Not re-scored: {exc.message}.")
-    else:
-        messages.success(
-            request,
-            f"Re-scoring the recorded evidence (revision {run.scoring_revision}); no agent is called.",
-        )
-    return _back_to_run(request, run)
+    return _operate(
+        request,
+        run,
+        rescore,
+        "Not re-scored",
+        lambda rescored: (
+            f"Re-scoring the recorded evidence (revision {rescored.scoring_revision}); no agent is called."
+        ),
+    )
 
 
 def overview_url(run: Run) -> str:
