@@ -46,6 +46,7 @@ from runs.models import (
     RunItem,
     RunLane,
     RunStatus,
+    protocol_item_id,
 )
 from runs.packdata import version_data
 from runs.probing import load_stored_findings
@@ -102,13 +103,6 @@ def item_budget_seconds(deployment: Deployment, timeout: float | None = None) ->
     attempts = max(1, int(deployment.max_attempts))
     backoffs = sum(backoff_ceiling(n) for n in range(1, attempts))
     return float(timeout or deployment.timeout_seconds) * attempts + backoffs
-
-
-def protocol_item_id(run_id: Any, item_id: int) -> str:
-    """The item's id in the agent protocol (a UUID, stable across attempts and retries):
-    derived from the run's UUID and the item's row id, so nothing more is stored per item
-    (``RunItem.protocol_id`` gives the same)."""
-    return str(uuid.uuid5(run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id)), str(item_id)))
 
 
 def extend_claims(owner: str, deadlines: dict[int, datetime]) -> None:

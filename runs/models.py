@@ -356,6 +356,13 @@ class RunLane(models.Model):
         return f"{self.run_id} / {self.deployment_name}"
 
 
+def protocol_item_id(run_id: Any, item_id: int) -> str:
+    """An item's id in the agent protocol: a UUID derived from the run's UUID and the item's
+    row id, the same for every attempt and retry, so nothing more is stored per item."""
+    run = run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
+    return str(uuid.uuid5(run, str(item_id)))
+
+
 class RunItem(models.Model):
     # No single-column FK indexes: every write of an item rewrites all its index entries
     # (state changes are never HOT updates), so only the indexes below exist; (run, id)
@@ -431,9 +438,8 @@ class RunItem(models.Model):
 
     @property
     def protocol_id(self) -> str:
-        """The ``item_id`` agents receive (spec/agent-protocol.md): a UUID derived from the
-        run's id and this row's id, the same for every attempt (``runs.dispatch``)."""
-        return str(uuid.uuid5(self.run_id, str(self.pk)))
+        """The ``item_id`` agents receive (spec/agent-protocol.md)."""
+        return protocol_item_id(self.run_id, self.pk)
 
     @property
     def display_status(self) -> str:
