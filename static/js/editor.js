@@ -215,9 +215,22 @@
 
     if (form) {
       form.addEventListener("htmx:beforeRequest", () => { if (status) status.textContent = "Saving…"; });
+      // A refused save (400 with the reason, 409 on a conflict) is an answer this editor
+      // shows in its save status, not an htmx error: nothing is swapped and htmx does not
+      // log "Response Status Error" in the console. Other failures stay htmx errors.
+      // htmx fires beforeSwap on the target (#report, outside the form), so listen above it.
+      document.body.addEventListener("htmx:beforeSwap", (event) => {
+        if (!event.detail.requestConfig || event.detail.requestConfig.elt !== form) return;
+        const code = event.detail.xhr && event.detail.xhr.status;
+        if (code === 400 || code === 409) {
+          event.detail.shouldSwap = false;
+          event.detail.isError = false;
+        }
+      });
       form.addEventListener("htmx:afterRequest", (event) => {
         if (!status) return;
-        if (event.detail.successful) {
+        const code = event.detail.xhr ? event.detail.xhr.status : 0;
+        if (code >= 200 && code < 300) {
           status.textContent = "Saved and validated.";
           status.classList.replace("error", "muted");
           markInvalid("");

@@ -17,6 +17,8 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from tests.browser import console_errors
+
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 DEFAULT_TIMEOUT_MS = 10_000
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
@@ -72,10 +74,14 @@ def page(chromium: Any, live_server: Any) -> Iterator[Any]:
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.js_errors = errors  # type: ignore[attr-defined]
+    page.console_errors = console_errors(page)  # type: ignore[attr-defined]
     try:
         yield page
     finally:
         context.close()
+    # Every page a browser test drove logged no script error (checked after the test's own
+    # assertions, so a test's failure is reported as itself).
+    assert page.console_errors == [], page.console_errors
 
 
 @pytest.fixture
