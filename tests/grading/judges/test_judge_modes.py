@@ -317,3 +317,23 @@ def test_server_without_json_mode_is_asked_again_without_it(fake):
         r = judge_result(grade(judge, spec(assertion(samples=1))))
     assert r.status.value == "PASSED" and fake.calls == 2
     assert "response_format" in fake.requests[0] and "response_format" not in fake.requests[1]
+
+
+@pytest.mark.parametrize("token", ["Infinity", "NaN", "-Infinity"])
+def test_non_json_number_tokens_are_unparseable_never_a_score(fake, token):
+    """grading.md §6.2: the answer must be one JSON object; NaN and Infinity are not JSON
+    (Python's json reads them, and Infinity clamped to the top of the scale: a full score)."""
+    fake.default = content('{"score": ' + token + ', "citations": [{"id": "final_output"}]}')
+    rubric = {"key": "j", "mode": "rubric", "rubric": "Names Paris", "model": "gpt-4o-mini", "samples": 1}
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(rubric)))
+    assert r.status.value == "ERROR" and r.reason_code == "unparseable_output"
+    assert r.score is None
+    assert fake.calls == 2  # the invalid answer was retried once
+
+
+def test_non_json_number_in_confidence_is_unparseable(fake):
+    fake.default = content('{"pass": true, "confidence": NaN, "citations": [{"id": "final_output"}]}')
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert r.status.value == "ERROR" and r.reason_code == "unparseable_output"
