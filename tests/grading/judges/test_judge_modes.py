@@ -337,3 +337,30 @@ def test_non_json_number_in_confidence_is_unparseable(fake):
     with make_judge(fake) as judge:
         r = judge_result(grade(judge, spec(assertion(samples=1))))
     assert r.status.value == "ERROR" and r.reason_code == "unparseable_output"
+
+
+def test_reference_from_an_unavailable_channel_is_unavailable_not_a_pack_error(fake):
+    """grading.md §1.4 rule 4: a reference into a channel the lane does not report is
+    UNAVAILABLE / channel_unavailable (the pack is fine; only references into case data that
+    do not resolve are reference_missing pack errors)."""
+    from grading.engine import evidence_from_response
+
+    ref = {
+        "key": "j",
+        "mode": "reference",
+        "rubric": "same calls?",
+        "model": "gpt-4o-mini",
+        "reference_from": "tool_calls",
+        "samples": 1,
+    }
+    ev = evidence_from_response({"final_output": "done"}, evidence_level="black_box")
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(ref), ev=ev))
+    assert r.status.value == "UNAVAILABLE"
+    assert r.outcome_class.value == "unavailable" and r.reason_code == "channel_unavailable"
+    assert fake.calls == 0
+    missing = dict(ref, reference_from="case.expectations.nope")
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(missing)))
+    assert r.status.value == "NOT_EVALUATED" and r.outcome_class.value == "pack_error"
+    assert r.reason_code == "reference_missing"
