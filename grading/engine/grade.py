@@ -1018,6 +1018,13 @@ def _run_judge(
     reference = None
     if jp.reference_from:
         res = resolve_reference(str(jp.reference_from), ev, case, ctx, checks=plan.checks)
+        if res.state == CHANNEL_UNAVAILABLE:  # §1.4 rule 4: the lane's evidence, not the pack
+            return ungraded(
+                Status.UNAVAILABLE,
+                OutcomeClass.UNAVAILABLE,
+                CHANNEL_UNAVAILABLE,
+                f"UNAVAILABLE: reference_from {res.message}",
+            )
         if not res.ok:
             return ungraded(
                 Status.NOT_EVALUATED,

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grading.engine.refs import resolve_evidence_id, resolve_reference
+from grading.engine.refs import CHANNEL_UNAVAILABLE, resolve_evidence_id, resolve_reference
 from grading.engine.types import (
     CaseDef,
     Evidence,
@@ -187,6 +187,22 @@ def rank_case(
                         OutcomeClass.PACK_ERROR,
                         "reference_missing",
                         f"NOT_EVALUATED: context_from {res.message}",
+                        key,
+                        label_text,
+                    ),
+                    usage,
+                    [],
+                )
+            if res.state == CHANNEL_UNAVAILABLE:
+                # §1.4 rule 4: never rank a lane on the text "no such channel" (it would come
+                # last: the missing channel scored as the agent's failure); no fair ranking exists.
+                return RankOutcome(
+                    _all(
+                        answers,
+                        Status.UNAVAILABLE,
+                        OutcomeClass.UNAVAILABLE,
+                        CHANNEL_UNAVAILABLE,
+                        f"UNAVAILABLE: context_from {ref}: {res.message} (lane {label})",
                         key,
                         label_text,
                     ),

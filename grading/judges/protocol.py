@@ -167,6 +167,16 @@ class Parsed:
 _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(?P<body>.*)\n```\Z", re.S)
 
 
+class _NotJsonConstant(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json reads NaN, Infinity and -Infinity; JSON has no such tokens. A rubric
+    # "score": Infinity clamped to the top of the scale (a full score from garbage).
+    raise _NotJsonConstant(name)
+
+
 def loads_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
     """Exactly one JSON object, optionally wrapped in one markdown fence."""
     s = text.strip()
@@ -176,9 +186,11 @@ def loads_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
             return None, "a code fence that does not wrap the whole response"
         s = m.group("body").strip()
     try:
-        value = json.loads(s)
+        value = json.loads(s, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         return None, f"not a single JSON object ({exc.msg} at character {exc.pos})"
+    except _NotJsonConstant as exc:
+        return None, f"not a single JSON object ({exc} is not a JSON value)"
     except RecursionError:
         return None, "JSON nested too deeply"
     if not isinstance(value, dict):

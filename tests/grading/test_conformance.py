@@ -181,11 +181,17 @@ def test_v4_json_path_equals_numerically():
     case = CaseDef("ch", "c1")
     from grading.engine.types import CaseExpectation
 
-    case.expectations = [CaseExpectation("answer", value={"path": "$.items[1].id", "value": 9.0})]
     ev = evidence_from_response({"final_output": '{"items": [{"id": 7}, {"id": 9}], "total": 15.5}'})
+    case.expectations = [CaseExpectation("answer", value={"path": "$.items[1].id", "value": 9.0})]
     r = grade_case(ev, case, spec, context=CTX).expectations[0]
     assert r.status.value == "PASSED"
     assert r.score == 1.0
+    # The comparator defaulted to equals, not exists: the evidence says so, and another value
+    # at a path that resolves fails.
+    assert "comparator equals" in r.evidence and "actual 9" in r.evidence
+    case.expectations = [CaseExpectation("answer", value={"path": "$.items[1].id", "value": 8.0})]
+    r = grade_case(ev, case, spec, context=CTX).expectations[0]
+    assert r.status.value == "FAILED" and r.score == 0.0
 
 
 def test_v5_numeric_extracts_the_leftmost_number():

@@ -177,7 +177,10 @@ def test_json_path_reads_a_json_final_output_value_directly():
     [
         ("  Hello   World ", "hello world", {}, "PASSED"),
         ("Hello, World!", "hello world", {"pipeline": ["lowercase", "strip_punctuation"]}, "PASSED"),
-        ("$1,200 USD", "1200", {"pipeline": ["strip_currency", "strip_formatting", "trim"]}, "FAILED"),
+        # strip_formatting removes `, ( ) [ ]` (grading.md §3.4): the comma goes, so does the code
+        ("$1,200 USD", "1200", {"pipeline": ["strip_currency", "strip_formatting", "trim"]}, "PASSED"),
+        ("1,234,567", "1234567", {"pipeline": ["strip_formatting"]}, "PASSED"),
+        ("`x`", "x", {"pipeline": ["strip_formatting"]}, "FAILED"),
         ("$1200 USD", "1200", {"pipeline": ["strip_currency", "trim"]}, "PASSED"),
         ("ｆｕｌｌ", "full", {"pipeline": ["normalize_unicode"]}, "PASSED"),
         (

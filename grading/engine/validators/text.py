@@ -349,7 +349,7 @@ _WS = re.compile(r"\s+")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 CURRENCY_SYMBOLS = "$€£¥₹"
 _CURRENCY_CODES = re.compile(r"(?i)(?<![A-Za-z])(?:USD|EUR|GBP|JPY|INR)(?![A-Za-z])")
-_FORMATTING = str.maketrans("", "", "`()[]")
+_FORMATTING = str.maketrans("", "", ",()[]")  # grading.md §3.4: `, ( ) [ ]`
 _CURRENCY_TABLE = str.maketrans("", "", CURRENCY_SYMBOLS)
 
 

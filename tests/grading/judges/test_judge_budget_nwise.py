@@ -180,3 +180,31 @@ def test_pending_rank_then_apply_rank_rescored(fake):
     assert judge_result(new["a"], "best").score == 1.0 and new["a"].status.value == "PASSED"
     assert judge_result(new["b"], "best").score == 0.0 and new["b"].status.value == "FAILED"
     assert new["a"].judge_usage.calls == 1
+
+
+def test_rank_case_with_a_lane_missing_the_context_channel_is_unavailable(fake):
+    """grading.md §1.1 / §1.4 rule 4: evidence for an unavailable channel is never fabricated
+    and a check that needs it is UNAVAILABLE. A black_box lane has no tool_calls: ranking it
+    on the text "no tool_calls channel" would score the missing channel as the agent's
+    failure (last place, FAILED)."""
+    answers = [
+        LaneAnswer(
+            "lane-a",
+            evidence_from_response({"final_output": "x", "tool_calls": [{"name": "search"}]}),
+            case(),
+            dataclasses.replace(CTX, lane_id="lane-a", deployment="lane-a"),
+        ),
+        LaneAnswer(
+            "lane-b",
+            evidence_from_response({"final_output": "y"}, evidence_level="black_box"),
+            case(),
+            dataclasses.replace(CTX, lane_id="lane-b", deployment="lane-b"),
+        ),
+    ]
+    fake.default = rank(lambda labels: sorted(labels))
+    with make_judge(fake) as judge:
+        out = rank_case(judge, dict(NWISE, samples=1, context_from=["tool_calls"]), answers)
+    assert {r.status.value for r in out.results.values()} == {"UNAVAILABLE"}
+    assert {r.reason_code for r in out.results.values()} == {"channel_unavailable"}
+    assert {r.outcome_class.value for r in out.results.values()} == {"unavailable"}
+    assert fake.calls == 0

@@ -317,3 +317,50 @@ def test_server_without_json_mode_is_asked_again_without_it(fake):
         r = judge_result(grade(judge, spec(assertion(samples=1))))
     assert r.status.value == "PASSED" and fake.calls == 2
     assert "response_format" in fake.requests[0] and "response_format" not in fake.requests[1]
+
+
+@pytest.mark.parametrize("token", ["Infinity", "NaN", "-Infinity"])
+def test_non_json_number_tokens_are_unparseable_never_a_score(fake, token):
+    """grading.md §6.2: the answer must be one JSON object; NaN and Infinity are not JSON
+    (Python's json reads them, and Infinity clamped to the top of the scale: a full score)."""
+    fake.default = content('{"score": ' + token + ', "citations": [{"id": "final_output"}]}')
+    rubric = {"key": "j", "mode": "rubric", "rubric": "Names Paris", "model": "gpt-4o-mini", "samples": 1}
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(rubric)))
+    assert r.status.value == "ERROR" and r.reason_code == "unparseable_output"
+    assert r.score is None
+    assert fake.calls == 2  # the invalid answer was retried once
+
+
+def test_non_json_number_in_confidence_is_unparseable(fake):
+    fake.default = content('{"pass": true, "confidence": NaN, "citations": [{"id": "final_output"}]}')
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert r.status.value == "ERROR" and r.reason_code == "unparseable_output"
+
+
+def test_reference_from_an_unavailable_channel_is_unavailable_not_a_pack_error(fake):
+    """grading.md §1.4 rule 4: a reference into a channel the lane does not report is
+    UNAVAILABLE / channel_unavailable (the pack is fine; only references into case data that
+    do not resolve are reference_missing pack errors)."""
+    from grading.engine import evidence_from_response
+
+    ref = {
+        "key": "j",
+        "mode": "reference",
+        "rubric": "same calls?",
+        "model": "gpt-4o-mini",
+        "reference_from": "tool_calls",
+        "samples": 1,
+    }
+    ev = evidence_from_response({"final_output": "done"}, evidence_level="black_box")
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(ref), ev=ev))
+    assert r.status.value == "UNAVAILABLE"
+    assert r.outcome_class.value == "unavailable" and r.reason_code == "channel_unavailable"
+    assert fake.calls == 0
+    missing = dict(ref, reference_from="case.expectations.nope")
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(missing)))
+    assert r.status.value == "NOT_EVALUATED" and r.outcome_class.value == "pack_error"
+    assert r.reason_code == "reference_missing"
