@@ -111,6 +111,21 @@ def artifact_files_forget(*, workspace: Workspace, written: dict[str, bytes]) ->
         logger.exception("could not clean up the artifact files of a failed publish")
 
 
+def artifact_file_release(*, workspace_id: int, name: str) -> None:
+    """After an artifact row's delete committed (the admin, a workspace's cascade): delete its
+    file unless a row names it again, restoring it if one is committed meanwhile (the rules of
+    order above). Never raises: the rows are gone, and a storage error is logged."""
+    try:
+        if not default_storage.exists(name):
+            return
+        with default_storage.open(name, "rb") as handle:
+            data = handle.read()
+    except Exception:
+        logger.exception("could not read artifact file %s to release it", name)
+        return
+    artifact_files_forget(workspace=Workspace(pk=workspace_id), written={name: data})
+
+
 def _names_with_rows(workspace: Workspace, digests: dict[str, str]) -> set[str]:
     """The file names of ``{sha256: name}`` that a committed artifact row names."""
     found = Artifact.objects.filter(workspace=workspace, sha256__in=list(digests)).values_list(

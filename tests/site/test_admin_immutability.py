@@ -10,6 +10,8 @@ import pytest
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.core.files.storage import default_storage
+from django.db import transaction
 from django.test import RequestFactory
 
 from packs import services
@@ -209,6 +211,38 @@ def test_an_artifact_is_deleted_only_when_nothing_references_it(personas, root, 
     assert client.post(f"/admin/packs/artifact/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not Artifact.objects.filter(pk=unused.pk).exists()
     assert Draft.objects.count() == 2  # drafts are untouched either way
+    for artifact, _referrer, _how in cases:  # a refused delete keeps the file too
+        assert default_storage.exists(artifact.file.name)
+
+
+def test_deleting_an_artifact_deletes_its_file_once_the_delete_commits(
+    personas, root, django_capture_on_commit_callbacks
+):
+    # The row went and its file stayed in storage for good: nothing names it any more.
+    client = logged_in(root)
+    unused = _artifact(personas, b'{"unused": 1}')
+    name = unused.file.name
+    assert default_storage.exists(name)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/admin/packs/artifact/{unused.pk}/delete/", {"post": "yes"})
+    assert not Artifact.objects.filter(pk=unused.pk).exists()
+    assert not default_storage.exists(name)
+
+    # A delete that rolls back keeps both.
+    kept = _artifact(personas, b'{"kept": 1}')
+    with (
+        django_capture_on_commit_callbacks(execute=True) as callbacks,
+        pytest.raises(RuntimeError),
+        transaction.atomic(),
+    ):
+        Artifact.objects.filter(pk=kept.pk).delete()
+        raise RuntimeError("rolled back")
+    assert callbacks == [] and Artifact.objects.filter(pk=kept.pk).exists()
+    assert default_storage.exists(kept.file.name)
+
+    # The same bytes stored again after the delete: a new row and its file, readable.
+    again = _artifact(personas, b'{"unused": 1}')
+    assert again.file.name == name and services.artifact_read(artifact=again) == b'{"unused": 1}'
 
 
 def test_an_api_tokens_user_and_workspace_cannot_be_changed_in_the_admin(personas, root):
