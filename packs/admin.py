@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
 from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
+from packs.services.artifacts import artifact_drafts_naming
 
 
 class ReadOnlyAdminMixin:
@@ -210,7 +211,9 @@ class ArtifactAdmin(admin.ModelAdmin):
         # foreign key shows, so deleting one would break the draft's next validate or publish.
         to_delete, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
         drafts = [
-            _draft_reference(artifact, draft) for artifact in objs for draft in _drafts_naming(artifact)
+            _draft_reference(artifact, draft)
+            for artifact in objs
+            for draft in artifact_drafts_naming(artifact)
         ]
         protected = [*protected, *drafts]
         return to_delete, counts, _unless_protected(perms_needed, protected), protected
@@ -225,19 +228,6 @@ def _unless_protected(perms_needed: set[str], protected: list[Any]) -> set[str]:
     row's admin refuses every delete, so "no permission to delete assets" would hide which
     rows hold the object. Any protected row refuses the delete on its own: list those."""
     return set() if protected else perms_needed
-
-
-def _drafts_naming(artifact: Artifact) -> list[Draft]:
-    """The drafts of the artifact's workspace that bind it as a file or name it in pack.yaml."""
-    public_id = str(artifact.public_id)
-    candidates = Draft.objects.filter(workspace_id=artifact.workspace_id).filter(
-        Q(bundle_text__contains=public_id) | ~Q(files={})
-    )
-    return [
-        draft
-        for draft in candidates.only("id", "name", "files", "bundle_text")
-        if public_id in draft.files.values() or public_id in draft.bundle_text
-    ]
 
 
 def _draft_reference(artifact: Artifact, draft: Draft) -> str:

@@ -30,9 +30,10 @@ from typing import Any
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from agentclash_site.workspaces.models import Workspace
-from packs.models import Artifact, artifact_upload_to
+from packs.models import Artifact, Draft, artifact_upload_to
 
 logger = logging.getLogger(__name__)
 
@@ -180,3 +181,33 @@ def artifact_store(
 def artifact_read(*, artifact: Artifact) -> bytes:
     with artifact.file.open("rb") as handle:
         return handle.read()
+
+
+def artifact_drafts_naming(artifact: Artifact) -> list[Draft]:
+    """The drafts of the artifact's workspace that bind it as a file or name it in pack.yaml
+    (by public id: no foreign key shows these references)."""
+    public_id = str(artifact.public_id)
+    candidates = Draft.objects.filter(workspace_id=artifact.workspace_id).filter(
+        Q(bundle_text__contains=public_id) | ~Q(files={})
+    )
+    return [
+        draft
+        for draft in candidates.only("id", "name", "files", "bundle_text")
+        if public_id in draft.files.values() or public_id in draft.bundle_text
+    ]
+
+
+def artifacts_discard_unreferenced(artifacts: Iterable[Artifact]) -> None:
+    """After a failed edit: delete those of ``artifacts`` (the ones it created) that no asset
+    and no draft names, so a refused draft edit leaves no orphan behind (their files go when
+    the delete commits). One another caller bound meanwhile stays. Never raises, so the error
+    that made the caller give up is the one reported."""
+    for artifact in artifacts:
+        try:
+            with transaction.atomic():
+                locked = Artifact.objects.select_for_update().filter(pk=artifact.pk).first()
+                if locked is None or locked.assets.exists() or artifact_drafts_naming(locked):
+                    continue
+                locked.delete()
+        except Exception:
+            logger.exception("could not discard artifact %s of a failed edit", artifact.public_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from packs import bundle as pack_bundle
 from packs.bundle.archive import build_zip  # reproducible: equal members, equal bytes
 from packs.models import Artifact, Draft, PackVersion
 from packs.services import yaml_edit
-from packs.services.artifacts import artifact_read, artifact_store
+from packs.services.artifacts import artifact_read, artifact_store, artifacts_discard_unreferenced
 from packs.services.publish import PublishResult, pack_version_publish
 
 MAX_BUNDLE_TEXT = 5 * 1024 * 1024  # pack-format §2.1
@@ -168,15 +169,41 @@ def draft_file_add(
 ) -> Draft:
     """Store ``data`` as an artifact (outside any transaction) and bind it at ``path``."""
     path = _clean_path(path)
-    artifact = artifact_store(
-        workspace=draft.workspace,
-        data=data,
-        filename=path.rsplit("/", 1)[-1],
-        media_type=media_type,
-        user=user,
-    ).artifact
-    files = {**draft.files, path: str(artifact.public_id)}
-    return draft_update(draft=draft, files=files)
+    with _storing(draft.workspace, user) as store:
+        files = {**draft.files, path: store(path, data, media_type)}
+        return draft_update(draft=draft, files=files)
+
+
+class _Store:
+    """Stores draft files as artifacts and remembers the ones it created."""
+
+    def __init__(self, workspace: Workspace, user: Any) -> None:
+        self.workspace, self.user, self.created = workspace, user, []
+
+    def __call__(self, path: str, data: bytes, media_type: str | None = None) -> str:
+        result = artifact_store(
+            workspace=self.workspace,
+            data=data,
+            filename=path.rsplit("/", 1)[-1],
+            media_type=media_type,
+            user=self.user,
+        )
+        if result.created:
+            self.created.append(result.artifact)
+        return str(result.artifact.public_id)
+
+
+@contextlib.contextmanager
+def _storing(workspace: Workspace, user: Any) -> Iterator[_Store]:
+    """Artifacts are stored before the draft row that names them (never inside a transaction:
+    storage may be remote); when the edit then fails (a conflict, a refused name), the ones
+    this edit created and nothing names are discarded instead of left behind."""
+    store = _Store(workspace, user)
+    try:
+        yield store
+    except BaseException:
+        artifacts_discard_unreferenced(store.created)
+        raise
 
 
 def draft_file_remove(*, draft: Draft, path: str) -> Draft:
@@ -226,19 +253,15 @@ def draft_from_template(*, workspace: Workspace, user: Any, template: str, name:
     root = examples_dir() / template
     members = bundle_members(read_bundle_path(root))
     text = members.pop("pack.yaml", b"").decode("utf-8", errors="replace")
-    files: dict[str, str] = {}
-    for path, content in sorted(members.items()):
-        artifact = artifact_store(
-            workspace=workspace, data=content, filename=path.rsplit("/", 1)[-1], user=user
+    with _storing(workspace, user) as store:
+        files = {path: store(path, content) for path, content in sorted(members.items())}
+        return draft_create(
+            workspace=workspace,
+            user=user,
+            name=name or _derived_name(f"New pack from {template}", ""),
+            bundle_text=text,
+            files=files,
         )
-        files[path] = str(artifact.artifact.public_id)
-    return draft_create(
-        workspace=workspace,
-        user=user,
-        name=name or _derived_name(f"New pack from {template}", ""),
-        bundle_text=text,
-        files=files,
-    )
 
 
 def draft_from_version(*, version: PackVersion, user: Any) -> Draft:
@@ -252,20 +275,16 @@ def draft_from_version(*, version: PackVersion, user: Any) -> Draft:
     # A published bundle always parses; should ruamel disagree, keep the text as it is.
     with contextlib.suppress(yaml_edit.YamlEditError):
         text = yaml_edit.set_version_number(text, latest + 1)
-    files = {}
-    for path, content in members.items():
-        artifact = artifact_store(
-            workspace=version.pack.workspace, data=content, filename=path.rsplit("/", 1)[-1], user=user
+    with _storing(version.pack.workspace, user) as store:
+        files = {path: store(path, content) for path, content in members.items()}
+        return draft_create(
+            workspace=version.pack.workspace,
+            user=user,
+            name=_derived_name(version.pack.name, f" v{latest + 1}"),
+            bundle_text=text,
+            files=files,
+            based_on=version,
         )
-        files[path] = str(artifact.artifact.public_id)
-    return draft_create(
-        workspace=version.pack.workspace,
-        user=user,
-        name=_derived_name(version.pack.name, f" v{latest + 1}"),
-        bundle_text=text,
-        files=files,
-        based_on=version,
-    )
 
 
 def version_members(version: PackVersion) -> dict[str, bytes]:

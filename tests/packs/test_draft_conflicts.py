@@ -5,6 +5,7 @@ autosaving the same draft used to keep the last save silently, the first tab sti
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 
@@ -222,3 +223,44 @@ def test_removing_a_file_of_a_draft_changed_in_between_is_a_message_not_a_500(pe
     response = client.post(url, {"path": "data/a.json"}, follow=True)
     assert response.status_code == 200
     assert "data/a.json not removed: this draft was changed elsewhere" in response.content.decode()
+
+
+def test_a_refused_file_add_leaves_no_artifact_behind_and_keeps_one_stored_before(
+    personas, draft, django_capture_on_commit_callbacks
+):
+    # The file was stored as an artifact before the draft row refused the edit: an orphan
+    # artifact (and file) per refused upload, listed in the admin and never named again.
+    from django.core.files.storage import default_storage
+
+    from packs.models import Artifact
+
+    stale = Draft.objects.get(pk=draft.pk)
+    services.draft_update(draft=draft, bundle_text=A_TEXT)
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(services.DraftConflict):
+        services.draft_file_add(draft=stale, path="data/new.json", data=b'{"new": 1}', user=personas.owner)
+    assert not Artifact.objects.filter(workspace=personas.workspace).exists()
+    sha = hashlib.sha256(b'{"new": 1}').hexdigest()
+    assert not default_storage.exists(f"artifacts/{personas.workspace.public_id}/{sha[:2]}/{sha}")
+
+    # The same bytes stored before the refused edit (the workspace's own artifact) stay.
+    kept = services.artifact_store(workspace=personas.workspace, data=b'{"new": 1}', filename="new.json")
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(services.DraftConflict):
+        services.draft_file_add(draft=stale, path="data/new.json", data=b'{"new": 1}', user=personas.owner)
+    assert list(Artifact.objects.filter(workspace=personas.workspace)) == [kept.artifact]
+    assert default_storage.exists(kept.artifact.file.name)
+
+
+def test_a_template_draft_that_cannot_be_created_leaves_no_artifacts(
+    personas, django_capture_on_commit_callbacks
+):
+    from packs.models import Artifact
+
+    with (
+        django_capture_on_commit_callbacks(execute=True),
+        pytest.raises(services.DraftError, match="at most 300"),
+    ):
+        services.draft_from_template(
+            workspace=personas.workspace, user=personas.owner, template="invoice-totals", name="N" * 301
+        )
+    assert not Artifact.objects.filter(workspace=personas.workspace).exists()
+    assert not Draft.objects.exists()
