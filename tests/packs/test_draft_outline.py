@@ -81,3 +81,39 @@ def test_the_structure_panel_lists_200_cases_of_a_set_and_says_how_many_more(per
     assert listed == [f"k{i}" for i in range(200)]
     assert "50 more cases not listed here" in page
     assert "· 250 cases" in page
+
+
+def test_the_report_lists_200_issues_errors_first_and_counts_them_all(personas):
+    # A warning per case (the P1 pack's answers appear in its questions) made every autosave
+    # answer 5.7 MB of list items on a 10,000-case draft.
+    from packs import services
+    from tests.clients import logged_in
+
+    text = big_pack(400).replace("  number: 1\n", "  number: 0\n", 1)  # one error too
+    draft = services.draft_create(
+        workspace=personas.workspace, name="big", bundle_text=text, user=personas.owner
+    )
+    report = services.draft_validate(draft=draft).to_body()
+    assert len(report["errors"]) == 1 and len(report["warnings"]) > 200
+    total = len(report["errors"]) + len(report["warnings"])
+    page = logged_in(personas.owner).get(f"/packs/drafts/{draft.public_id}/").content.decode()
+    kinds = re.findall(r'<li class="issue issue-(error|warning)"', page)
+    assert kinds == ["error"] + ["warning"] * 199
+    assert f"Showing the first 200 of {total} issues" in page
+    assert f"{len(report['warnings'])} warnings" in page and "1 error<" in page
+
+
+def test_the_gutter_of_a_long_draft_is_left_to_the_script(personas):
+    from packs import services
+    from tests.clients import logged_in
+
+    client = logged_in(personas.owner)
+    for cases, spans in ((20, True), (400, False)):
+        text = big_pack(cases)
+        lines = text.count("\n") + 1
+        draft = services.draft_create(
+            workspace=personas.workspace, name="d", bundle_text=text, user=personas.owner
+        )
+        page = client.get(f"/packs/drafts/{draft.public_id}/").content.decode()
+        gutter = re.search(r'<div class="gutter" aria-hidden="true">(.*?)</div>', page).group(1)
+        assert (gutter.count("<span") == lines) if spans else gutter == "", (cases, lines)
