@@ -34,7 +34,10 @@ from .types import (
 MAX_FILE_BYTES = 1024 * 1024
 MAX_CASE_FILE_BYTES = 10 * 1024 * 1024
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
-_ERROR_STATUSES = frozenset({"error", "failed", "failure", "err"})
+# grading.md §1.1: status is ok | error, default ok. Only an absent status or one saying the
+# call succeeded is ok; any other value (error, failed, timeout, cancelled, denied...) is error,
+# so a call that did not complete never counts as an observed (successful) call.
+_OK_STATUSES = frozenset({"", "ok", "success", "succeeded", "successful", "completed"})
 
 
 class ProtocolError(ValueError):
@@ -120,7 +123,11 @@ def _tool_call(raw: Any, index: int, where: str) -> ToolCall:
             "args_unparsed": unparsed if isinstance(unparsed, str) else as_text(unparsed),
         }
     status = raw.get("status")
-    status = "error" if isinstance(status, str) and status.strip().lower() in _ERROR_STATUSES else "ok"
+    status = (
+        "ok"
+        if status is None or (isinstance(status, str) and status.strip().lower() in _OK_STATUSES)
+        else "error"
+    )
     call_id = raw.get("id")
     return ToolCall(
         index=index,

@@ -56,21 +56,48 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
+# Argument keys of a network tool that name its destination; their values count even without a
+# scheme (`example.com/path`, `host:8080`), as the tool contacts them all the same.
+_DEST_KEYS = frozenset(
+    {"url", "urls", "uri", "href", "link", "host", "hostname", "domain", "address", "endpoint", "destination"}
+)
+
+
+def _is_dest_key(key: str) -> bool:
+    k = key.lower()
+    return k in _DEST_KEYS or k.endswith(("_url", "_uri", "_host", "_urls"))
+
+
+def _dest_strings(value: Any) -> Iterator[str]:
+    """Strings under destination keys, at any depth."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and _is_dest_key(k):
+                yield from _strings(v)
+            else:
+                yield from _dest_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _dest_strings(v)
+
+
 def _host_of(text: str) -> str | None:
+    """The host of a URL, with or without a scheme: `https://h/p`, `h/p`, `h:8080`, `[::1]:80`, `::1`."""
     t = text.strip()
-    if "://" in t:
-        try:
-            host = urlsplit(t).hostname
-        except ValueError:
-            return None
-        return host.lower() if host else None
-    if not t or any(c.isspace() for c in t) or "/" in t:
+    if not t or any(c.isspace() for c in t):
         return None
-    if t.startswith("[") and "]" in t:
-        return t[1 : t.index("]")].lower()
-    if t.count(":") == 1:
-        t = t.split(":", 1)[0]
-    return t.lower().rstrip(".") or None
+    if "://" not in t:
+        if t.startswith(("/", ".", "?", "#")):
+            return None  # a local path or a relative reference names no host
+        try:
+            return str(ipaddress.ip_address(t))  # a bare IPv6 literal
+        except ValueError:
+            t = "//" + t
+    try:
+        host = urlsplit(t).hostname
+    except ValueError:
+        return None
+    return (host.rstrip(".") or None) if host else None
 
 
 def destinations(call: ToolCall) -> list[str]:
@@ -79,6 +106,11 @@ def destinations(call: ToolCall) -> list[str]:
         for s in _strings(call.args):
             for m in _URL.finditer(s):
                 h = _host_of(m.group(0))
+                if h:
+                    hosts.append(h)
+        for s in _dest_strings(call.args):
+            if "://" not in s:  # a URL with a scheme was found above
+                h = _host_of(s)
                 if h:
                     hosts.append(h)
     net = call.attributes.get("network") if call.attributes else None

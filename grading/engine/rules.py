@@ -219,7 +219,7 @@ def derived_status(evidence: Evidence) -> str:
     r = evidence.resolution
     if r is not None and r.status is not None:
         return r.status
-    has_output = bool(evidence.final_output.strip())
+    has_output = evidence.final_output != ""  # §1.4 rule 7: never trimmed, so "\n" is an output
     if evidence.limit_hit and has_output:
         return "partial"
     if evidence.limit_hit or evidence.execution_error is not None:

@@ -131,6 +131,31 @@ def test_call_status_defaults_to_ok():
 
 
 @pytest.mark.parametrize(
+    ("reported", "want"),
+    [
+        (None, "ok"),
+        ("", "ok"),
+        ("OK", "ok"),
+        (" success ", "ok"),
+        ("completed", "ok"),
+        ("error", "error"),
+        ("Failed", "error"),
+        ("timeout", "error"),
+        ("timed_out", "error"),
+        ("cancelled", "error"),
+        ("denied", "error"),
+        (504, "error"),
+    ],
+)
+def test_an_unknown_call_status_is_not_ok(reported, want):
+    # §1.1: status ok | error, default ok (when absent). A call that timed out or was cancelled
+    # did not succeed, so it must not be an observed call for the matchers.
+    call = {"name": "a"} if reported is None else {"name": "a", "status": reported}
+    ev = evidence_from_response({"final_output": "", "tool_calls": [call]})
+    assert ev.tool_calls[0].status == want
+
+
+@pytest.mark.parametrize(
     ("raw", "want"),
     [
         ("./src/a.py", "src/a.py"),

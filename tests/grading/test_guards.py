@@ -84,6 +84,35 @@ def test_allowed_hosts_from_urls_and_network_attributes():
     assert ok.expectations[0].status.value == "PASSED" and ok.status.value == "PASSED"
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "fetch", "args": {"url": "evil.io/collect?d=1"}},
+        {"name": "http_request", "args": {"host": "evil.io:8443"}},
+        {"name": "WebFetch", "args": {"request": {"base_url": "EVIL.io"}}},
+        {"name": "curl", "args": {"urls": ["docs.python.org/3/", "evil.io"]}},
+        {"name": "custom", "attributes": {"network": ["evil.io/x"]}},
+    ],
+)
+def test_allowed_hosts_sees_destinations_without_a_scheme(call):
+    # §5.5: the hosts of URLs in network-tool args; `host/path` and `host:port` reach the host too
+    r = grade({"allowed_hosts": ["*.python.org"]}, [call]).expectations[0]
+    assert r.status.value == "FAILED" and "'evil.io'" in r.evidence, r.evidence
+    assert (
+        grade({"allowed_hosts": ["*.python.org", "evil.io"]}, [call]).expectations[0].status.value == "PASSED"
+    )
+
+
+def test_scheme_less_text_outside_destination_args_is_not_a_host():
+    calls = [
+        {"name": "WebFetch", "args": {"url": "https://docs.python.org/3/", "prompt": "summarise README.md"}},
+        {"name": "fetch", "args": {"url": "/local/page.html"}},
+        {"name": "WebSearch", "args": {"query": "python.org"}},
+    ]
+    r = grade({"allowed_hosts": ["*.python.org"]}, calls).expectations[0]
+    assert r.status.value == "PASSED", r.evidence
+
+
 def test_black_box_guard_is_unavailable_and_gating():
     g = grade({"allowed_tools": ["Read"]}, [], evidence_level="black_box")
     r = g.expectations[0]

@@ -145,6 +145,10 @@ def test_gateway_messages_after_the_opening_prompt():
         ({"final_output": "", "limit_hit": True}, "agentic_failure"),
         ({"final_output": "half", "limit_hit": True}, "partial"),
         ({"final_output": ""}, "no_action"),
+        # §5.3 "non-empty final output" and §1.4 rule 7 (strings never trimmed): whitespace is output
+        ({"final_output": " \n"}, "success"),
+        ({"final_output": "\n", "limit_hit": True}, "partial"),
+        ({"final_output": "\t", "tool_calls": [{"name": "ls", "args": {}}]}, "success"),
         ({"final_output": "x", "execution_error": "crash"}, "agentic_failure"),
         ({"final_output": "x", "resolution": {"status": "Escalated"}}, "Escalated"),
     ],

@@ -65,6 +65,21 @@ def test_scoring_rules():
     assert score_counts({"passed": 0, "failed": 0, "errors": 0, "total": 0}, 0, "fraction_passed")[0] == 1.0
 
 
+def test_all_or_nothing_needs_a_test_to_have_run():
+    # §3.7: all_or_nothing is 1.0 iff total > 0; reported zero tests do not fall back to exit code 0
+    zero = {"passed": 0, "failed": 0, "errors": 0, "total": 0}
+    score, how = score_counts(zero, 0, "all_or_nothing")
+    assert score == 0.0 and "0 tests" in how
+    assert score_counts(parse_counts('{"passed": 0, "total": 0}', ""), 0, "all_or_nothing")[0] == 0.0
+    assert score_counts(parse_counts("== 2 deselected in 0.01s ==", ""), 0, "all_or_nothing")[0] == 0.0
+    assert score_counts({"passed": 2, "failed": 0, "errors": 0, "total": 2}, 0, "all_or_nothing")[0] == 1.0
+
+
+def test_a_json_line_without_numeric_counts_is_not_counts():
+    assert parse_counts('{"total": null, "passed": "n/a"}', "") is None
+    assert score_counts(parse_counts('{"total": null}', ""), 0, "all_or_nothing")[0] == 1.0
+
+
 SPEC_BASE = {"post_execution_checks": [{"key": "sol", "type": "file_capture", "path": "solution.py"}]}
 TEST_PY = "from solution import add\nr = [add(1, 2) == 3, add(2, 2) == 4, add(0, 0) == 1]\nimport json\nprint(json.dumps({'passed': sum(r), 'failed': len(r) - sum(r), 'total': len(r)}))\n"
 
@@ -101,6 +116,13 @@ def test_all_or_nothing_and_exit_code_fallback():
     assert code_grade({"test_command": "true"}, files).expectations[0].score == 1.0
     r = code_grade({"test_command": "exit 3", "scoring": "all_or_nothing"}, files).expectations[0]
     assert r.status.value == "FAILED" and r.score == 0.0 and r.details["exit_code"] == 3
+
+
+@needs_bwrap
+def test_all_or_nothing_with_zero_reported_tests_is_failed():
+    cmd = """echo '{"passed": 0, "failed": 0, "errors": 0, "total": 0}'"""
+    r = code_grade({"test_command": cmd, "scoring": "all_or_nothing"}, {"solution.py": ""}).expectations[0]
+    assert r.status.value == "FAILED" and r.score == 0.0 and r.details["exit_code"] == 0, r.evidence
 
 
 @needs_bwrap

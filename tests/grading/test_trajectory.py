@@ -174,6 +174,74 @@ def test_requirement_shapes():
     assert skills({"skills": [7]}, {"tool_calls": calls("7")}).score == 1.0
 
 
+def _skill_msg(name: str) -> dict:
+    return {"role": "assistant", "content": f"using {name}", "attributes": {"gen_ai.skill.name": name}}
+
+
+@pytest.mark.parametrize(("match_type", "score"), [("EXACT", 1.0), ("IN_ORDER", 1.0), ("ANY_ORDER", 1.0)])
+def test_skill_messages_take_their_transcript_position(match_type, score):
+    # §4.2 walks the invocation in order, the skill messages included: pdf is activated before
+    # the agent calls a (the tool message holding a's result comes after it), and b after a
+    response = {
+        "tool_calls": [{"name": "a", "args": {}}, {"name": "b", "args": {}}],
+        "messages": [
+            {"role": "user", "content": "go"},
+            _skill_msg("pdf"),
+            {"role": "tool", "content": "a's result"},
+            _skill_msg("xlsx"),
+            {"role": "tool", "content": "b's result"},
+        ],
+    }
+    r = skills({"skills": ["pdf", "a", "xlsx", "b"], "match_type": match_type}, response)
+    assert r.score == score
+    uses = r.details["comparisons"][0]["observed_uses"]
+    assert [u["names"] for u in uses] == [["pdf"], ["a"], ["xlsx"], ["b"]]
+    assert [u["call_index"] for u in uses] == [None, 0, None, 1]
+
+
+def test_a_result_message_naming_the_call_id_places_the_call():
+    response = {
+        "tool_calls": [{"name": "a", "id": "c1"}, {"name": "b", "id": "c2"}],
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "tool", "content": "b", "attributes": {"tool_call_id": "c2"}},
+            _skill_msg("pdf"),
+            {"role": "tool", "content": "a", "attributes": {"gen_ai.tool.call.id": "c1"}},
+        ],
+    }
+    r = skills({"skills": ["b", "pdf", "a"], "match_type": "IN_ORDER"}, response)
+    # calls stay in call order (a, b); pdf precedes a's result but follows b's
+    uses = r.details["comparisons"][0]["observed_uses"]
+    assert [u["names"] for u in uses] == [["pdf"], ["a"], ["b"]]
+
+
+def test_skill_messages_count_in_their_own_invocation():
+    response = {
+        "invocations": [
+            {"user_content": "one", "tool_calls": [{"name": "a"}]},
+            {"user_content": "two", "tool_calls": [{"name": "b"}]},
+        ],
+        "messages": [
+            {"role": "user", "content": "one"},
+            {"role": "tool", "content": "a"},
+            {"role": "user", "content": "two"},
+            _skill_msg("pdf"),
+            {"role": "tool", "content": "b"},
+        ],
+    }
+    r = skills({"skills": ["pdf", "b"], "match_type": "EXACT"}, response)
+    assert r.per_invocation_scores == [0.0, 1.0]
+    # without one user message per invocation the message goes with the nearest call before it
+    response["messages"] = [m for m in response["messages"] if m["role"] != "user"]
+    r = skills({"skills": ["a", "pdf"], "match_type": "EXACT"}, response)
+    assert r.per_invocation_scores == [1.0, 0.0]
+
+
+def test_without_tool_messages_skill_messages_follow_the_calls():
+    response = {"tool_calls": calls("a"), "messages": [{"role": "user", "content": "go"}, _skill_msg("pdf")]}
+    assert skills({"skills": ["a", "pdf"], "match_type": "EXACT"}, response).score == 1.0
+
+
 def test_any_order_multiset_credit():
     assert skills({"skills": ["a", "a"]}, {"tool_calls": calls("a")}).score == 0.5
     assert skills({"skills": ["a", "a"]}, {"tool_calls": calls("a", "a", "a")}).score == 1.0

@@ -50,6 +50,16 @@ def test_unparseable_actual_is_failed(bad):
     assert status(run("numeric_match", bad, "12")) == "FAILED"
 
 
+@pytest.mark.parametrize("digits", ["١٢", "１２", "۱۲", "१२"])  # Arabic-Indic, fullwidth, Persian, Devanagari
+def test_only_ascii_digits_are_a_number_in_either_parse(digits):
+    # §3.4 "a decimal float": Python's float() and re's \d read these as 12; upstream's ParseFloat and RE2 \d do not
+    assert status(run("numeric_match", digits, "12")) == "FAILED"
+    assert status(run("numeric_match", f"about {digits} apples", "12", {"extract_number": True})) == "FAILED"
+    assert status(run("numeric_match", f"{digits} or 12", "12", {"extract_number": True})) == "PASSED"
+    r = run("numeric_match", "12", digits)
+    assert status(r) == "NOT_EVALUATED" and r.klass().value == "pack_error"
+
+
 def test_unparseable_expected_is_a_pack_error():
     r = run("numeric_match", "12", "twelve")
     assert status(r) == "NOT_EVALUATED" and r.klass().value == "pack_error"

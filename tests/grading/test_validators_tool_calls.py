@@ -60,6 +60,13 @@ def test_assertions(config, want):
     assert status(tca(config)) == want
 
 
+def test_a_timed_out_call_is_not_an_observed_call():
+    calls = [{"name": "deploy", "args": {}, "status": "timeout"}, {"name": "ls", "status": "cancelled"}]
+    assert status(tca({"tool_name": "deploy"}, calls)) == "FAILED"
+    assert status(tca({"tool_name": "deploy", "include_failed": True}, calls)) == "PASSED"
+    assert status(tca({"ordered_tools": ["deploy", "ls"], "order_mode": "exact"}, calls)) == "FAILED"
+
+
 def test_details_and_evidence():
     r = tca({"tool_name": "run_tests", "min_count": 2, "arguments_contain": {"path": "tests/"}})
     assert status(r) == "FAILED"

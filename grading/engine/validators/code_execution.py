@@ -11,6 +11,13 @@ from ..sandbox import run_sandboxed
 from ..types import OutcomeClass
 from .common import Env, VResult, cfg, error, failed, graded, pack_error, unavailable
 
+_COUNT_KEYS = ("passed", "failed", "errors", "total")
+
+
+def _has_counts(obj: object) -> bool:
+    """A JSON object reporting at least one count as a number (a null or a string reports none)."""
+    return isinstance(obj, dict) and any(isinstance(obj.get(k), (int, float)) for k in _COUNT_KEYS)
+
 
 def _json_counts(text: str) -> dict[str, int] | None:
     for line in reversed(text.strip().splitlines()):
@@ -21,7 +28,7 @@ def _json_counts(text: str) -> dict[str, int] | None:
             obj = jsontext.loads(line)
         except ValueError:
             continue
-        if isinstance(obj, dict) and any(k in obj for k in ("passed", "failed", "errors", "total")):
+        if _has_counts(obj):
             counts = {
                 k: int(obj.get(k) or 0)
                 for k in ("passed", "failed", "errors")
@@ -34,7 +41,7 @@ def _json_counts(text: str) -> dict[str, int] | None:
         obj = jsontext.loads(text)
     except ValueError:
         return None
-    if isinstance(obj, dict) and any(k in obj for k in ("passed", "failed", "errors", "total")):
+    if _has_counts(obj):
         return _complete(
             {
                 k: int(obj[k])
@@ -145,9 +152,14 @@ def parse_counts(stdout: str, stderr: str) -> dict[str, int] | None:
 
 
 def score_counts(counts: dict[str, int] | None, exit_code: int | None, scoring: str) -> tuple[float, str]:
+    if scoring == "all_or_nothing" and counts is not None and counts.get("total", 0) <= 0:
+        # §3.7: 1.0 iff total > 0; a run that reports zero tests has not shown that anything works
+        return 0.0, "all_or_nothing: the test counts report 0 tests"
     if counts is None or counts.get("total", 0) <= 0:
+        # fraction_passed over zero tests is 0/0; §3.7 does not define it, so upstream's rule stands
         ok = exit_code == 0
-        return (1.0 if ok else 0.0), f"no test counts found; exit code {exit_code} decides"
+        what = "no test counts found" if counts is None else "the test counts report 0 tests"
+        return (1.0 if ok else 0.0), f"{what}; exit code {exit_code} decides"
     total, passed = counts["total"], counts["passed"]
     if scoring == "all_or_nothing":
         ok = counts["failed"] == 0 and counts["errors"] == 0

@@ -210,13 +210,31 @@ def _strip(name: str, strip_prefix: bool) -> str:
     return name.split(":", 1)[1] if strip_prefix and ":" in name else name
 
 
-def observed_uses(calls: list[ToolCall], messages: list[Any], config: Any, tool_reqs: set[str]) -> list[_Use]:
+def observed_uses(
+    calls: list[ToolCall],
+    messages: list[Any],
+    config: Any,
+    tool_reqs: set[str],
+    anchors: dict[int, int] | None = None,
+) -> list[_Use]:
+    """The invocation's uses in transcript order: its calls in order, and each message carrying
+    ``gen_ai.skill.name`` before the first call whose transcript position (``anchors``: call index
+    -> message index, see :func:`call_anchors`) lies after it."""
     skill_tools = set(cfg(config, "skill_tool_names", DEFAULT_SKILL_TOOLS))
     read_tools = set(cfg(config, "read_tool_names", DEFAULT_READ_TOOLS))
     count_tools = bool(cfg(config, "count_tool_names", True))
     strip_prefix = bool(cfg(config, "strip_plugin_prefix", False))
     uses: list[_Use] = []
+    pending = [
+        (m.index, _strip(a, strip_prefix))
+        for m in messages
+        if isinstance(a := (m.attributes or {}).get("gen_ai.skill.name"), str) and a
+    ]
+    anchors = anchors or {}
     for c in calls:
+        at = anchors.get(c.index, -1)
+        while pending and pending[0][0] < at:
+            uses.append(_Use(None, {pending.pop(0)[1]}, set()))
         skills: set[str] = set()
         if c.name in skill_tools:
             for k in ("skill", "name"):
@@ -240,11 +258,69 @@ def observed_uses(calls: list[ToolCall], messages: list[Any], config: Any, tool_
         tools = {c.name} if count_tools else set()
         if skills or tools or c.name in tool_reqs:
             uses.append(_Use(c, skills, tools))
-    for m in messages:
-        attr = m.attributes.get("gen_ai.skill.name") if m.attributes else None
-        if isinstance(attr, str) and attr:
-            uses.append(_Use(None, {_strip(attr, strip_prefix)}, set()))
+    uses.extend(_Use(None, {name}, set()) for _, name in pending)
     return uses
+
+
+_CALL_ID_KEYS = ("tool_call_id", "gen_ai.tool.call.id")
+
+
+def call_anchors(evidence: Evidence) -> dict[int, int]:
+    """Where each tool call sits in the transcript: call index -> index of the message holding its
+    result. A message naming the call's id (``tool_call_id`` or ``gen_ai.tool.call.id`` attribute)
+    anchors it; the remaining ``tool`` messages pair in order with the remaining calls. A call left
+    without one sits right after the call before it (or before every message when none precedes it),
+    so with no tool messages at all the skill messages follow the calls."""
+    by_id: dict[str, int] = {}
+    linked: set[int] = set()
+    for m in evidence.messages:
+        for k in _CALL_ID_KEYS:
+            v = (m.attributes or {}).get(k)
+            if isinstance(v, (str, int)) and str(v) not in by_id:
+                by_id[str(v)] = m.index
+                linked.add(m.index)
+                break
+    anchors: dict[int, int] = {}
+    for c in evidence.tool_calls:
+        if c.id is not None and c.id in by_id:
+            anchors[c.index] = by_id[c.id]
+    free = iter(m.index for m in evidence.messages if m.role == "tool" and m.index not in linked)
+    last = -1
+    for c in evidence.tool_calls:
+        if c.index not in anchors:
+            nxt = next(free, None)
+            anchors[c.index] = nxt if nxt is not None else last
+        last = max(last, anchors[c.index])
+    return anchors
+
+
+def _skill_messages(evidence: Evidence, anchors: dict[int, int]) -> list[list[Any]]:
+    """The messages carrying ``gen_ai.skill.name``, per invocation. One invocation takes them all;
+    else, when the transcript has one user message per invocation, the k-th user turn's messages
+    go to invocation k; else a message goes with the nearest call before it (or after it)."""
+    invs = evidence.invocations
+    tagged = [m for m in evidence.messages if (m.attributes or {}).get("gen_ai.skill.name")]
+    out: list[list[Any]] = [[] for _ in invs]
+    if not invs or not tagged:
+        return out
+    if len(invs) == 1:
+        out[0] = tagged
+        return out
+    users = [m.index for m in evidence.messages if m.role == "user" and m.origin == "agent"]
+    if len(users) == len(invs):
+        for m in tagged:
+            turn = sum(1 for u in users if u <= m.index) - 1
+            out[max(turn, 0)].append(m)
+        return out
+    placed = sorted(
+        (anchors[i], k) for k, inv in enumerate(invs) for i in inv.tool_call_indexes if i in anchors
+    )
+    for m in tagged:
+        before = [k for at, k in placed if at < m.index]
+        after = [k for at, k in placed if at >= m.index]
+        if before or after:
+            out[before[-1] if before else after[0]].append(m)
+    return out
 
 
 def _matches(req: tuple[str, Any], use: _Use) -> bool:
@@ -310,11 +386,13 @@ def skills_trajectory(actual: Any, expected: Any, config: Any, env: Env) -> VRes
     threshold = float(cfg(config, "threshold", 0.5))
     clean: list[tuple[str, Any]] = [r for r in reqs if r is not None]
     tool_reqs = {v[0] for k, v in clean if k == "tool"}
-    messages = evidence.messages if n_inv == 1 else []
+    anchors = call_anchors(evidence)
+    skill_messages = _skill_messages(evidence, anchors)
     scores: list[float | None] = []
     comparisons = []
-    for inv_id, calls in _invocation_calls(evidence, bool(cfg(config, "include_failed", False))):
-        uses = observed_uses(calls, messages, config, tool_reqs)
+    inv_calls = _invocation_calls(evidence, bool(cfg(config, "include_failed", False)))
+    for (inv_id, calls), messages in zip(inv_calls, skill_messages, strict=True):
+        uses = observed_uses(calls, messages, config, tool_reqs, anchors)
         s = score_skills(clean, uses, match_type)
         scores.append(s)
         comparisons.append(
