@@ -153,13 +153,13 @@ def _gutter(text: str) -> range:
     return range(1, lines + 1) if lines <= GUTTER_SERVER_LINES else range(0)
 
 
-def _outline(draft: Draft, body: dict[str, Any]) -> dict[str, Any] | None:
-    # ruamel only sees text that the bundle parser read without a container-level error
-    # (syntax, aliases, size): those are reported with field "bundle".
-    if any(e["field"] == "bundle" for e in body["errors"]):
+def _outline(draft: Draft, report: Any, body: dict[str, Any]) -> dict[str, Any] | None:
+    # Only text the bundle parser read without a container-level error (syntax, aliases,
+    # size: reported with field "bundle") has one; it is read from the report's parse.
+    if report.document is None or any(e["field"] == "bundle" for e in body["errors"]):
         return None
     try:
-        return yaml_edit.outline(draft.bundle_text)
+        return yaml_edit.outline(draft.bundle_text, data=report.document.data)
     except yaml_edit.YamlEditError:
         return None
 
@@ -176,8 +176,9 @@ def _files(draft: Draft) -> list[dict[str, Any]]:
 
 
 def _editor_context(request: HttpRequest, draft: Draft, **extra: Any) -> dict[str, Any]:
-    body = _report_body(services.draft_validate(draft=draft))
-    outline = _outline(draft, body)
+    report = services.draft_validate(draft=draft)
+    body = _report_body(report)
+    outline = _outline(draft, report, body)
     context = {
         "draft": draft,
         "report": body,

@@ -149,8 +149,9 @@ class BundleReport:
     manifest: dict[str, Any] | None = None  # pack-format §6, when valid
     files: dict[str, bytes] = field(default_factory=dict)  # bound zip members: path -> bytes
     is_zip: bool = False
-    # Positions of the YAML, for issues found after validation (publish-time rules), and
-    # the input sets whose cases were written as legacy ``items`` (when valid).
+    # The parsed YAML (whenever it parsed: the editor's outline reads it) with positions for
+    # issues found after validation (publish-time rules), and the input sets whose cases
+    # were written as legacy ``items`` (when valid).
     document: YamlDocument | None = field(default=None, repr=False, compare=False)
     legacy_sets: frozenset[int] = frozenset()
     # challenge key -> the grading context its cases share (grade_context)

@@ -171,6 +171,7 @@ def _validate(data: bytes, strict: bool, filename: str | None) -> BundleReport:
             )
         )
     report = _report(placed, strict=strict, is_zip=is_zip)
+    report.document = doc
     if report.valid:
         if result.instance is None:  # no error reported, yet the model did not validate
             raise RuntimeError("the document validated without a model instance")
@@ -178,7 +179,6 @@ def _validate(data: bytes, strict: bool, filename: str | None) -> BundleReport:
             index for index, s in enumerate(result.instance.input_sets) if s.items and not s.cases
         )
         bundle = normalize_bundle(result.instance)
-        report.document = doc
         report.bundle = bundle
         report.manifest = build_manifest(bundle)
         report.files = {member: content for member, content in (files or {}).items() if member in bound}

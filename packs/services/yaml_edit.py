@@ -233,12 +233,17 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def outline(text: str) -> dict[str, Any]:
+def outline(text: str, *, data: Any = None) -> dict[str, Any]:
     """Challenges, input sets and cases as far as the text shows them, for the side panel.
 
     Best effort on text that parses but may not validate: anything malformed is skipped.
+    ``data`` is the text's value when the caller has it already (the validate report's
+    document), so the text is not parsed twice.
     """
-    data = _load_plain(text)
+    if data is None:
+        data = _load_plain(text)
+    elif not isinstance(data, dict):
+        raise YamlEditError("the bundle must be a mapping")
     challenges = []
     for item in _list(data.get("challenges")):
         if isinstance(item, dict) and item.get("key"):
