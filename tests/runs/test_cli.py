@@ -114,6 +114,18 @@ def test_usage_and_validation_errors_exit_2(personas):
     assert code == 2 and json.loads(out)["error"]["code"] == "unknown_workspace"
 
 
+def test_an_unknown_deployment_is_named_by_the_option_given(personas):
+    publish(personas.workspace, cases=1)
+    deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")
+    code, out, _ = _cli(
+        "eval", "start", "--workspace", "acme", "--pack", "echo", "--deployment", "ghost", "--json"
+    )
+    error = json.loads(out)["error"]
+    assert code == 2 and error["code"] == "invalid_deployment"
+    # --deployment is the option (the API's body key is "deployments")
+    assert error["field"] == "deployment" and error["choices"] == ["agent"]
+
+
 def test_start_without_follow_status_and_export(personas, tmp_path):
     publish(personas.workspace, cases=2)
     deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")

@@ -143,7 +143,9 @@ class Command(JsonCommand):
                 name=options.get("name") or "",
             )
         except RunError as exc:
-            raise CliError(exc.code, exc.message, field=exc.field, choices=exc.choices) from exc
+            # The service names the API's body key; the CLI's option is --deployment.
+            field = "deployment" if exc.field == "deployments" else exc.field
+            raise CliError(exc.code, exc.message, field=field, choices=exc.choices) from exc
         # Imported after the run is queued: the worker starts while this process loads the
         # document code (it pulls in the grading engine).
         from runs.documents import run_document
