@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from agentclash_site.lib import broker
 from agentclash_site.lib.middleware import field_with_nul
 
 
@@ -112,6 +113,11 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApiError):
         return Response(exc.as_body(), status=exc.status_code)
+    if isinstance(exc, broker.BrokerError):
+        # A task could not be sent (the write before it is committed): the service is
+        # unavailable for now, not broken.
+        body = error_body(broker.CODE, broker.broker_message(exc))
+        return Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "30"})
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):

@@ -212,3 +212,25 @@ def test_the_junit_export_is_well_formed_xml_whatever_the_evidence_holds(persona
     suite = ET.fromstring(xml).find("testsuite")  # raised "not well-formed (invalid token)"
     failure = suite.findall("testcase")[1].find("failure")
     assert "\ufffd[31mred\ufffd[0m \ufffd\ufffd\ufffd\ufffd\ufffd \ufffd\ufffd tab\tok" in failure.text
+
+
+def test_an_unreachable_broker_is_a_503_naming_the_setting(personas, monkeypatch):
+    from kombu.exceptions import OperationalError as BrokerError
+
+    from runs import tasks
+
+    def refuse(*args):
+        raise BrokerError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.check_run, "delay", refuse)
+    publish(personas.workspace, cases=1)
+    deployment_create(workspace=personas.workspace, name="ci", kind="trace_import")
+    response = personas.api(personas.editor).post(
+        BASE, {"pack": "echo", "deployments": ["ci"]}, format="json"
+    )
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] == "broker_unavailable"
+    assert "CELERY_BROKER_URL" in error["message"] and "Connection refused" in error["message"]
+    # The run was stored before the broker was asked; the message says which one it is.
+    assert str(Run.objects.get().pk) in error["message"]
