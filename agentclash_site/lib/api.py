@@ -9,7 +9,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import (
+    PermissionDenied,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.db import DataError
 from django.http import Http404, QueryDict
 from rest_framework import exceptions, serializers, status
@@ -113,6 +119,16 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApiError):
         return Response(exc.as_body(), status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        # Django refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE when DRF reads it; unhandled,
+        # that was Django's HTML 400 page.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"the request body must be at most {limit} bytes ({limit / 1024 / 1024:g} MiB)"
+        return Response(
+            error_body("payload_too_large", message), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+        )
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return Response(error_body("invalid_input", str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, broker.BrokerError):
         # A task could not be sent (the write before it is committed): the service is
         # unavailable for now, not broken.
