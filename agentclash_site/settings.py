@@ -13,6 +13,7 @@ from agentclash_site.lib.env import (
     ConfigError,
     env_base_url,
     env_bool,
+    env_broker_url,
     env_float,
     env_int,
     env_json_object,
@@ -203,7 +204,7 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery -----------------------------------------------------------------------------
 _broker_dir = VAR_DIR / "broker"
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "").strip() or "filesystem://"
+CELERY_BROKER_URL = env_broker_url("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {

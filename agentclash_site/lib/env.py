@@ -100,6 +100,32 @@ def env_base_url(name: str, default: str, environ: Mapping[str, str] | None = No
     return value
 
 
+def env_broker_url(name: str, default: str, environ: Mapping[str, str] | None = None) -> str:
+    """A Celery broker URL (several may be joined by ";" for failover) whose transport kombu
+    knows; an unknown one failed only at the first publish, with a KeyError traceback."""
+    from kombu.transport import TRANSPORT_ALIASES
+
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    for url in filter(None, (part.strip() for part in value.split(";"))):
+        scheme, sep, _ = url.partition("://")
+        if not sep or not scheme:
+            raise ConfigError(
+                f"{name} must be a broker URL such as redis://127.0.0.1:6379/0, amqp://host// or "
+                f"filesystem://, got {raw!r}"
+            )
+        transport = scheme.split("+", 1)[0]
+        if transport not in TRANSPORT_ALIASES:
+            raise ConfigError(
+                f"{name} has unsupported scheme {scheme!r}: use redis://, amqp://, filesystem:// "
+                "or another kombu transport"
+            )
+    return value
+
+
 def env_list(name: str, default: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
     environ = os.environ if environ is None else environ
     raw = environ.get(name)

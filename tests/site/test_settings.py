@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from agentclash_site.lib.env import ConfigError, env_json_object, parse_bool, parse_database_url
+from agentclash_site.lib.env import (
+    ConfigError,
+    env_broker_url,
+    env_json_object,
+    parse_bool,
+    parse_database_url,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,6 +125,8 @@ def test_it_refuses_a_field_encryption_key_that_is_not_a_fernet_key():
         ({"LOG_LEVEL": "chatty"}, "LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
         ({"DATABASE_URL": "postgres://u@db:abc/agentclash"}, "DATABASE_URL has a port that is not a number"),
         ({"PUBLIC_BASE_URL": "evals.example.com"}, "PUBLIC_BASE_URL must be an absolute http(s) URL"),
+        ({"CELERY_BROKER_URL": "bogus://x"}, "CELERY_BROKER_URL has unsupported scheme 'bogus'"),
+        ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must be a broker URL"),
     ],
 )
 def test_a_malformed_value_stops_start_up_naming_the_variable(env, named):
@@ -126,6 +134,20 @@ def test_a_malformed_value_stops_start_up_naming_the_variable(env, named):
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"configuration error: {named}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/0",
+        "amqp://guest@h//",
+        "filesystem://",
+        "sqla+postgresql://h/db",
+        "redis://a;redis://b",
+    ],
+)
+def test_any_kombu_broker_url_is_accepted(url):
+    assert env_broker_url("CELERY_BROKER_URL", "filesystem://", {"CELERY_BROKER_URL": url}) == url
 
 
 def test_log_level_takes_any_case():
