@@ -9,7 +9,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentclash_site.lib.api import ApiView, error_body
+from agentclash_site.lib.api import ApiView, ClosedInput, error_body
 from agentclash_site.workspaces.access import get_workspace_for_user, membership_for, visible_workspaces
 from agentclash_site.workspaces.services import workspace_create_or_update
 
@@ -39,7 +39,7 @@ class WorkspaceListApi(ApiView):
         return Response({"results": data})
 
 
-class WorkspaceUpdateInput(serializers.Serializer):
+class WorkspaceUpdateInput(ClosedInput):
     name = serializers.CharField(max_length=200)
 
 

@@ -11,10 +11,14 @@ from pathlib import Path
 
 from agentclash_site.lib.env import (
     ConfigError,
+    env_base_url,
     env_bool,
+    env_broker_url,
+    env_float,
     env_int,
     env_json_object,
     env_list,
+    env_log_level,
     parse_database_url,
 )
 
@@ -49,7 +53,7 @@ else:
     validate_fernet_key(FIELD_ENCRYPTION_KEY, name="FIELD_ENCRYPTION_KEY")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1"])
-PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+PUBLIC_BASE_URL = env_base_url("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -200,7 +204,7 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery -----------------------------------------------------------------------------
 _broker_dir = VAR_DIR / "broker"
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "").strip() or "filesystem://"
+CELERY_BROKER_URL = env_broker_url("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -228,12 +232,12 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = "UTC"
 # The runs recovery sweeper (runs.sweeper): expired claims, lost dispatchers, closable runs.
-RUNS_SWEEP_SECONDS = float(os.environ.get("RUNS_SWEEP_SECONDS", "").strip() or 30)
+RUNS_SWEEP_SECONDS = env_float("RUNS_SWEEP_SECONDS", 30, positive=True)
 # Grace after an item's own deadline before the sweeper takes its claim back.
-RUNS_CLAIM_MARGIN_SECONDS = float(os.environ.get("RUNS_CLAIM_MARGIN_SECONDS", "").strip() or 60)
+RUNS_CLAIM_MARGIN_SECONDS = env_float("RUNS_CLAIM_MARGIN_SECONDS", 60)
 # One lane-dispatch task's time slice, and the margin of its lease past the slice.
-RUNS_DISPATCH_SLICE_SECONDS = float(os.environ.get("RUNS_DISPATCH_SLICE_SECONDS", "").strip() or 20)
-RUNS_LEASE_MARGIN_SECONDS = float(os.environ.get("RUNS_LEASE_MARGIN_SECONDS", "").strip() or 30)
+RUNS_DISPATCH_SLICE_SECONDS = env_float("RUNS_DISPATCH_SLICE_SECONDS", 20, positive=True)
+RUNS_LEASE_MARGIN_SECONDS = env_float("RUNS_LEASE_MARGIN_SECONDS", 30)
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": RUNS_SWEEP_SECONDS},
 }
@@ -248,7 +252,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_log_level("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
 

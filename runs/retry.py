@@ -63,7 +63,8 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
     if not text:
         return None
     if text.isdigit():
-        return float(int(text))
+        # ASCII digits only: "²" (a latin-1 header byte) is isdigit() and int() refuses it.
+        return float(int(text)) if text.isascii() else None
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

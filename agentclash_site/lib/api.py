@@ -9,7 +9,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import (
+    PermissionDenied,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.db import DataError
 from django.http import Http404, QueryDict
 from rest_framework import exceptions, serializers, status
@@ -18,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from agentclash_site.lib import broker
 from agentclash_site.lib.middleware import field_with_nul
 
 
@@ -112,6 +119,21 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApiError):
         return Response(exc.as_body(), status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        # Django refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE when DRF reads it; unhandled,
+        # that was Django's HTML 400 page.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"the request body must be at most {limit} bytes ({limit / 1024 / 1024:g} MiB)"
+        return Response(
+            error_body("payload_too_large", message), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+        )
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return Response(error_body("invalid_input", str(exc)), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, broker.BrokerError):
+        # A task could not be sent (the write before it is committed): the service is
+        # unavailable for now, not broken.
+        body = error_body(broker.CODE, broker.broker_message(exc))
+        return Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "30"})
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):

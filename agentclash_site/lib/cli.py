@@ -19,6 +19,7 @@ import orjson
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import OperationalError, ProgrammingError
 
+from agentclash_site.lib import broker
 from agentclash_site.lib.db import not_migrated_message
 
 
@@ -170,8 +171,13 @@ class JsonCommand(BaseCommand):
                 )
             )
             sys.exit(self.unavailable_exit_code)
+        except broker.BrokerError as exc:
+            # Like a database that cannot be reached: an infrastructure error with the fix.
+            self.print_error(CliError(broker.CODE, broker.broker_message(exc)))
+            sys.exit(self.unavailable_exit_code)
 
-    # The exit code of ``database_unavailable`` (``eval start`` lists it with its infra errors).
+    # The exit code of ``database_unavailable`` and ``broker_unavailable`` (``eval start``
+    # lists them with its infra errors).
     unavailable_exit_code = 2
 
     def check_text_options(self, options: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ silently coerced (``DEBUG=ture`` is not False).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,6 +49,81 @@ def env_int(name: str, default: int, environ: Mapping[str, str] | None = None) -
         return int(raw.strip())
     except ValueError:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def env_float(
+    name: str, default: float, environ: Mapping[str, str] | None = None, *, positive: bool = False
+) -> float:
+    """A finite number of seconds; ``positive``: greater than 0 (a period, a time slice)."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return float(default)
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "greater than 0" if positive else "0 or more"
+        raise ConfigError(f"{name} must be a number {bound} (seconds), got {raw!r}")
+    return value
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def env_log_level(name: str, default: str, environ: Mapping[str, str] | None = None) -> str:
+    """A logging level name in any case (``debug`` is DEBUG); logging itself accepts only
+    upper case and failed with "Unable to configure root logger", naming no variable."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().upper()
+    if value not in _LOG_LEVELS:
+        raise ConfigError(f"{name} must be one of {', '.join(_LOG_LEVELS)} (any case), got {raw!r}")
+    return value
+
+
+def env_base_url(name: str, default: str, environ: Mapping[str, str] | None = None) -> str:
+    """An absolute http(s) URL without a trailing slash (links are built on it)."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().rstrip("/")
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in {"http", "https"} or not parts.netloc:
+        raise ConfigError(
+            f"{name} must be an absolute http(s) URL such as https://evals.example.com, got {raw!r}"
+        )
+    return value
+
+
+def env_broker_url(name: str, default: str, environ: Mapping[str, str] | None = None) -> str:
+    """A Celery broker URL (several may be joined by ";" for failover) whose transport kombu
+    knows; an unknown one failed only at the first publish, with a KeyError traceback."""
+    from kombu.transport import TRANSPORT_ALIASES
+
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    for url in filter(None, (part.strip() for part in value.split(";"))):
+        scheme, sep, _ = url.partition("://")
+        if not sep or not scheme:
+            raise ConfigError(
+                f"{name} must be a broker URL such as redis://127.0.0.1:6379/0, amqp://host// or "
+                f"filesystem://, got {raw!r}"
+            )
+        transport = scheme.split("+", 1)[0]
+        if transport not in TRANSPORT_ALIASES:
+            raise ConfigError(
+                f"{name} has unsupported scheme {scheme!r}: use redis://, amqp://, filesystem:// "
+                "or another kombu transport"
+            )
+    return value
 
 
 def env_list(name: str, default: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
@@ -113,13 +189,19 @@ def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
         options: dict[str, Any] = {}
         for key, values in parse_qs(parts.query).items():
             options[key] = values[-1]
+        try:
+            port = parts.port
+        except ValueError:
+            raise ConfigError(
+                "DATABASE_URL has a port that is not a number: postgres://user@host:5432/dbname"
+            ) from None
         config: dict[str, Any] = {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": name,
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
+            "PORT": str(port or ""),
             "CONN_MAX_AGE": 60,
             "CONN_HEALTH_CHECKS": True,
         }

@@ -42,7 +42,7 @@ def _side(workspace: Any, value: str, field: str) -> tuple[Run, RunLane | None]:
     value = (value or "").strip()
     if not value:
         raise ApiError("missing_parameter", f"{field} is required: a run id or a lane id", field=field)
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²" and "١" are isdigit() too
         lane = (
             RunLane.objects.select_related("run__pack_version")
             .filter(id=int(value), run__workspace=workspace)

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Max, Q
 
+from agentclash_site.lib.broker import BrokerError, BrokerUnavailable
 from packs.bundle import SelectionError, select_input_set
 from packs.models import Case, Challenge, InputSet, Pack, PackVersion
 from runs.models import (
@@ -352,9 +353,17 @@ def enqueue_run(run_id: Any, *, probe: bool = True) -> None:
         )
     )
     calling = [lane_id for lane_id, kind in lanes if kind != DeploymentKind.TRACE_IMPORT]
-    for lane_id in calling:
-        tasks.dispatch_lane.delay(lane_id)
-    if calling and probe:
-        # On another worker process, while the calls go out (runs.probing).
-        tasks.probe_run.delay(str(run_id))
-    tasks.check_run.delay(str(run_id))
+    try:
+        for lane_id in calling:
+            tasks.dispatch_lane.delay(lane_id)
+        if calling and probe:
+            # On another worker process, while the calls go out (runs.probing).
+            tasks.probe_run.delay(str(run_id))
+        tasks.check_run.delay(str(run_id))
+    except BrokerError as exc:
+        # The run is committed: the sweeper dispatches its lanes once the broker is back.
+        raise BrokerUnavailable(
+            str(exc),
+            after=f"Run {run_id} is stored and queued; its work is sent once the broker is back "
+            f"(run status {run_id})",
+        ) from exc

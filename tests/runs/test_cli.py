@@ -114,6 +114,39 @@ def test_usage_and_validation_errors_exit_2(personas):
     assert code == 2 and json.loads(out)["error"]["code"] == "unknown_workspace"
 
 
+def test_an_unknown_deployment_is_named_by_the_option_given(personas):
+    publish(personas.workspace, cases=1)
+    deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")
+    code, out, _ = _cli(
+        "eval", "start", "--workspace", "acme", "--pack", "echo", "--deployment", "ghost", "--json"
+    )
+    error = json.loads(out)["error"]
+    assert code == 2 and error["code"] == "invalid_deployment"
+    # --deployment is the option (the API's body key is "deployments")
+    assert error["field"] == "deployment" and error["choices"] == ["agent"]
+
+
+def test_an_unreachable_broker_is_an_error_object_not_a_traceback(personas, monkeypatch):
+    from kombu.exceptions import OperationalError as BrokerError
+
+    from runs import tasks
+
+    def refuse(*args):
+        raise BrokerError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+    monkeypatch.setattr(tasks.check_run, "delay", refuse)
+    publish(personas.workspace, cases=1)
+    deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")
+    code, out, _ = _start("--json")
+    error = json.loads(out)["error"]
+    # An infrastructure failure, like losing the database: exit 3.
+    assert code == 3 and error["code"] == "broker_unavailable"
+    assert "CELERY_BROKER_URL" in error["message"] and "Connection refused" in error["message"]
+    assert str(Run.objects.get().pk) in error["message"]
+    code, out, err = _start()
+    assert code == 3 and out == "" and "broker_unavailable" in err
+
+
 def test_start_without_follow_status_and_export(personas, tmp_path):
     publish(personas.workspace, cases=2)
     deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")

@@ -97,13 +97,27 @@ def test_trace_import_needs_no_endpoint(personas):
         (["--workspace", "acme", "--name", "x", "--kind", "trace_import", "--config", "[1]"], "invalid_config", "config"),
         (["--workspace", "acme", "--name", "x", "--kind", "trace_import", "--max-in-flight", "0"], "invalid_max_in_flight", "max_in_flight"),
         (["--workspace", "acme", "--name", "x", "--kind", "trace_import", "--secret-env", "NO_SUCH_VAR_XYZ"], "missing_secret_env", "secret_env"),
+        (["--workspace", "acme", "--name", "x", "--kind", "trace_import", "--timeout", "0"], "invalid_timeout_seconds", "timeout"),
+        (["--workspace", "acme", "--name", "x", "--kind", "hosted_http", "--endpoint", "ftp://x"], "invalid_url", "endpoint"),
+        (["--workspace", "acme", "--name", "x", "--kind", "trace_import", "--max-attempts", "0"], "invalid_max_attempts", "max_attempts"),
     ],
 )  # fmt: skip
 def test_invalid_input_exits_2_with_an_error_object(personas, args, code_name, field):
     code, doc, _ = run(*args)
     assert code == 2
     assert (doc["error"]["code"], doc["error"].get("field")) == (code_name, field)
+    # The field is the option's name, and the message names the option the user typed.
+    assert doc["error"]["message"].startswith(f"--{field.replace('_', '-')}") or field in (
+        "workspace", "config", "secret_env", "model", "max_in_flight", "max_attempts"
+    )  # fmt: skip
     assert not Deployment.objects.exists()
+
+
+def test_an_error_on_a_renamed_option_names_the_option(personas):
+    code, doc, _ = run("--workspace", "acme", "--name", "x", "--kind", "trace_import", "--timeout", "-5")
+    assert code == 2
+    assert doc["error"]["field"] == "timeout"
+    assert doc["error"]["message"].startswith("--timeout: ")
 
 
 def test_usage_errors_exit_2_with_json_on_stdout():

@@ -146,6 +146,19 @@ def test_the_api_answers_202_while_computing_then_200_with_pages(personas, runs)
     assert api.get(base + "&after=zzz").status_code == 400
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661", "1.0", "-1"])
+def test_the_api_refuses_a_side_that_is_not_an_ascii_lane_id_or_a_uuid(personas, runs, value):
+    # "²" and "١" are str.isdigit() but not lane ids: "²" reached int() and answered 500.
+    baseline, _ = runs
+    api = personas.api(personas.viewer)
+    response = api.get("/api/v1/workspaces/acme/compare", {"baseline": value, "candidate": str(baseline.id)})
+    assert response.status_code == 400
+    assert (response.json()["error"]["code"], response.json()["error"]["field"]) == (
+        "invalid_parameter",
+        "baseline",
+    )
+
+
 def test_the_api_compares_two_lanes_of_one_run(personas, runs):
     baseline, _ = runs
     careful, sloppy = RunLane.objects.filter(run=baseline).order_by("position")

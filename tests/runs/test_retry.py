@@ -81,6 +81,8 @@ def test_attempt_numbers_start_at_one():
         ("Sun, 22 Nov 2026 11:00:00 GMT", 0.0),  # in the past
         ("soon", None),
         ("-3", None),
+        ("\u00b2", None),  # latin-1 byte 0xB2 of a header: isdigit() but not int()-able
+        ("\u0661", None),  # an Arabic-Indic digit is not delta-seconds either
         ("", None),
         (None, None),
     ],

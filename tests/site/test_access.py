@@ -50,6 +50,19 @@ def test_an_editor_can_write(personas):
     assert response.json()["name"] == "Acme Labs"
 
 
+def test_a_workspace_update_refuses_an_unknown_field_by_name(personas):
+    # Like every other JSON body of the API (ClosedInput): a typo is named, never dropped.
+    response = personas.api(personas.owner).patch(
+        "/api/v1/workspaces/acme", {"name": "Acme Labs", "allow_private_endpoint": True}, format="json"
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid", "allow_private_endpoint")
+    assert "unknown field" in error["message"]
+    personas.workspace.refresh_from_db()
+    assert personas.workspace.name == "Acme"
+
+
 def test_an_outsider_gets_404_on_writes_too(personas):
     response = personas.api(personas.outsider).patch("/api/v1/workspaces/acme", {"name": "x"}, format="json")
     assert response.status_code == 404

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from agentclash_site.lib.env import ConfigError, env_json_object, parse_bool, parse_database_url
+from agentclash_site.lib.env import (
+    ConfigError,
+    env_broker_url,
+    env_json_object,
+    parse_bool,
+    parse_database_url,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,3 +114,60 @@ def test_it_refuses_a_field_encryption_key_that_is_not_a_fernet_key():
     result = _manage(["check"], env)
     assert result.returncode != 0
     assert "FIELD_ENCRYPTION_KEY must be a Fernet key" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "env,named",
+    [
+        ({"RUNS_SWEEP_SECONDS": "abc"}, "RUNS_SWEEP_SECONDS must be a number"),
+        ({"RUNS_CLAIM_MARGIN_SECONDS": "1m"}, "RUNS_CLAIM_MARGIN_SECONDS must be a number"),
+        ({"RUNS_SWEEP_SECONDS": "0"}, "RUNS_SWEEP_SECONDS must be a number greater than 0"),
+        ({"LOG_LEVEL": "chatty"}, "LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+        ({"DATABASE_URL": "postgres://u@db:abc/agentclash"}, "DATABASE_URL has a port that is not a number"),
+        ({"PUBLIC_BASE_URL": "evals.example.com"}, "PUBLIC_BASE_URL must be an absolute http(s) URL"),
+        ({"CELERY_BROKER_URL": "bogus://x"}, "CELERY_BROKER_URL has unsupported scheme 'bogus'"),
+        ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must be a broker URL"),
+    ],
+)
+def test_a_malformed_value_stops_start_up_naming_the_variable(env, named):
+    result = _manage(["check"], env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"configuration error: {named}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/0",
+        "amqp://guest@h//",
+        "filesystem://",
+        "sqla+postgresql://h/db",
+        "redis://a;redis://b",
+    ],
+)
+def test_any_kombu_broker_url_is_accepted(url):
+    assert env_broker_url("CELERY_BROKER_URL", "filesystem://", {"CELERY_BROKER_URL": url}) == url
+
+
+def test_log_level_takes_any_case():
+    result = _manage(["check"], {"LOG_LEVEL": "debug"})
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_empty_public_base_url_is_the_default():
+    script = "from django.conf import settings; print(settings.PUBLIC_BASE_URL)"
+    clean = {k: v for k, v in os.environ.items() if k != "PUBLIC_BASE_URL"}
+    clean.update({"PUBLIC_BASE_URL": " ", "DJANGO_SETTINGS_MODULE": "agentclash_site.settings"})
+    result = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {script}"],
+        cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.stdout.strip() == "http://127.0.0.1:8000", result.stderr
+
+
+@pytest.mark.parametrize("variable", ["AGENTCLASH_FOLLOW_TIMEOUT", "AGENTCLASH_FOLLOW_RECONNECT"])
+def test_eval_start_names_a_malformed_follow_variable(variable):
+    result = _manage(["eval", "start", "--help"], {variable: "soon"})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"configuration error: {variable} must be a number" in result.stderr

@@ -69,10 +69,7 @@ class Command(JsonCommand):
         try:
             result = deployment_create_or_update(workspace=workspace, name=options["name"], **fields)
         except DeploymentError as exc:
-            field = {"url": "endpoint", "endpoint_url": "endpoint", "base_url": "endpoint"}.get(
-                exc.field or "", exc.field
-            )
-            raise CliError(exc.code, exc.message, field=field, choices=exc.choices) from None
+            raise _option_error(exc) from None
         document: dict[str, Any] = {
             "deployment": deployment_document(result.deployment),
             "created": result.created,
@@ -80,6 +77,27 @@ class Command(JsonCommand):
         if result.created:
             document["signing_key"] = result.signing_key
         self.emit(document, _text(document))
+
+
+# The option that gave a service field whose name differs from the option's.
+RENAMED_FIELDS = {
+    "url": "endpoint",
+    "endpoint_url": "endpoint",
+    "base_url": "endpoint",
+    "timeout_seconds": "timeout",
+    "secret": "secret_env",
+}
+
+
+def _option_error(exc: DeploymentError) -> CliError:
+    """The service's error with ``field`` the option's name (as every other error of the
+    command gives it) and, when the service named its own field, the message prefixed by the
+    option the user typed: ``--timeout: timeout_seconds must be more than 0 ...``."""
+    field = RENAMED_FIELDS.get(exc.field or "", exc.field)
+    message = exc.message
+    if field != exc.field and field is not None:
+        message = f"--{field.replace('_', '-')}: {message}"
+    return CliError(exc.code, message, field=field, choices=exc.choices)
 
 
 def _parse_config(raw: str) -> dict[str, Any]:

@@ -11,7 +11,6 @@ when stderr is a terminal.
 from __future__ import annotations
 
 import gc
-import os
 import sys
 import time
 from typing import Any
@@ -22,6 +21,7 @@ from django.db import connection
 from agentclash_site.celery import preload_broker_transport
 from agentclash_site.lib.cli import CliError, JsonCommand
 from agentclash_site.lib.db import is_connection_error
+from agentclash_site.lib.env import env_float
 from agentclash_site.workspaces.models import Workspace
 from runs.models import Run, RunStatus
 from runs.services.runs import RunError, pack_version_for, run_create
@@ -32,10 +32,10 @@ POLL_SECONDS = 0.25
 # On PostgreSQL the command LISTENs for the run's completion (runs.states NOTIFYs) and
 # re-reads the status at least this often anyway (progress bar, a missed notification).
 LISTEN_SECONDS = 1.0
-FOLLOW_LIMIT_SECONDS = float(os.environ.get("AGENTCLASH_FOLLOW_TIMEOUT", "") or 7 * 24 * 3600)
+FOLLOW_LIMIT_SECONDS = env_float("AGENTCLASH_FOLLOW_TIMEOUT", 7 * 24 * 3600, positive=True)
 # Following survives the database going away (a restart, a failover) for this long: the
 # run goes on on the workers, and a crash would exit 1, which reads as a failed eval.
-RECONNECT_SECONDS = float(os.environ.get("AGENTCLASH_FOLLOW_RECONNECT", "") or 120)
+RECONNECT_SECONDS = env_float("AGENTCLASH_FOLLOW_RECONNECT", 120)
 
 
 def follow_exit_code(document: dict[str, Any], fail_under: float) -> int:
@@ -143,7 +143,9 @@ class Command(JsonCommand):
                 name=options.get("name") or "",
             )
         except RunError as exc:
-            raise CliError(exc.code, exc.message, field=exc.field, choices=exc.choices) from exc
+            # The service names the API's body key; the CLI's option is --deployment.
+            field = "deployment" if exc.field == "deployments" else exc.field
+            raise CliError(exc.code, exc.message, field=field, choices=exc.choices) from exc
         # Imported after the run is queued: the worker starts while this process loads the
         # document code (it pulls in the grading engine).
         from runs.documents import run_document
