@@ -231,3 +231,11 @@ def test_a_nul_anywhere_in_an_api_json_body_is_a_400_naming_where(personas):
         error = response.json()["error"]
         assert error["code"] == "parse_error"
         assert error["message"] == f"JSON parse error - {where} must not contain NUL characters"
+
+
+def test_the_page_showing_a_new_token_is_never_stored_by_a_cache(personas):
+    client = Client()
+    client.force_login(personas.owner)
+    response = client.post(reverse("token-new"), {"name": "ci", "workspace": "acme"})
+    assert b"acl_" in response.content
+    assert "no-store" in response.get("Cache-Control", "")
