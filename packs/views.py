@@ -7,6 +7,7 @@ for outsiders).
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -508,6 +509,24 @@ def version_diff(request: HttpRequest, pack_id: Any) -> HttpResponse:
 # --- assets ------------------------------------------------------------------------------
 
 
+_TOKEN = r"[A-Za-z0-9!#$%&'*+.^_`|~-]+"
+# RFC 9110 §8.3.1: type "/" subtype *( ";" parameter ), a parameter's value a token or a
+# quoted string without control characters.
+_MEDIA_TYPE = re.compile(
+    rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN}|\"[^\"\\\x00-\x1f\x7f]*\"))*"
+)
+
+
+def _served_media_type(media_type: str) -> str:
+    """The asset's media type when it is a valid header value of that form, else
+    ``application/octet-stream``: the pack's ``media_type`` is any text, and a line break in
+    it made Django refuse the header (a 500 for every download of the asset)."""
+    media_type = (media_type or "").strip()
+    if len(media_type) <= 200 and _MEDIA_TYPE.fullmatch(media_type):
+        return media_type
+    return "application/octet-stream"
+
+
 def _asset_file_response(asset: Asset) -> FileResponse:
     if not asset.file:
         raise Http404("This asset has no stored file.")
@@ -517,7 +536,7 @@ def _asset_file_response(asset: Asset) -> FileResponse:
         handle,
         as_attachment=True,
         filename=filename,
-        content_type=asset.media_type or "application/octet-stream",
+        content_type=_served_media_type(asset.media_type),
     )
 
 
