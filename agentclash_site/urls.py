@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from agentclash_site import api
 from agentclash_site.workspaces import schema as _bearer_schema  # noqa: F401  (registers the OpenAPI auth extension)
@@ -19,7 +19,8 @@ api_v1 = [
     path("workspaces", api.WorkspaceListApi.as_view(), name="api-workspace-list"),
     path("workspaces/<slug:ws>", api.WorkspaceDetailApi.as_view(), name="api-workspace-detail"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves its start-up script as a file (?script): the CSP runs no inline script.
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("packs.api_urls")),
     path("", include("runs.api_urls")),
