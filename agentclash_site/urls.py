@@ -1,4 +1,3 @@
-from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
@@ -39,7 +38,6 @@ urlpatterns = [
     path("", include("grading.urls")),
 ]
 
-if settings.DEBUG:
-    from django.conf.urls.static import static as serve_files
-
-    urlpatterns += serve_files(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)
+# No MEDIA_URL route, not even with DEBUG: stored files (every workspace's artifacts and
+# assets) are served only by the views that check access (packs.views: members' downloads
+# and signed, expiring links for agents).
