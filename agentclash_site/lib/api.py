@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import DataError
 from django.http import Http404, QueryDict
 from rest_framework import exceptions, serializers, status
@@ -112,6 +113,12 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApiError):
         return Response(exc.as_body(), status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"the request body must be at most {limit} bytes" if limit else str(exc)
+        return Response(
+            error_body("payload_too_large", message), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):
