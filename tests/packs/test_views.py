@@ -358,3 +358,37 @@ def test_a_published_version_is_read_only_in_the_admin(personas, two_versions):
     page = client_for(admin).get(f"/admin/packs/packversion/{two_versions.version.pk}/change/")
     assert page.status_code == 200
     assert b'name="_save"' not in page.content
+
+
+NESTED = {
+    "flow": "pack: " + "[" * 600 + "]" * 600 + "\ninput_sets: []\n",
+    "block": "pack:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(600)) + "input_sets: []\n",
+}
+
+
+@pytest.mark.parametrize("shape", NESTED)
+def test_a_structured_case_edit_of_a_draft_nested_too_deeply_is_refused_not_a_500(personas, shape):
+    """The round-trip YAML loader recursed once per level: a draft nested 600 deep (which the
+    validator already calls "is nested too deeply") made the case form's save and delete 500."""
+    nested = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="deep", bundle_text=NESTED[shape]
+    )
+    client = client_for(personas.editor)
+    data = {
+        "input_set_key": "smoke",
+        "challenge_key": "word-problem",
+        "case_key": "apples",
+        "payload-TOTAL_FORMS": "0",
+        "payload-INITIAL_FORMS": "0",
+        "inputs-TOTAL_FORMS": "0",
+        "inputs-INITIAL_FORMS": "0",
+        "expectations-TOTAL_FORMS": "0",
+        "expectations-INITIAL_FORMS": "0",
+    }
+    saved = client.post(editor_url(nested, "draft-case-save"), data)
+    assert saved.status_code == 400
+    assert b"nested too deeply" in saved.content
+    deleted = client.post(editor_url(nested, "draft-case-delete"), {"set": "smoke", "case": "crates"})
+    assert deleted.status_code == 302
+    nested.refresh_from_db()
+    assert nested.bundle_text == NESTED[shape]
