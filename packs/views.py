@@ -24,6 +24,7 @@ from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from packs import selectors, services
 from packs.access import get_asset_for_user, get_draft_for_user, get_pack_for_user, get_version_for_user
+from packs.bundle import archive
 from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm
 from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
 from packs.services import yaml_edit
@@ -337,6 +338,12 @@ def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
     if form.is_valid():
         upload = form.cleaned_data["file"]
         path = form.cleaned_data["path"].strip() or upload.name
+        limit = archive.MAX_UNPACKED_BYTES
+        if upload.size > limit:  # no bundle can hold it: refused before it is read into memory
+            messages.error(
+                request, f"{path} not added: a bundle unpacks to at most {limit // (1024 * 1024)} MiB."
+            )
+            return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
         try:
             services.draft_file_add(
                 draft=draft, path=path, data=upload.read(), user=request.user, media_type=upload.content_type

@@ -392,3 +392,27 @@ def test_a_structured_case_edit_of_a_draft_nested_too_deeply_is_refused_not_a_50
     assert deleted.status_code == 302
     nested.refresh_from_db()
     assert nested.bundle_text == NESTED[shape]
+
+
+def test_an_uploaded_file_over_the_unpacked_limit_is_refused_without_being_read(personas, draft, monkeypatch):
+    """No bundle can hold a file over 50 MiB (pack-format §2.2), but the editor's upload read
+    a file of any size into memory and stored it as an artifact."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from packs.bundle import archive
+    from packs.models import Artifact
+
+    monkeypatch.setattr(archive, "MAX_UNPACKED_BYTES", 1000)
+    client = client_for(personas.editor)
+    upload = SimpleUploadedFile("big.bin", b"x" * 1001, content_type="application/octet-stream")
+    response = client.post(editor_url(draft, "draft-file-upload"), {"file": upload, "path": "data/big.bin"})
+    assert response.status_code == 302
+    draft.refresh_from_db()
+    assert draft.files == {}
+    assert not Artifact.objects.filter(workspace=personas.workspace, size=1001).exists()
+    page = client.get(editor_url(draft))
+    assert b"data/big.bin not added" in page.content
+    ok = SimpleUploadedFile("ok.bin", b"x" * 1000, content_type="application/octet-stream")
+    client.post(editor_url(draft, "draft-file-upload"), {"file": ok, "path": "data/ok.bin"})
+    draft.refresh_from_db()
+    assert list(draft.files) == ["data/ok.bin"]
