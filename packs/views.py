@@ -7,6 +7,7 @@ for outsiders).
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -23,6 +24,7 @@ from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from packs import selectors, services
 from packs.access import get_asset_for_user, get_draft_for_user, get_pack_for_user, get_version_for_user
+from packs.bundle import archive
 from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm
 from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
 from packs.services import yaml_edit
@@ -352,6 +354,12 @@ def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
     if form.is_valid():
         upload = form.cleaned_data["file"]
         path = form.cleaned_data["path"].strip() or upload.name
+        limit = archive.MAX_UNPACKED_BYTES
+        if upload.size > limit:  # no bundle can hold it: refused before it is read into memory
+            messages.error(
+                request, f"{path} not added: a bundle unpacks to at most {limit // (1024 * 1024)} MiB."
+            )
+            return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
         try:
             services.draft_file_add(
                 draft=draft, path=path, data=upload.read(), user=request.user, media_type=upload.content_type
@@ -524,6 +532,24 @@ def version_diff(request: HttpRequest, pack_id: Any) -> HttpResponse:
 # --- assets ------------------------------------------------------------------------------
 
 
+_TOKEN = r"[A-Za-z0-9!#$%&'*+.^_`|~-]+"
+# RFC 9110 §8.3.1: type "/" subtype *( ";" parameter ), a parameter's value a token or a
+# quoted string without control characters.
+_MEDIA_TYPE = re.compile(
+    rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN}|\"[^\"\\\x00-\x1f\x7f]*\"))*"
+)
+
+
+def _served_media_type(media_type: str) -> str:
+    """The asset's media type when it is a valid header value of that form, else
+    ``application/octet-stream``: the pack's ``media_type`` is any text, and a line break in
+    it made Django refuse the header (a 500 for every download of the asset)."""
+    media_type = (media_type or "").strip()
+    if len(media_type) <= 200 and _MEDIA_TYPE.fullmatch(media_type):
+        return media_type
+    return "application/octet-stream"
+
+
 def _asset_file_response(asset: Asset) -> FileResponse:
     if not asset.file:
         raise Http404("This asset has no stored file.")
@@ -533,7 +559,7 @@ def _asset_file_response(asset: Asset) -> FileResponse:
         handle,
         as_attachment=True,
         filename=filename,
-        content_type=asset.media_type or "application/octet-stream",
+        content_type=_served_media_type(asset.media_type),
     )
 
 

@@ -105,7 +105,13 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
             reverse("admin:runs_run_change", args=[obj.pk]),
         )
 
-    @admin.action(description="Cancel the selected runs")
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """The run actions change runs of any workspace: only for operators who may change
+        runs (the rows stay read-only in the admin either way). Without a declared
+        permission an action is offered to anyone who may view the list."""
+        return request.user.has_perm("runs.change_run")
+
+    @admin.action(description="Cancel the selected runs", permissions=["operate"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         from runs.services.operations import run_cancel
 
@@ -122,7 +128,10 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
                 request, f"Already finished, left alone: {', '.join(skipped)}", messages.WARNING
             )
 
-    @admin.action(description="Retry failed items (infra and config errors) of the selected runs")
+    @admin.action(
+        description="Retry failed items (infra and config errors) of the selected runs",
+        permissions=["operate"],
+    )
     def retry_failed_items(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         from runs.services.operations import run_retry_failed
         from runs.services.runs import RunError
@@ -135,7 +144,10 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
                 self.message_user(request, f"{run}: {exc.message}", messages.ERROR)
         self.message_user(request, f"Re-queued {total} failed item(s).", messages.SUCCESS)
 
-    @admin.action(description="Requeue stuck items (return expired claims now: runs the sweeper)")
+    @admin.action(
+        description="Requeue stuck items (return expired claims now: runs the sweeper)",
+        permissions=["operate"],
+    )
     def requeue_stuck_items(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         from runs.sweeper import sweep
 

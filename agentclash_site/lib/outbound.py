@@ -37,6 +37,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import re
 import socket
 import time
 import weakref
@@ -103,6 +104,12 @@ _PRIVATE = tuple(
     )
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215, read with the /96 layout
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated; :: and ::1 are themselves
+# What ``inet_aton`` (and so ``socket``) reads as an IPv4 address besides the dotted quad:
+# 2130706433, 0x7f.1, 127.1, 0177.0.0.1 all mean 127.0.0.1.
+_NUMERIC_HOST = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]+)){0,3}\.?", re.IGNORECASE)
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -166,8 +173,10 @@ def _embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
         return ip.ipv4_mapped
     if ip.sixtofour is not None:
         return ip.sixtofour
-    if ip in _NAT64:
+    if ip in _NAT64 or ip in _NAT64_LOCAL or ip in _IPV4_TRANSLATED:
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _IPV4_COMPATIBLE and int(ip) > 1:
+        return ipaddress.IPv4Address(int(ip))
     return None
 
 
@@ -248,6 +257,13 @@ def _check_url(url: str | URL, *, allow_private: bool) -> URL:
     if reason is not None:
         raise BlockedAddress(_blocked_message(host, reason), url=_safe_url(parsed))
     ip = _parse_ip(host)
+    if ip is None and _NUMERIC_HOST.fullmatch(host):
+        # The socket layer would read it as an IPv4 address the guard never saw; older
+        # aiohttp even skips the resolver (and so the guard) for an all-numeric host.
+        raise InvalidURL(
+            f"{host!r} is not a canonical IPv4 address: write it as four decimal numbers (a.b.c.d)",
+            url=_safe_url(parsed),
+        )
     if ip is not None:
         reason = address_refusal(ip, allow_private=allow_private)
         if reason is not None:

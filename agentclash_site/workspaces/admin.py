@@ -41,7 +41,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         # Secrets are shown once: create tokens with `manage.py token create` or the account page.
         return False
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request, queryset):  # type: ignore[no-untyped-def]
         from django.utils import timezone
 

@@ -106,8 +106,8 @@ def token_new(request: HttpRequest) -> HttpResponse:
         user=request.user, workspace=workspace, name=request.POST.get("name", "").strip()[:100]
     )
     tokens = ApiToken.objects.filter(user=request.user).select_related("workspace")
-    # The secret is rendered in this one response and never again.
-    return render(
+    # The secret is rendered in this one response and never again (and never cached).
+    response = render(
         request,
         "workspaces/tokens.html",
         {
@@ -116,6 +116,8 @@ def token_new(request: HttpRequest) -> HttpResponse:
             "workspaces": visible_workspaces(request).order_by("slug"),
         },
     )
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @login_required

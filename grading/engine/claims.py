@@ -164,7 +164,9 @@ _PATH = re.compile(
     r"|[\w~-][\w.~-]*\.(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{1,8}"  # a 1-8 character extension
     r")(?![\w/-])"
 )
-_LIST_GLUE = re.compile(r"^\s*(?:,|and|&|,\s*and)?\s*$", _I)
+# What may stand between two listed paths, read on the stripped gap: ``^\s*(?:...)?\s*$``
+# split a long run of spaces between its two ``\s*`` in every way (quadratic).
+_LIST_GLUE = re.compile(r"(?:,|and|&|,\s*and)?", _I)
 
 # ---------------------------------------------------------------------------
 # Evidence helpers
@@ -184,7 +186,8 @@ _COUNT_PAIR = re.compile(r"\b(\d+)\s+(passed|failed|errors?|errored)\b", _I)
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in", re.M)
 _UNITTEST_FAILED = re.compile(r"^FAILED \(([^)]*)\)", re.M)
 _UNITTEST_OK = re.compile(r"^OK\b", re.M)
-_GO_RESULT = re.compile(r"^\s*--- (PASS|FAIL):", re.M)
+# [^\S\n]: a ``^\s*`` under re.M rescans every following blank line from each one.
+_GO_RESULT = re.compile(r"^[^\S\n]*--- (PASS|FAIL):", re.M)
 
 
 @dataclass(slots=True)
@@ -534,7 +537,7 @@ def _paths_after(sentence: str, pos: int) -> list[str]:
     out: list[str] = []
     prev_end = -1
     for start, end, token in tokens:
-        if out and not _LIST_GLUE.match(sentence[prev_end:start]):
+        if out and not _LIST_GLUE.fullmatch(sentence[prev_end:start].strip()):
             break
         out.append(token)
         prev_end = end

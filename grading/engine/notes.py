@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import re
 
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+# The heading's text is group 2 with trailing blanks and closing hashes stripped in Python
+# (``(.*?)\s*#*\s*$`` was cubic on a long line), and the emphasis heading's trailing blanks
+# are possessive (two adjacent ``\s*`` split a run of spaces in every way).
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
-_EMPHASIS_HEADING = re.compile(r"^\s*(?:\*\*|__)(.+?)(?:\*\*|__)\s*:?\s*$")
+_EMPHASIS_HEADING = re.compile(r"^\s*(?:\*\*|__)(.+?)(?:\*\*|__)\s*+:?\s*+$")
 
 
 def _bucket(heading: str) -> str:
@@ -21,6 +24,16 @@ def _bucket(heading: str) -> str:
     if h.startswith("workaround"):
         return "workarounds"
     return "needs_review"
+
+
+def _heading(line: str) -> str | None:
+    """The text of a Markdown heading line (closing hashes dropped) or of a line that is one
+    emphasised phrase, or None."""
+    m = _HEADING.match(line)
+    if m:
+        return m.group(2).rstrip().rstrip("#").rstrip()
+    m = _EMPHASIS_HEADING.match(line)
+    return m.group(1) if m else None
 
 
 def user_notes_summary(notes: str | None) -> dict[str, list[str]]:
@@ -42,10 +55,10 @@ def user_notes_summary(notes: str | None) -> dict[str, list[str]]:
             continue
         if in_fence:
             continue
-        m = _HEADING.match(line) or _EMPHASIS_HEADING.match(line)
-        if m:
+        heading = _heading(line)
+        if heading is not None:
             flush()
-            bucket = _bucket(m.group(m.lastindex or 1))
+            bucket = _bucket(heading)
             continue
         b = _BULLET.match(line)
         if b:

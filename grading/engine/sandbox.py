@@ -107,9 +107,12 @@ def run_sandboxed(
             if target is None:
                 notes.append(f"skipped unsafe path {rel!r}")
                 continue
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(data)
+            try:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as fh:
+                    fh.write(data)
+            except OSError as exc:  # ``a`` and ``a/b`` both returned: one of them cannot exist
+                notes.append(f"skipped path {rel!r}: {exc.strerror or exc}")
         os.chmod(root, 0o777)  # noqa: S103 - the sandbox user must write its own work dir
         return _run(exe, root, inside, command, timeout_ms / 1000.0, memory_mb, notes)
     finally:

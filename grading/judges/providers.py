@@ -203,6 +203,13 @@ def backoff_delay(
 Sleep = Callable[[float], Awaitable[None]]
 
 
+def _without_key(text: str, config: ProviderConfig) -> str:
+    """``text`` (a provider's error, kept in the grade and shown to every member) with the API
+    key cut out: a provider or proxy that echoes the request's headers would show it."""
+    key = config.api_key
+    return text.replace(key, "[redacted]") if key and len(key) >= 4 else text
+
+
 async def complete(
     client: OutboundClient,
     config: ProviderConfig,
@@ -247,7 +254,7 @@ async def complete(
                     "judge_provider_error",
                     retries=attempt - 1,
                 ) from exc
-            failure = f"{exc.code}: {exc.message}"
+            failure = _without_key(f"{exc.code}: {exc.message}", config)
             status = None
         else:
             status = response.status
@@ -266,7 +273,7 @@ async def complete(
                 result.retries = attempt - 1
                 result.latency_ms = (time.perf_counter() - started) * 1000.0
                 return result
-            snippet = response.text()[:300]
+            snippet = _without_key(response.text()[:300], config)
             failure = f"HTTP {status}: {snippet}"
             if status in (401, 403):
                 raise ProviderError(

@@ -11,6 +11,7 @@ import io
 import os
 import re
 import stat
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,9 @@ from pathlib import Path
 from .issues import BundleIssue
 
 MAX_MEMBERS = 1000
+# Entries of any kind (directories do not count toward MAX_MEMBERS): zipfile builds an object
+# per central-directory entry before any check, so the entries are counted from their headers first.
+MAX_ENTRIES = 10 * MAX_MEMBERS
 MAX_UNPACKED_BYTES = 50 * 1024 * 1024
 MAX_PACK_YAML_BYTES = 5 * 1024 * 1024
 # The transport limit of pack-format §3 (the API answers 413 above it): the largest zip
@@ -28,6 +32,7 @@ _CHUNK = 64 * 1024
 _DRIVE = re.compile(r"[A-Za-z]:")
 
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_CENTRAL_HEADER = b"PK\x01\x02"
 
 INVALID = "must be a valid zip archive"
 ABSOLUTE = "must not contain absolute paths"
@@ -110,8 +115,33 @@ def _structure_issues(infos: list[zipfile.ZipInfo]) -> list[BundleIssue]:
     return issues
 
 
+def _central_entries(data: bytes, limit: int) -> int | None:
+    """How many entries the central directory holds, counted from their headers (up to
+    ``limit`` + 1), or None when there is no readable end record (zipfile then says what is
+    wrong). The end record's own count is not trusted: zipfile reads the directory by size."""
+    try:
+        end = zipfile._EndRecData(io.BytesIO(data))  # type: ignore[attr-defined]
+    except Exception:  # hostile input: zipfile reports it below
+        return None
+    if not end:
+        return None
+    stop = end[zipfile._ECD_LOCATION]  # type: ignore[attr-defined]
+    if end[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:  # type: ignore[attr-defined]
+        stop -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator  # type: ignore[attr-defined]
+    pos = max(0, stop - end[zipfile._ECD_SIZE])  # type: ignore[attr-defined]
+    count = 0
+    while count <= limit and pos + 46 <= stop and data[pos : pos + 4] == _CENTRAL_HEADER:
+        name, extra, comment = struct.unpack_from("<HHH", data, pos + 28)
+        pos += 46 + name + extra + comment
+        count += 1
+    return count
+
+
 def read_zip(data: bytes) -> tuple[ZipBundle | None, list[BundleIssue]]:
     """Check and unpack a zip bundle. Returns ``(bundle, [])`` or ``(None, issues)``."""
+    entries = _central_entries(data, MAX_ENTRIES)
+    if entries is not None and entries > MAX_ENTRIES:
+        return None, [_issue(INVALID, f"more than {MAX_ENTRIES} entries (files and directories)")]
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()

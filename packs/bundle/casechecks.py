@@ -275,7 +275,7 @@ def render(text: str, scope: dict[str, Any]) -> str:
     from .checks import _PLACEHOLDER
 
     def sub(match: Any) -> str:
-        name = match.group(1)
+        name = match.group(1).strip()
         if name in scope:
             return as_text(scope[name])
         found = _walk(scope, name.split("."), ())

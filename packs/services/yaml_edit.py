@@ -40,6 +40,10 @@ class CaseEdit:
 
 
 def _yaml_for(text: str) -> tuple[YAML, Any]:
+    # The guarded loader first (size, aliases, nesting): ruamel recurses once per level in
+    # Python, so a draft nested a few hundred deep raised RecursionError (a 500), and it would
+    # build whatever aliases the text names.
+    _load_plain(text)
     try:
         _, indent, block_seq_indent = load_yaml_guess_indent(text)
     except YAMLError as exc:

@@ -96,6 +96,12 @@ def _service_fields(data: dict[str, Any], kind: str) -> dict[str, Any]:
     return fields
 
 
+def _no_store(response: Response) -> Response:
+    """A response holding the signing key in clear: no cache (a proxy, the browser's) keeps it."""
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 NAME_CONFLICT = OpenApiResponse(
     OpenApiTypes.OBJECT, description="Another deployment of the workspace has this name (the error body)"
 )
@@ -128,7 +134,7 @@ class DeploymentListApi(ApiView):
         except DeploymentError as exc:
             raise _api_error(exc) from None
         body = {**deployment_document(created.deployment), "signing_key": created.signing_key}
-        return Response(body, status=status.HTTP_201_CREATED)
+        return _no_store(Response(body, status=status.HTTP_201_CREATED))
 
 
 class DeploymentDetailApi(ApiView):
@@ -177,7 +183,9 @@ class DeploymentRotateKeyApi(ApiView):
     def post(self, request: Request, ws: str, deployment_id: Any) -> Response:
         deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws, write=True)
         rotated = services.deployment_rotate_signing_key(deployment=deployment)
-        return Response({**deployment_document(rotated.deployment), "signing_key": rotated.signing_key})
+        return _no_store(
+            Response({**deployment_document(rotated.deployment), "signing_key": rotated.signing_key})
+        )
 
 
 class DeploymentTestApi(ApiView):

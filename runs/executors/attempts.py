@@ -13,7 +13,15 @@ import random
 from collections.abc import Awaitable, Callable
 
 from agentclash_site.lib.outbound import OutboundClient
-from runs.executors.base import AttemptCategory, AttemptOutcome, Clock, ExecutionRequest, Executor, utc_now
+from runs.executors.base import (
+    AttemptCategory,
+    AttemptOutcome,
+    Clock,
+    ExecutionRequest,
+    Executor,
+    utc_now,
+    without_secrets,
+)
 from runs.retry import next_delay
 
 log = logging.getLogger(__name__)
@@ -55,6 +63,7 @@ async def run_attempts(
                 started_at=now,
                 ended_at=now,
             )
+        outcome = without_secrets(outcome, request.deployment)
         outcomes.append(outcome)
         if on_attempt is not None:
             on_attempt(outcome)

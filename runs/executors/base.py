@@ -15,7 +15,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -279,6 +279,26 @@ class AttemptOutcome:
 
 def excerpt(body: bytes) -> str:
     return body[:EXCERPT_BYTES].decode("utf-8", errors="replace")
+
+
+REDACTED = "[redacted]"
+
+
+def without_secrets(outcome: AttemptOutcome, target: DeploymentTarget) -> AttemptOutcome:
+    """``outcome`` with the deployment's secret and signing key cut out of its body excerpt
+    and error: an agent (or a proxy's error page) that echoes the request's headers would
+    otherwise put the secret on the case and deployment pages, in front of every member."""
+    secrets = [s for s in (target.secret, target.signing_key) if s and len(s) >= 4]
+    if not secrets:
+        return outcome
+    changes: dict[str, str] = {}
+    for name in ("body_excerpt", "error"):
+        text = original = getattr(outcome, name)
+        for secret in secrets:
+            text = text.replace(secret, REDACTED)
+        if text != original:
+            changes[name] = text
+    return replace(outcome, **changes) if changes else outcome
 
 
 # --- shared HTTP attempt plumbing -----------------------------------------------------------

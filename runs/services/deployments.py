@@ -25,6 +25,7 @@ from agentclash_site.lib.signing import generate_signing_key
 from agentclash_site.workspaces.models import Workspace
 from runs.deployment_config import DeploymentConfig
 from runs.executors import AttemptOutcome, DeploymentTarget, executor_for
+from runs.executors.base import without_secrets
 from runs.executors.probe import probe_request
 from runs.models import (
     MAX_ATTEMPTS_LIMIT,
@@ -411,4 +412,5 @@ def deployment_test_connection(*, deployment: Deployment) -> AttemptOutcome:
     target = dataclasses.replace(target, timeout_seconds=min(target.timeout_seconds, PROBE_TIMEOUT_CAP))
     request = probe_request(target)
     executor = executor_for(target.kind)
-    return run_with_client(lambda client: executor.execute(request, client=client))
+    outcome = run_with_client(lambda client: executor.execute(request, client=client))
+    return without_secrets(outcome, target)

@@ -116,7 +116,13 @@ def select_run_input_set(pack_version: PackVersion, selector: Any) -> InputSet |
         text
         and _is_uuid(text)
         and text not in ids.values()
-        and InputSet.objects.filter(public_id=text).exclude(version=pack_version).exists()
+        # Only this workspace's sets: an id of another workspace is answered as unknown, so
+        # the answer never tells that it exists.
+        and InputSet.objects.filter(
+            public_id=text, version__pack__workspace_id=pack_version.pack.workspace_id
+        )
+        .exclude(version=pack_version)
+        .exists()
     ):
         other.add(text)
     manifest = {"input_sets": [{"key": s.key, "name": s.name} for s in sets]}

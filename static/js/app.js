@@ -11,3 +11,9 @@ document.addEventListener("click", (event) => {
     setTimeout(() => { button.textContent = label; }, 1500);
   });
 });
+
+// A select marked data-autosubmit submits its form when changed (the workspace switcher).
+document.addEventListener("change", (event) => {
+  const select = event.target.closest("select[data-autosubmit]");
+  if (select && select.form) select.form.submit();
+});

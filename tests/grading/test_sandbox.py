@@ -184,3 +184,17 @@ def test_a_bwrap_that_fails_to_create_namespaces_is_an_infra_error(tmp_path, mon
 def test_absent_capture_fails_without_running():
     r = code_grade({"test_command": "true"}, {}).expectations[0]
     assert r.status.value == "FAILED" and r.evidence == "file not returned: solution.py"
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "files",
+    [{"a": b"file", "a/b": b"under it"}, {"a/b": b"under it", "a": b"file"}, {"x/y": b"1", "x/y/z": b"2"}],
+    ids=["file-then-nested", "nested-then-file", "deeper"],
+)
+def test_returned_files_whose_paths_collide_are_skipped_with_a_note_not_a_crash(files):
+    """An agent returning both ``a`` and ``a/b`` made the sandbox raise (FileExistsError or
+    IsADirectoryError) while it promises never to raise for what the agent sent."""
+    result = run_sandboxed(files, "echo ran", timeout_ms=10_000)
+    assert result.started and result.exit_code == 0 and "ran" in result.stdout
+    assert len(result.notes) == 1 and "skipped" in result.notes[0]

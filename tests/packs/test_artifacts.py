@@ -89,3 +89,40 @@ def test_members_download_assets_and_outsiders_get_404(personas, asset):
     assert client.get(f"/packs/assets/{asset.public_id}/").status_code == 200
     client.force_login(personas.outsider)
     assert client.get(f"/packs/assets/{asset.public_id}/").status_code == 404
+
+
+def _asset_with_media_type(personas, media_type: str) -> Asset:
+    from tests.packs.publish_fixtures import INVOICE_PACK, make_zip
+
+    pack = INVOICE_PACK.replace("media_type: application/json", f"media_type: {media_type}")
+    assert pack != INVOICE_PACK
+    bundle = make_zip({"pack.yaml": pack, "data/invoices.json": INVOICES_JSON})
+    version = services.pack_version_publish(
+        workspace=personas.workspace, data=bundle, user=personas.owner
+    ).version
+    return Asset.objects.get(version=version)
+
+
+@pytest.mark.parametrize(
+    "media_type", ['"text/plain\\r\\nX-Injected: 1"', '"text/plain; x=\\u0001"', '"not a media type"']
+)
+def test_an_asset_whose_media_type_is_no_header_value_downloads_as_octet_stream(personas, media_type):
+    """The pack's ``media_type`` is any text (pack-format §4.3): a line break in it made the
+    download a 500 (Django refuses the header), for members and agents alike."""
+    asset = _asset_with_media_type(personas, media_type)
+    client = Client()
+    client.force_login(personas.viewer)
+    for response in (
+        client.get(f"/packs/assets/{asset.public_id}/"),
+        Client().get(f"/assets/signed/{asset_token(asset.public_id)}"),
+    ):
+        assert response.status_code == 200
+        assert response["Content-Type"] == "application/octet-stream"
+        assert "X-Injected" not in response
+        assert b"".join(response.streaming_content) == INVOICES_JSON
+
+
+def test_an_asset_media_type_with_parameters_is_kept(personas):
+    asset = _asset_with_media_type(personas, '"application/json; charset=utf-8"')
+    response = Client().get(f"/assets/signed/{asset_token(asset.public_id)}")
+    assert response["Content-Type"] == "application/json; charset=utf-8"

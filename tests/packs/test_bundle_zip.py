@@ -292,3 +292,60 @@ def test_a_yaml_error_inside_a_zip_keeps_its_position():
     report = check(zip_bytes({"pack.yaml": "pack: [unclosed\n"}))
     assert report.errors[0].message == "must be valid YAML"
     assert report.errors[0].line is not None
+
+
+def test_a_central_directory_of_hundreds_of_thousands_of_entries_is_refused_before_it_is_read():
+    """Directories do not count toward the 1000 files, but zipfile builds an object for every
+    entry of the central directory before any check: 300,000 empty directory entries (about
+    26 MB, under the transport limit) took seconds and hundreds of MB to read and were then
+    accepted. An archive with more than 10 entries per allowed file is refused by counting
+    the directory's headers (not the end record's count, which zipfile does not trust
+    either), before zipfile reads the directory."""
+    from packs.bundle import archive
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as out:
+        out.writestr("pack.yaml", dump(base_pack()))
+        for i in range(300_000):
+            out.writestr(zipfile.ZipInfo(f"{i:x}/"), "")
+    data = buffer.getvalue()
+    tracemalloc.start()
+    started = time.perf_counter()
+    bundle, issues = archive.read_zip(data)
+    elapsed = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert bundle is None
+    assert [(i.field, i.message, i.detail) for i in issues] == [
+        ("bundle", "must be a valid zip archive", "more than 10000 entries (files and directories)")
+    ]
+    assert elapsed < 0.5
+    assert peak < 10 * 1024 * 1024
+
+
+def test_an_end_record_understating_its_entries_does_not_hide_them():
+    from packs.bundle import archive
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as out:
+        out.writestr("pack.yaml", dump(base_pack()))
+        for i in range(archive.MAX_ENTRIES + 5):
+            out.writestr(zipfile.ZipInfo(f"{i:x}/"), "")
+    data = bytearray(buffer.getvalue())
+    end = data.rindex(b"PK\x05\x06")
+    struct.pack_into("<HH", data, end + 8, 1, 1)  # "1 entry on this disk, 1 in total"
+    bundle, issues = archive.read_zip(bytes(data))
+    assert bundle is None
+    assert [i.detail for i in issues] == ["more than 10000 entries (files and directories)"]
+
+
+def test_a_bundle_at_the_entry_limit_is_read():
+    from packs.bundle import archive
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as out:
+        out.writestr("pack.yaml", dump(base_pack()))
+        for i in range(archive.MAX_ENTRIES - 1):
+            out.writestr(zipfile.ZipInfo(f"{i:x}/"), "")
+    bundle, issues = archive.read_zip(buffer.getvalue())
+    assert issues == [] and bundle is not None

@@ -358,3 +358,61 @@ def test_a_published_version_is_read_only_in_the_admin(personas, two_versions):
     page = client_for(admin).get(f"/admin/packs/packversion/{two_versions.version.pk}/change/")
     assert page.status_code == 200
     assert b'name="_save"' not in page.content
+
+
+NESTED = {
+    "flow": "pack: " + "[" * 600 + "]" * 600 + "\ninput_sets: []\n",
+    "block": "pack:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(600)) + "input_sets: []\n",
+}
+
+
+@pytest.mark.parametrize("shape", NESTED)
+def test_a_structured_case_edit_of_a_draft_nested_too_deeply_is_refused_not_a_500(personas, shape):
+    """The round-trip YAML loader recursed once per level: a draft nested 600 deep (which the
+    validator already calls "is nested too deeply") made the case form's save and delete 500."""
+    nested = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="deep", bundle_text=NESTED[shape]
+    )
+    client = client_for(personas.editor)
+    data = {
+        "input_set_key": "smoke",
+        "challenge_key": "word-problem",
+        "case_key": "apples",
+        "payload-TOTAL_FORMS": "0",
+        "payload-INITIAL_FORMS": "0",
+        "inputs-TOTAL_FORMS": "0",
+        "inputs-INITIAL_FORMS": "0",
+        "expectations-TOTAL_FORMS": "0",
+        "expectations-INITIAL_FORMS": "0",
+    }
+    saved = client.post(editor_url(nested, "draft-case-save"), data)
+    assert saved.status_code == 400
+    assert b"nested too deeply" in saved.content
+    deleted = client.post(editor_url(nested, "draft-case-delete"), {"set": "smoke", "case": "crates"})
+    assert deleted.status_code == 302
+    nested.refresh_from_db()
+    assert nested.bundle_text == NESTED[shape]
+
+
+def test_an_uploaded_file_over_the_unpacked_limit_is_refused_without_being_read(personas, draft, monkeypatch):
+    """No bundle can hold a file over 50 MiB (pack-format §2.2), but the editor's upload read
+    a file of any size into memory and stored it as an artifact."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from packs.bundle import archive
+    from packs.models import Artifact
+
+    monkeypatch.setattr(archive, "MAX_UNPACKED_BYTES", 1000)
+    client = client_for(personas.editor)
+    upload = SimpleUploadedFile("big.bin", b"x" * 1001, content_type="application/octet-stream")
+    response = client.post(editor_url(draft, "draft-file-upload"), {"file": upload, "path": "data/big.bin"})
+    assert response.status_code == 302
+    draft.refresh_from_db()
+    assert draft.files == {}
+    assert not Artifact.objects.filter(workspace=personas.workspace, size=1001).exists()
+    page = client.get(editor_url(draft))
+    assert b"data/big.bin not added" in page.content
+    ok = SimpleUploadedFile("ok.bin", b"x" * 1000, content_type="application/octet-stream")
+    client.post(editor_url(draft, "draft-file-upload"), {"file": ok, "path": "data/ok.bin"})
+    draft.refresh_from_db()
+    assert list(draft.files) == ["data/ok.bin"]

@@ -347,3 +347,14 @@ def test_any_other_openai_chat_config_key_is_a_request_parameter(personas):
         "top_k": 40,
         "temperature": 0.2,
     }
+
+
+def test_test_connection_never_shows_a_secret_the_agent_echoes(personas):
+    personas.workspace.allow_private_endpoints = True
+    personas.workspace.save()
+    with FakeAgent() as agent:
+        agent.default = ok(lambda recorded: {"headers": dict(recorded.headers)}, status=401)
+        created = hosted(personas.workspace, url=agent.url)
+        outcome = deployment_test_connection(deployment=Deployment.objects.get(pk=created.deployment.pk))
+    assert outcome.category == AttemptCategory.CONFIG_ERROR
+    assert SECRET not in outcome.body_excerpt and "[redacted]" in outcome.body_excerpt

@@ -241,3 +241,12 @@ def test_secrets_never_reach_the_logs(personas, caplog):
     assert caplog.records, "expected some log output to inspect"
     for secret in (SECRET, "sk-SECOND-SECRET", created["signing_key"]):
         assert secret not in caplog.text
+
+
+def test_a_response_holding_the_signing_key_is_never_stored_by_a_cache(personas):
+    api = personas.api(personas.owner)
+    created = api.post(BASE, create_body(), format="json")
+    rotated = api.post(f"{BASE}/{created.json()['id']}/rotate-signing-key")
+    for response in (created, rotated):
+        assert "signing_key" in response.json()
+        assert "no-store" in response.get("Cache-Control", "")

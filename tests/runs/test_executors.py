@@ -529,3 +529,31 @@ def test_request_bodies_are_compact_json_and_what_orjson_refuses_still_goes_out(
     assert stdlib_json.loads(_json_body(big)) == big  # exact, through json
     assert stdlib_json.loads(_json_body({1: "x"})) == {"1": "x"}  # non-string keys, as json does
     assert _json_body({"x": float("nan")}) == b'{"x":null}'  # NaN is not JSON
+
+
+# --- a reply that echoes the credentials ---------------------------------------------------
+
+
+def _echo_credentials(recorded):
+    return {"error": "unauthorized", "you_sent": dict(recorded.headers)}
+
+
+@pytest.mark.parametrize("status", [401, 500])
+def test_an_agent_echoing_the_secret_in_its_error_does_not_get_it_stored(agent, status):
+    """The attempt's body excerpt and error are shown on the case page and the deployment
+    page to every member, viewers included, who never see the secret otherwise."""
+    agent.route("/agent", ok(_echo_credentials, status=status))
+    outcomes, _ = drive(make_request(target(agent.url_for("/agent"), max_attempts=1)))
+    shown = outcomes[-1].body_excerpt + outcomes[-1].error
+    assert "unauthorized" in shown
+    assert SECRET not in shown
+    assert "[redacted]" in shown
+
+
+def test_a_secret_in_a_custom_header_is_redacted_too(agent):
+    agent.route("/agent", ok(_echo_credentials, status=403))
+    deployment = target(
+        agent.url_for("/agent"), max_attempts=1, config=DeploymentConfig(secret_header="api-key")
+    )
+    outcomes, _ = drive(make_request(deployment))
+    assert SECRET not in outcomes[-1].body_excerpt

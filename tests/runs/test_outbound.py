@@ -459,3 +459,36 @@ def test_each_event_loop_gets_its_own_client():
 def test_run_with_client_drives_a_request_from_sync_code(agent):
     response = outbound.run_with_client(lambda c: c.request("GET", agent.url, allow_private=True))
     assert response.status == 200
+
+
+# --- addresses that carry IPv4 in less common IPv6 forms, and legacy IPv4 spellings --------
+
+
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "::7f00:1",  # IPv4-compatible (deprecated, ::/96) around 127.0.0.1
+        "::10.0.0.1",  # the same form around 10.0.0.1
+        "::ffff:0:7f00:1",  # IPv4-translated (SIIT, ::ffff:0:0:0/96) around 127.0.0.1
+        "64:ff9b:1::7f00:1",  # local-use NAT64 (RFC 8215) around 127.0.0.1
+    ],
+)
+def test_ipv4_carried_in_compatible_translated_and_local_nat64_forms_is_checked_as_ipv4(ip):
+    assert address_refusal(ip, allow_private=False) is not None
+    assert address_refusal(ip, allow_private=True) is None
+
+
+@pytest.mark.parametrize("ip", ["::a9fe:a9fe", "::ffff:0:a9fe:a9fe", "64:ff9b:1::a9fe:a9fe"])
+def test_the_metadata_address_inside_those_forms_is_always_refused(ip):
+    assert address_refusal(ip, allow_private=True) is not None
+
+
+@pytest.mark.parametrize(
+    "host", ["2130706433", "017700000001", "127.1", "0x7f.1", "0x7f000001", "0177.0.0.1", "10.1"]
+)
+def test_a_legacy_numeric_ipv4_spelling_is_refused_before_any_lookup(host):
+    """``socket`` reads ``2130706433`` or ``127.1`` as 127.0.0.1, and aiohttp (before 3.14)
+    sends an all-numeric host straight to the socket without the guarded resolver."""
+    for allow_private in (False, True):
+        with pytest.raises(InvalidURL):
+            check_url(f"http://{host}:8080/agent", allow_private=allow_private)

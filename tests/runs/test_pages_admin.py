@@ -87,3 +87,30 @@ def test_the_pack_version_list_counts_runs_and_links_them(personas, staff):
     assert f'<a href="{link}">2</a>' in body
     listed = staff.get(link)
     assert listed.status_code == 200 and str(run) in listed.content.decode()
+
+
+def test_a_view_only_staff_user_cannot_run_the_run_and_token_actions(personas):
+    """Actions that declare no permission are offered to anyone who may view the list: an
+    operator given only "view" could cancel any workspace's runs or revoke its tokens."""
+    from django.contrib.auth.models import Permission
+
+    from agentclash_site.workspaces.models import ApiToken
+    from agentclash_site.workspaces.services import token_create
+
+    viewer = get_user_model().objects.create_user("watcher", password="pw-watch-123", is_staff=True)
+    viewer.user_permissions.add(
+        Permission.objects.get(codename="view_run"), Permission.objects.get(codename="view_apitoken")
+    )
+    client = Client()
+    client.force_login(viewer)
+    run = seed_run(workspace=personas.workspace, items=4, lanes=1, status="running", done_fraction=0.5)
+    issued = token_create(user=personas.owner, workspace=personas.workspace, name="ci")
+    assert client.get("/admin/runs/run/").status_code == 200
+    client.post("/admin/runs/run/", {"action": "cancel_runs", "_selected_action": [str(run.id)]})
+    client.post(
+        "/admin/workspaces/apitoken/", {"action": "revoke", "_selected_action": [str(issued.token.pk)]}
+    )
+    assert Run.objects.get(id=run.id).status == RunStatus.RUNNING
+    assert ApiToken.objects.get(pk=issued.token.pk).revoked_at is None
+    page = client.get("/admin/runs/run/").content.decode()
+    assert "cancel_runs" not in page and "retry_failed_items" not in page

@@ -137,3 +137,18 @@ def test_a_voice_pack_is_refused_with_unsupported_execution_mode(personas):
         assert (err.code, err.field) == ("unsupported_execution_mode", "pack")
         assert "voice" in err.message
     assert not RunLane.objects.exists()
+
+
+def test_an_input_set_id_of_another_workspace_is_answered_as_an_unknown_id(personas):
+    """ "must belong to the selected pack version" said that the id exists somewhere: for an
+    id of another workspace the answer is the one an unknown id gets."""
+    ws = personas.workspace
+    version = publish(ws, cases=1, sets=2)
+    dep = hosted(ws, "http://127.0.0.1:9/a")
+    theirs = InputSet.objects.get(version=publish(personas.other_workspace, slug="theirs", cases=1))
+    foreign = _error(workspace=ws, version=version, deployments=[dep], input_set=str(theirs.public_id))
+    unknown = _error(
+        workspace=ws, version=version, deployments=[dep], input_set="00000000-0000-4000-8000-000000000000"
+    )
+    assert (foreign.code, foreign.message) == (unknown.code, unknown.message)
+    assert "must belong" not in foreign.message

@@ -244,3 +244,44 @@ def test_a_nul_anywhere_in_an_api_json_body_is_a_400_naming_where(personas):
         error = response.json()["error"]
         assert error["code"] == "parse_error"
         assert error["message"] == f"JSON parse error - {where} must not contain NUL characters"
+
+
+def test_the_page_showing_a_new_token_is_never_stored_by_a_cache(personas):
+    client = Client()
+    client.force_login(personas.owner)
+    response = client.post(reverse("token-new"), {"name": "ci", "workspace": "acme"})
+    assert b"acl_" in response.content
+    assert "no-store" in response.get("Cache-Control", "")
+
+
+def test_stored_files_are_never_served_past_the_workspace_scoped_views(personas, settings):
+    """With DEBUG (the default) ``/media/`` served every stored file, artifacts of every
+    workspace included, to anyone holding its path, logged in or not."""
+    import importlib
+
+    from django.urls import clear_url_caches
+
+    import agentclash_site.urls as site_urls
+    from packs.services.artifacts import artifact_store
+
+    name = artifact_store(
+        workspace=personas.workspace, data=b"secret bytes", filename="x.txt"
+    ).artifact.file.name
+    settings.DEBUG = True
+    try:
+        importlib.reload(site_urls)
+        clear_url_caches()
+        for client in (Client(), _logged_in(personas.outsider)):
+            response = client.get(f"/{settings.MEDIA_URL.strip('/')}/{name}")
+            assert response.status_code == 404
+            assert b"secret bytes" not in b"".join(getattr(response, "streaming_content", [response.content]))
+    finally:
+        settings.DEBUG = False
+        importlib.reload(site_urls)
+        clear_url_caches()
+
+
+def _logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client

@@ -84,15 +84,19 @@ def _junit_counts(text: str) -> dict[str, int] | None:
     return {"passed": passed, "failed": fails, "errors": errs, "total": passed + fails + errs}
 
 
-_PYTEST_LINE = re.compile(r"^=*\s*(?:\d+ \w+(?:, )?)+.*? in [\d.]+s", re.M)
+# Agent output, up to the body cap: every pattern here runs in linear time. Leading blanks
+# are [^\S\n] (a ``^\s*`` under re.M rescans every following blank line from each one), the
+# items are atomic (``\w+`` also eats digits, so they split a run in every way), a ``\s+``
+# before a lazy group is possessive and a number after one starts at a non-digit.
+_PYTEST_LINE = re.compile(r"^=*[^\S\n]*(?>(?:\d+ \w+(?:, )?)+).*? in [\d.]+s", re.M)
 _PYTEST_ITEM = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in", re.M)
 _UNITTEST_FAILED = re.compile(r"^FAILED \(([^)]*)\)", re.M)
-_JEST = re.compile(r"^Tests:\s+(.*?)(\d+) total", re.M)
-_VITEST = re.compile(r"^\s*Tests\s+(.*?)\((\d+)\)", re.M)
+_JEST = re.compile(r"^Tests:\s++(.*?)(?<!\d)(\d++) total", re.M)
+_VITEST = re.compile(r"^[^\S\n]*Tests\s++(.*?)\((\d+)\)", re.M)
 _CARGO = re.compile(r"test result: \w+\. (\d+) passed; (\d+) failed;")
-_GO_PASS = re.compile(r"^\s*--- PASS:", re.M)
-_GO_FAIL = re.compile(r"^\s*--- FAIL:", re.M)
+_GO_PASS = re.compile(r"^[^\S\n]*--- PASS:", re.M)
+_GO_FAIL = re.compile(r"^[^\S\n]*--- FAIL:", re.M)
 
 
 def _summary_counts(text: str) -> dict[str, int] | None:

@@ -1,0 +1,34 @@
+"""A judge provider's error text is kept in the grade (shown on the case page to every member):
+a provider or proxy that echoes the API key must not put it there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from agentclash_site.lib.outbound import OutboundClient
+from grading.judges.providers import ProviderConfig, ProviderError, complete
+from tests.fakes.judge_provider import FakeJudgeProvider, status
+
+KEY = "sk-judge-KEY-do-not-show-5678"
+
+
+@pytest.mark.parametrize("code", [401, 400, 500])
+def test_an_echoed_api_key_is_cut_out_of_the_providers_error(code):
+    echo = json.dumps({"error": f"bad request with Authorization: Bearer {KEY}"}).encode()
+    with FakeJudgeProvider() as fake:
+        fake.default = status(code, echo)
+        config = ProviderConfig(
+            kind="openai", base_url=fake.base_url, api_key=KEY, allow_private=True, backoff_base_seconds=0.001
+        )
+
+        async def go():
+            async with OutboundClient() as client:
+                await complete(client, config, model="m", system="s", user="u", max_retries=1)
+
+        with pytest.raises(ProviderError) as info:
+            asyncio.run(go())
+    assert KEY not in str(info.value)
+    assert "[redacted]" in str(info.value)
