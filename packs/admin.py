@@ -13,7 +13,6 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
-from packs.services.artifacts import artifact_drafts_naming
 
 
 class ReadOnlyAdminMixin:
@@ -206,6 +205,9 @@ class ArtifactAdmin(admin.ModelAdmin):
         return False  # the bytes are the identity
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
+        # Imported here: packs.services imports the validator (the admin loads at every start-up).
+        from packs.services.artifacts import artifact_drafts_naming
+
         # Assets already protect their artifact (PROTECT); drafts name artifacts by public id
         # in ``files`` (bound zip members) and in the pack.yaml text (``artifact_id:``), which no
         # foreign key shows, so deleting one would break the draft's next validate or publish.
