@@ -171,3 +171,21 @@ def test_eval_start_names_a_malformed_follow_variable(variable):
     result = _manage(["eval", "start", "--help"], {variable: "soon"})
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"configuration error: {variable} must be a number" in result.stderr
+
+
+def test_env_example_documents_every_variable_the_settings_read():
+    # The README says .env.example documents every setting; four RUNS_* variables and
+    # STATIC_ROOT were read by the settings and missing there.
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    source = (root / "agentclash_site" / "settings.py").read_text()
+    read = set(
+        re.findall(r"""(?:env_\w+|environ\.get|environ\.setdefault)\(\s*["']([A-Z][A-Z0-9_]+)["']""", source)
+    )
+    read |= set(re.findall(r"""environ\[["']([A-Z][A-Z0-9_]+)["']\]""", source))
+    test_only = {"AGENTCLASH_TESTING", "TEST_DATABASE_NAME"}
+    documented = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", (root / ".env.example").read_text(), re.M))
+    assert len(read) > 20
+    assert sorted(read - test_only - documented) == []
