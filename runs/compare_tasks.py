@@ -48,8 +48,15 @@ class CompareError(ValueError):
         self.message = message
 
 
-def _revisions(baseline: Run, candidate: Run) -> list[int]:
-    return [baseline.scoring_revision, candidate.scoring_revision]
+def _revisions(baseline: Run, candidate: Run) -> list[Any]:
+    """What the stored comparison was computed from: each run's scoring revision, and while
+    a run is unfinished its status and open items (cases finishing change the comparison
+    without a new revision; the status changes once more when the run completes)."""
+    return [
+        baseline.scoring_revision,
+        candidate.scoring_revision,
+        *([run.status, run.items_open] for run in (baseline, candidate) if not run.is_finished),
+    ]
 
 
 def comparison_request(
