@@ -161,10 +161,20 @@ def _records(lane: RunLane, pack_version: int) -> tuple[list[CaseRecord], dict[t
     return records, first_item
 
 
+def _lane_like(run: Run, other: RunLane | None) -> RunLane | None:
+    lanes = run.lanes.order_by("position")
+    if other is not None:
+        same = lanes.filter(deployment_name=other.deployment_name).first()
+        if same is not None:
+            return same
+    return lanes.first()
+
+
 def _pairs(comparison: RunComparison) -> tuple[list[tuple[RunLane, RunLane]], list[str], list[str]]:
     if comparison.baseline_lane_id or comparison.candidate_lane_id:
-        base = comparison.baseline_lane or comparison.baseline.lanes.order_by("position").first()
-        cand = comparison.candidate_lane or comparison.candidate.lanes.order_by("position").first()
+        # A lane against a run: that run's lane of the same deployment (else its first lane).
+        base = comparison.baseline_lane or _lane_like(comparison.baseline, comparison.candidate_lane)
+        cand = comparison.candidate_lane or _lane_like(comparison.candidate, comparison.baseline_lane)
         return ([(base, cand)] if base and cand else []), [], []
     base = {lane.deployment_name: lane for lane in comparison.baseline.lanes.order_by("position")}
     cand = {lane.deployment_name: lane for lane in comparison.candidate.lanes.order_by("position")}

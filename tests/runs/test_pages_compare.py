@@ -254,3 +254,27 @@ def test_a_comparison_made_while_a_run_was_running_is_computed_again_as_its_case
     compute_comparison(again.id)
     again.refresh_from_db()
     assert (again.result["counts"]["regression"], again.result["counts"]["not_comparable"]) == (1, 0)
+
+
+def test_a_lane_against_a_run_is_compared_with_that_runs_lane_of_the_same_deployment(runs):
+    """``compare?baseline={lane}&candidate={run}`` (interfaces.md §7) took the candidate run's
+    first lane whatever the baseline lane's deployment, so the "sloppy" lane was compared
+    with the candidate's "careful" lane."""
+    baseline, candidate = runs
+    sloppy = RunLane.objects.get(run=baseline, deployment_name="sloppy")
+    for kwargs in ({"baseline_lane": sloppy}, {}):
+        comparison = comparison_request(baseline=baseline, candidate=candidate, **kwargs)
+        compute_comparison(comparison.id)
+    lane_vs_run = RunComparison.objects.get(baseline_lane=sloppy).result["lanes"]
+    run_vs_run = RunComparison.objects.get(baseline_lane=None).result["lanes"]
+    assert [lane["deployment"] for lane in lane_vs_run] == ["sloppy"]
+    assert lane_vs_run[0] == next(lane for lane in run_vs_run if lane["deployment"] == "sloppy")
+    # and the other way round
+    careful = RunLane.objects.get(run=candidate, deployment_name="careful")
+    comparison = comparison_request(baseline=baseline, candidate=candidate, candidate_lane=careful)
+    compute_comparison(comparison.id)
+    comparison.refresh_from_db()
+    assert (
+        comparison.result["lanes"][0]["baseline_lane"]
+        == RunLane.objects.get(run=baseline, deployment_name="careful").id
+    )
