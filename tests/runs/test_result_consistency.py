@@ -56,3 +56,141 @@ def test_a_running_runs_pass_rate_with_repetitions_is_the_same_on_the_page_and_i
         api_lane["mean_score"],
     )
     assert RunLane.objects.get(run=run).passed == 2
+
+
+def _exports(personas, run):
+    import csv
+    import io
+    import xml.etree.ElementTree as ET
+
+    api = personas.api(personas.viewer)
+
+    def get(fmt):
+        response = api.get(f"{BASE}/{run.pk}/export?format={fmt}")
+        assert response.status_code == 200 and response.streaming
+        return b"".join(response.streaming_content).decode()
+
+    jsonl = [json.loads(line) for line in get("jsonl").split("\n") if line]
+    table = list(csv.DictReader(io.StringIO(get("csv"))))
+    junit = ET.fromstring(get("junit").encode())
+    grading = [json.loads(line) for line in get("grading").split("\n") if line]
+    return jsonl, table, junit, grading
+
+
+def test_every_export_agrees_with_the_case_route_on_a_cancelled_run_of_two_deployments_with_repetitions(
+    personas,
+):
+    from runs.services.operations import run_cancel
+
+    version = publish(personas.workspace, cases=3)
+    deps = [
+        deployment_create(workspace=personas.workspace, name=name, kind="trace_import").deployment
+        for name in ("ci", "nightly")
+    ]
+    run = create_run(personas.workspace, version, deps, repetitions=2)
+    huge = 'ünïcødé \u2028 "quoted", line\nbreak\r\n\x1b[0m ' + "x" * 300_000
+    _upload(
+        personas,
+        run,
+        [
+            {"deployment": "ci", "case_key": "c0", "repetition": 1, "final_output": "answer-0"},
+            {"deployment": "ci", "case_key": "c0", "repetition": 2, "final_output": huge},
+            {"deployment": "nightly", "case_key": "c1", "repetition": 2, "final_output": "answer-1"},
+        ],
+    )
+    run_cancel(run=run)
+    api = personas.api(personas.viewer)
+    cases = _body(api.get(f"{BASE}/{run.pk}/cases?limit=500"))["results"]
+    assert len(cases) == 12
+    jsonl, table, junit, grading = _exports(personas, run)
+    key = ("deployment", "challenge_key", "case_key", "repetition", "status")
+    expected = [tuple(c[k] for k in key) for c in cases]
+    assert [tuple(r[k] for k in key) for r in jsonl] == expected
+    assert [tuple(r[k] if k != "repetition" else int(r[k]) for k in key) for r in table] == expected
+    assert len(grading) == 3
+    doc = _body(api.get(f"{BASE}/{run.pk}"))
+    for suite, lane in zip(junit.findall("testsuite"), doc["lanes"], strict=True):
+        counts = lane["counts"]
+        testcases = suite.findall("testcase")
+        assert int(suite.get("tests")) == len(testcases) == sum(counts.values()) == 6
+        assert int(suite.get("failures")) == len([t for t in testcases if t.find("failure") is not None])
+        assert int(suite.get("failures")) == counts["FAILED"]
+        assert int(suite.get("errors")) == len([t for t in testcases if t.find("error") is not None])
+        assert int(suite.get("skipped")) == len([t for t in testcases if t.find("skipped") is not None])
+    statuses = {c["status"] for c in cases}
+    assert statuses == {"PASSED", "FAILED", "cancelled"}
+
+
+def test_a_retried_infra_error_case_counts_once_everywhere(personas):
+    from django.test import Client
+
+    from runs.services.operations import run_retry_failed
+    from tests.fakes.agent_server import FakeAgent, ok, server_error
+    from tests.runs.runfactory import drive, echo_answer, hosted
+
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(server_error(), case="c1")
+        dep = hosted(personas.workspace, agent.url, max_attempts=1)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        api = personas.api(personas.viewer)
+        doc = _body(api.get(f"{BASE}/{run.pk}"))
+        assert doc["lanes"][0]["counts"]["infra_error"] == 1, doc
+        client = Client()
+        client.force_login(personas.viewer)
+        infra = _body(api.get(f"{BASE}/{run.pk}/cases?status=infra_error"))["results"]
+        assert [c["case_key"] for c in infra] == ["c1"]
+        for url in (
+            f"/runs/{run.pk}/",
+            f"/runs/{run.pk}/cases/?status=infra_error",
+            f"/runs/{run.pk}/cases/{infra[0]['id']}/",
+        ):
+            assert client.get(url).status_code == 200, url
+        agent.queue(ok(echo_answer), case="c1")
+        run_retry_failed(run=run, enqueue=False)
+        run = drive(run)
+    assert run.status == "completed"
+    doc = _body(api.get(f"{BASE}/{run.pk}"))
+    lane = doc["lanes"][0]
+    assert lane["counts"] == {
+        "PASSED": 3, "FAILED": 0, "NOT_EVALUATED": 0, "UNAVAILABLE": 0, "ERROR": 0,
+        "infra_error": 0, "config_error": 0, "cancelled": 0, "pending": 0,
+    }  # fmt: skip
+    assert lane["pass_rate"] == 1.0 and lane["pass_rate_interval"]
+    cases = _body(api.get(f"{BASE}/{run.pk}/cases"))["results"]
+    assert [(c["case_key"], c["status"], c["attempts"]) for c in cases] == [
+        ("c0", "PASSED", 1), ("c1", "PASSED", 2), ("c2", "PASSED", 1)
+    ]  # fmt: skip
+    jsonl, table, junit, grading = _exports(personas, run)
+    assert [r["attempts"] for r in jsonl] == [1, 2, 1]
+    assert junit.find("testsuite").get("tests") == "3" and junit.find("testsuite").get("errors") == "0"
+    assert len(grading) == 3
+    row = leaderboard(run, lanes_of(run))[0]
+    assert (row.pass_rate, row.pass_rate_interval) == (lane["pass_rate"], lane["pass_rate_interval"])
+    assert client.get(f"/runs/{run.pk}/").status_code == 200
+
+
+def test_the_csv_export_quotes_a_key_holding_a_carriage_return(personas):
+    """Pack keys are free text: a case key holding a bare CR was written unquoted (the
+    writer quotes only what contains its "\\n" line end), so a CSV reader saw a line break
+    inside the row ("new-line character seen in unquoted field")."""
+    import csv
+    import io
+
+    import yaml
+
+    from packs.services import pack_version_publish
+    from tests.runs.runfactory import pack_yaml
+
+    doc = yaml.safe_load(pack_yaml(cases=2))
+    doc["input_sets"][0]["cases"][0]["case_key"] = "c\r0"
+    version = pack_version_publish(workspace=personas.workspace, data=yaml.safe_dump(doc).encode()).version
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep])
+    _upload(personas, run, [{"case_key": "c\r0", "final_output": "answer-0"}])
+    response = personas.api(personas.viewer).get(f"{BASE}/{run.pk}/export?format=csv")
+    text = b"".join(response.streaming_content).decode()
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert [row[2] for row in rows] == ["case_key", "c\r0", "c1"]
+    assert [row[4] for row in rows[1:]] == ["PASSED", "pending"]
