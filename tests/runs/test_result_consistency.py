@@ -194,3 +194,24 @@ def test_the_csv_export_quotes_a_key_holding_a_carriage_return(personas):
     rows = list(csv.reader(io.StringIO(text, newline="")))
     assert [row[2] for row in rows] == ["case_key", "c\r0", "c1"]
     assert [row[4] for row in rows[1:]] == ["PASSED", "pending"]
+
+
+def test_a_run_whose_scoring_failed_after_its_lane_figures_shows_the_same_figures_on_the_page_and_in_the_api(
+    personas,
+):
+    """finalize_run stores each lane's figures, then the critique and judge accounting may
+    fail: the run keeps ``stats = {"error": ...}`` and is ``failed`` while its lanes hold
+    their figures. The overview showed those (bootstrap interval included) while the run
+    document fell back to the live counters (no mean score interval)."""
+    from runs.models import Run
+
+    version = publish(personas.workspace, cases=3)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep])
+    _upload(personas, run, [{"case_key": f"c{i}", "final_output": f"answer-{i}"} for i in range(3)])
+    Run.objects.filter(pk=run.pk).update(stats={"error": "critique failed"}, status="failed")
+    run.refresh_from_db()
+    api_lane = _body(personas.api(personas.viewer).get(f"{BASE}/{run.pk}"))["lanes"][0]
+    row = leaderboard(run, lanes_of(run))[0]
+    assert api_lane["mean_score_interval"] == row.mean_score_interval == [1.0, 1.0]
+    assert (api_lane["pass_rate"], api_lane["pass_rate_interval"]) == (row.pass_rate, row.pass_rate_interval)
