@@ -162,8 +162,11 @@ def _records(lane: RunLane, pack_version: int) -> tuple[list[CaseRecord], dict[t
 
 
 def _lane_like(run: Run, other: RunLane | None) -> RunLane | None:
+    """``run``'s lane to set against ``other``: of the same deployment, else the first; never
+    ``other`` itself (a lane against its own run is compared with the run's other lanes)."""
     lanes = run.lanes.order_by("position")
     if other is not None:
+        lanes = lanes.exclude(pk=other.pk)
         same = lanes.filter(deployment_name=other.deployment_name).first()
         if same is not None:
             return same
