@@ -48,15 +48,19 @@ class CompareError(ValueError):
         self.message = message
 
 
-def _revisions(baseline: Run, candidate: Run) -> list[Any]:
-    """What the stored comparison was computed from: each run's scoring revision, and while
-    a run is unfinished its status and open items (cases finishing change the comparison
-    without a new revision; the status changes once more when the run completes)."""
-    return [
-        baseline.scoring_revision,
-        candidate.scoring_revision,
-        *([run.status, run.items_open] for run in (baseline, candidate) if not run.is_finished),
-    ]
+def _revisions(baseline: Run, candidate: Run) -> list[int]:
+    return [baseline.scoring_revision, candidate.scoring_revision]
+
+
+def _unfinished(baseline: Run, candidate: Run) -> list[list[Any]]:
+    """Each unfinished run's ``[id, status, open items]``: cases finishing change a
+    comparison without a new scoring revision (and the status changes once more when the
+    run completes), so they are part of what a stored comparison was computed from."""
+    return [[str(run.id), run.status, run.items_open] for run in (baseline, candidate) if not run.is_finished]
+
+
+def _computed_from(baseline: Run, candidate: Run) -> tuple[Any, Any]:
+    return _revisions(baseline, candidate), _unfinished(baseline, candidate)
 
 
 def comparison_request(
@@ -92,9 +96,10 @@ def comparison_request(
     )
     enqueue = created
     if not created:
-        stored = (comparison.result or {}).get("revisions")
+        result = comparison.result or {}
+        stored = (result.get("revisions"), result.get("unfinished", []))
         qs = RunComparison.objects.filter(id=comparison.id)
-        if comparison.status != ComparisonStatus.PENDING and stored != _revisions(baseline, candidate):
+        if comparison.status != ComparisonStatus.PENDING and stored != _computed_from(baseline, candidate):
             enqueue = (
                 qs.exclude(status=ComparisonStatus.PENDING).update(
                     status=ComparisonStatus.PENDING, created_at=now
@@ -292,5 +297,6 @@ def _compute(
         },
         "same_pack": baseline.pack_version.pack_id == candidate.pack_version.pack_id,
         "revisions": _revisions(baseline, candidate),
+        "unfinished": _unfinished(baseline, candidate),
     }
     return result_doc, rows
