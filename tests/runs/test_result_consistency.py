@@ -215,3 +215,49 @@ def test_a_run_whose_scoring_failed_after_its_lane_figures_shows_the_same_figure
     row = leaderboard(run, lanes_of(run))[0]
     assert api_lane["mean_score_interval"] == row.mean_score_interval == [1.0, 1.0]
     assert (api_lane["pass_rate"], api_lane["pass_rate_interval"]) == (row.pass_rate, row.pass_rate_interval)
+
+
+def test_assertion_health_flags_never_discriminates_only_where_run_health_would(personas, monkeypatch):
+    """grading.md §9(b) no_discrimination needs 3+ graded results *and* 2+ lanes or 3+
+    cases. The overview's assertion-health table flagged "never discriminates" on any 3
+    graded results, so one lane of 2 cases x 2 repetitions, all passing, was flagged there
+    while the run's eval_feedback (the engine) rightly had no such finding."""
+    from django.test import Client
+
+    from runs.models import Run, RunResultSummary
+    from runs.result_tasks import compute_result_summary
+
+    version = publish(personas.workspace, cases=2)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep], repetitions=2)
+    _upload(
+        personas,
+        run,
+        [
+            {"case_key": f"c{i}", "repetition": rep, "final_output": f"answer-{i}"}
+            for i in range(2)
+            for rep in (1, 2)
+        ],
+    )
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "completed"
+    findings = {s["finding"] for s in run.stats["eval_feedback"]["suggestions"]}
+    assert "no_discrimination" not in findings
+    compute_result_summary(str(run.pk))
+    entry = next(e for e in RunResultSummary.objects.get(run=run).assertion_health if e["key"] == "answer")
+    assert entry["discriminates"] is None
+    # the streamed reading (databases other than PostgreSQL) decides the same
+    from django.db import connection
+
+    from runs import result_tasks
+
+    def answer():
+        return next(e for e in result_tasks._compute(run)[1] if e["key"] == "answer")
+
+    postgres = answer()
+    monkeypatch.setattr(connection, "vendor", "sqlite")
+    assert answer() == postgres
+    monkeypatch.undo()
+    client = Client()
+    client.force_login(personas.viewer)
+    assert "never discriminates" not in client.get(f"/runs/{run.pk}/").content.decode()
