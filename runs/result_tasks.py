@@ -136,11 +136,11 @@ def _discriminates(lanes: dict[str, dict[str, int]], cases: int) -> bool | None:
     passed = sum(t["PASSED"] for t in lanes.values())
     failed = sum(t["FAILED"] for t in lanes.values())
     graded_lanes = sum(1 for t in lanes.values() if t["PASSED"] or t["FAILED"])
+    if passed + failed < 3:
+        return None
     if passed and failed:
         return True
-    if passed + failed < 3 or (graded_lanes < 2 and cases < 3):
-        return None
-    return False
+    return None if graded_lanes < 2 and cases < 3 else False
 
 
 def _postgres(run: Run, bins: dict[str, list[int]], bump: Any, graded_cases: dict[str, int]) -> None:
