@@ -52,6 +52,17 @@ def _revisions(baseline: Run, candidate: Run) -> list[int]:
     return [baseline.scoring_revision, candidate.scoring_revision]
 
 
+def _unfinished(baseline: Run, candidate: Run) -> list[list[Any]]:
+    """Each unfinished run's ``[id, status, open items]``: cases finishing change a
+    comparison without a new scoring revision (and the status changes once more when the
+    run completes), so they are part of what a stored comparison was computed from."""
+    return [[str(run.id), run.status, run.items_open] for run in (baseline, candidate) if not run.is_finished]
+
+
+def _computed_from(baseline: Run, candidate: Run) -> tuple[Any, Any]:
+    return _revisions(baseline, candidate), _unfinished(baseline, candidate)
+
+
 def comparison_request(
     *,
     baseline: Run,
@@ -85,9 +96,10 @@ def comparison_request(
     )
     enqueue = created
     if not created:
-        stored = (comparison.result or {}).get("revisions")
+        result = comparison.result or {}
+        stored = (result.get("revisions"), result.get("unfinished", []))
         qs = RunComparison.objects.filter(id=comparison.id)
-        if comparison.status != ComparisonStatus.PENDING and stored != _revisions(baseline, candidate):
+        if comparison.status != ComparisonStatus.PENDING and stored != _computed_from(baseline, candidate):
             enqueue = (
                 qs.exclude(status=ComparisonStatus.PENDING).update(
                     status=ComparisonStatus.PENDING, created_at=now
@@ -154,10 +166,23 @@ def _records(lane: RunLane, pack_version: int) -> tuple[list[CaseRecord], dict[t
     return records, first_item
 
 
+def _lane_like(run: Run, other: RunLane | None) -> RunLane | None:
+    """``run``'s lane to set against ``other``: of the same deployment, else the first; never
+    ``other`` itself (a lane against its own run is compared with the run's other lanes)."""
+    lanes = run.lanes.order_by("position")
+    if other is not None:
+        lanes = lanes.exclude(pk=other.pk)
+        same = lanes.filter(deployment_name=other.deployment_name).first()
+        if same is not None:
+            return same
+    return lanes.first()
+
+
 def _pairs(comparison: RunComparison) -> tuple[list[tuple[RunLane, RunLane]], list[str], list[str]]:
     if comparison.baseline_lane_id or comparison.candidate_lane_id:
-        base = comparison.baseline_lane or comparison.baseline.lanes.order_by("position").first()
-        cand = comparison.candidate_lane or comparison.candidate.lanes.order_by("position").first()
+        # A lane against a run: that run's lane of the same deployment (else its first lane).
+        base = comparison.baseline_lane or _lane_like(comparison.baseline, comparison.candidate_lane)
+        cand = comparison.candidate_lane or _lane_like(comparison.candidate, comparison.baseline_lane)
         return ([(base, cand)] if base and cand else []), [], []
     base = {lane.deployment_name: lane for lane in comparison.baseline.lanes.order_by("position")}
     cand = {lane.deployment_name: lane for lane in comparison.candidate.lanes.order_by("position")}
@@ -272,5 +297,6 @@ def _compute(
         },
         "same_pack": baseline.pack_version.pack_id == candidate.pack_version.pack_id,
         "revisions": _revisions(baseline, candidate),
+        "unfinished": _unfinished(baseline, candidate),
     }
     return result_doc, rows

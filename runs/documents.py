@@ -39,9 +39,9 @@ def lane_counts(lane: RunLane) -> dict[str, int]:
 
 
 def lane_document(lane: RunLane, run: Run) -> dict[str, Any]:
-    stats = None
-    if run.stats and isinstance(run.stats.get("lanes"), list) and lane.stats:
-        stats = lane.stats
+    # The lane's stored figures whenever it has them (as the overview shows them): a run
+    # whose scoring failed after they were stored has ``stats = {"error": ...}``.
+    stats = lane.stats or None
     if stats is not None:
         figures = {
             "pass_rate": stats.get("pass_rate"),

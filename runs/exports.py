@@ -79,7 +79,7 @@ def export_jsonl(run: Run) -> Iterator[str]:
 def export_csv(run: Run) -> Iterator[str]:
     """One row per case per deployment (per repetition)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180: a field holding CR or LF is quoted
     writer.writerow(CSV_COLUMNS)
     for count, v in enumerate(_rows(run, *_ROW_FIELDS), start=1):
         flat = _flat(v)

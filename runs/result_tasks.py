@@ -104,35 +104,46 @@ def _compute(run: Run) -> tuple[dict[str, list[int]], list[dict[str, Any]]]:
         slot = status if status in ("PASSED", "FAILED") else "other"
         tallies[key]["lanes"][str(lane_id)][slot] += n
 
+    # key -> the distinct cases (challenge, case) with a graded (PASSED/FAILED) result
+    graded_cases: dict[str, int] = {}
     if connection.vendor == "postgresql":
-        _postgres(run, bins, bump)
+        _postgres(run, bins, bump, graded_cases)
     else:
-        _stream(run, bins, bump)
+        _stream(run, bins, bump, graded_cases)
     health = []
     for key in order:
         entry = tallies[key]
         lanes = {k: dict(v) for k, v in entry["lanes"].items()}
         health.append(
-            {"key": key, "kind": entry["kind"], "lanes": lanes, "discriminates": _discriminates(lanes)}
+            {
+                "key": key,
+                "kind": entry["kind"],
+                "lanes": lanes,
+                "discriminates": _discriminates(lanes, graded_cases.get(key, 0)),
+            }
         )
     # Gates last, expectations in the order grades list them.
     health.sort(key=lambda e: e["kind"] == "gate")
     return bins, health
 
 
-def _discriminates(lanes: dict[str, dict[str, int]]) -> bool | None:
+def _discriminates(lanes: dict[str, dict[str, int]], cases: int) -> bool | None:
     """grading.md §9(b) ``no_discrimination``: the same graded outcome for every lane and
     case, with 3+ graded results and 2+ lanes or 3+ cases, never discriminates (False).
-    None when there are too few graded results to tell."""
+    None when there are too few graded results, lanes and cases to tell (as the run
+    health of ``grading.engine.health`` decides it: repetitions count as results, not as
+    cases)."""
     passed = sum(t["PASSED"] for t in lanes.values())
     failed = sum(t["FAILED"] for t in lanes.values())
-    # Three graded results come from 2+ lanes or 3+ cases (repetitions aside).
+    graded_lanes = sum(1 for t in lanes.values() if t["PASSED"] or t["FAILED"])
     if passed + failed < 3:
         return None
-    return bool(passed and failed)
+    if passed and failed:
+        return True
+    return None if graded_lanes < 2 and cases < 3 else False
 
 
-def _postgres(run: Run, bins: dict[str, list[int]], bump: Any) -> None:
+def _postgres(run: Run, bins: dict[str, list[int]], bump: Any, graded_cases: dict[str, int]) -> None:
     with connection.cursor() as cur:
         cur.execute(
             "SELECT lane_id, LEAST(%s, GREATEST(0, FLOOR(score * %s)))::int, COUNT(*) "
@@ -152,6 +163,15 @@ def _postgres(run: Run, bins: dict[str, list[int]], bump: Any) -> None:
         for lane_id, key, kind, status, _ord, n in cur.fetchall():
             bump(key or "?", kind, lane_id, status, n)
         cur.execute(
+            "SELECT e->>'key', COUNT(DISTINCT (i.challenge_key, i.case_key)) "
+            "FROM runs_runitem i, jsonb_array_elements(i.grade->'expectations') AS e "
+            "WHERE i.run_id = %s AND jsonb_typeof(i.grade->'expectations') = 'array' "
+            "AND e->>'status' IN ('PASSED', 'FAILED') GROUP BY 1",
+            [run.id],
+        )
+        for key, n in cur.fetchall():
+            graded_cases[key or "?"] = n
+        cur.execute(
             "SELECT i.lane_id, g.key, g.value, COUNT(*) "
             "FROM runs_runitem i, jsonb_each_text(i.grade->'gates') AS g "
             "WHERE i.run_id = %s AND jsonb_typeof(i.grade->'gates') = 'object' AND g.key = ANY(%s) "
@@ -168,13 +188,22 @@ def _postgres(run: Run, bins: dict[str, list[int]], bump: Any) -> None:
             )
 
 
-def _stream(run: Run, bins: dict[str, list[int]], bump: Any) -> None:
-    rows = RunItem.objects.filter(run=run).exclude(grade=None).values_list("lane_id", "score", "grade")
-    for lane_id, score, grade in rows.iterator(chunk_size=500):
+def _stream(run: Run, bins: dict[str, list[int]], bump: Any, graded_cases: dict[str, int]) -> None:
+    rows = (
+        RunItem.objects.filter(run=run)
+        .exclude(grade=None)
+        .values_list("lane_id", "score", "grade", "challenge_key", "case_key")
+    )
+    seen: set[tuple[str, str, str]] = set()
+    for lane_id, score, grade, challenge_key, case_key in rows.iterator(chunk_size=500):
         if score is not None:
             bins.setdefault(str(lane_id), [0] * SCORE_BINS)[score_bin(score)] += 1
         for e in (grade or {}).get("expectations") or []:
-            bump(e.get("key") or "?", e.get("kind") or "", lane_id, e.get("status") or "", 1)
+            key = e.get("key") or "?"
+            bump(key, e.get("kind") or "", lane_id, e.get("status") or "", 1)
+            if e.get("status") in ("PASSED", "FAILED") and (key, challenge_key, case_key) not in seen:
+                seen.add((key, challenge_key, case_key))
+                graded_cases[key] = graded_cases.get(key, 0) + 1
         gates = (grade or {}).get("gates") or {}
         for gate in GATES:
             if gate in gates:

@@ -139,6 +139,14 @@ def _live_judge_cost(lane: RunLane) -> float | None:
 def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | None = None) -> list[LaneRow]:
     ranking = {r.get("deployment"): r for r in ((run.stats or {}).get("ranking") or [])}
     gates = _gate_counts(summary)
+    # With repetitions a case counts once, as the mean of its repetitions (grading.md §10.3):
+    # the per-case tallies live in the counters, read (one query) only for such runs.
+    repeated: dict[int, LaneCounters] = {}
+    if run.repetitions > 1 and any(not lane.stats for lane in lanes):
+        for lane_id, counters in RunLane.objects.filter(run=run).values_list("id", "counters"):
+            repeated[lane_id] = (
+                LaneCounters.from_dict(counters) if counters else LaneCounters(run.repetitions)
+            )
     rows: list[LaneRow] = []
     for lane in lanes:
         stats = lane.stats or {}
@@ -160,13 +168,22 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 judge_cost_usd=(stats.get("judge_usage") or {}).get("cost_usd"),
             )
         else:
-            # Live: the lane's own counters (repetitions aside, exact for pass rate and mean).
+            # Live: the lane's own counters (the run document's figures, runs.documents).
             graded = lane.passed + lane.failed
+            pass_rate = round4(lane.passed / graded) if graded else None
+            interval = round_interval(wilson_interval(lane.passed, graded))
+            mean_score = round4(lane.score_sum / lane.scored) if lane.scored else None
+            if lane.id in repeated:
+                counters = repeated[lane.id]
+                graded = counters._rates()[1]
+                pass_rate = round4(counters.pass_rate())
+                interval = round_interval(counters.pass_rate_interval())
+                mean_score = round4(counters.mean_score())
             row = LaneRow(
                 lane=lane,
-                pass_rate=round4(lane.passed / graded) if graded else None,
-                pass_rate_interval=round_interval(wilson_interval(lane.passed, graded)),
-                mean_score=round4(lane.score_sum / lane.scored) if lane.scored else None,
+                pass_rate=pass_rate,
+                pass_rate_interval=interval,
+                mean_score=mean_score,
                 mean_score_interval=None,
                 graded=graded,
                 counts=lane_counts(lane),

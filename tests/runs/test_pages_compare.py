@@ -208,3 +208,73 @@ def test_the_worker_knows_the_result_page_tasks():
         env=dict(os.environ),
     ).stdout
     assert "'runs.compute_comparison'" in out and "'runs.compute_result_summary'" in out
+
+
+def _trace_run(personas, version, dep, lines):
+    from tests.runs.runfactory import create_run
+
+    run = create_run(personas.workspace, version, [dep])
+    _import(run, lines)
+    return run
+
+
+def _import(run, lines):
+    import json
+
+    from runs.services.trace_import import run_import_results
+
+    outcome = run_import_results(run=run, data="\n".join(json.dumps(line) for line in lines).encode())
+    assert not outcome.bad_lines
+    run.refresh_from_db()
+
+
+def test_a_comparison_made_while_a_run_was_running_is_computed_again_as_its_cases_finish(personas):
+    """A comparison is stored once; only a re-score made it stale, so one asked for while the
+    candidate still ran kept its unfinished cases as not_comparable for good, whatever the
+    run later finished with (grading.md §10.4)."""
+    from runs.services.deployments import deployment_create
+    from tests.runs.runfactory import publish
+
+    version = publish(personas.workspace, cases=2)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    both = [{"case_key": "c0", "final_output": "answer-0"}, {"case_key": "c1", "final_output": "answer-1"}]
+    baseline = _trace_run(personas, version, dep, both)
+    candidate = _trace_run(personas, version, dep, both[:1])
+    assert (baseline.status, candidate.status) == ("completed", "running")
+    comparison = comparison_request(baseline=baseline, candidate=candidate)
+    compute_comparison(comparison.id)
+    comparison.refresh_from_db()
+    assert comparison.result["counts"]["not_comparable"] == 1
+    # asked again with nothing new: the stored comparison, not a recomputation
+    assert comparison_request(baseline=baseline, candidate=candidate).status == "ready"
+    _import(candidate, [{"case_key": "c1", "final_output": "wrong"}])
+    assert candidate.status == "completed"
+    again = comparison_request(baseline=baseline, candidate=candidate)
+    assert again.status == "pending"
+    compute_comparison(again.id)
+    again.refresh_from_db()
+    assert (again.result["counts"]["regression"], again.result["counts"]["not_comparable"]) == (1, 0)
+
+
+def test_a_lane_against_a_run_is_compared_with_that_runs_lane_of_the_same_deployment(runs):
+    """``compare?baseline={lane}&candidate={run}`` (interfaces.md §7) took the candidate run's
+    first lane whatever the baseline lane's deployment, so the "sloppy" lane was compared
+    with the candidate's "careful" lane."""
+    baseline, candidate = runs
+    sloppy = RunLane.objects.get(run=baseline, deployment_name="sloppy")
+    for kwargs in ({"baseline_lane": sloppy}, {}):
+        comparison = comparison_request(baseline=baseline, candidate=candidate, **kwargs)
+        compute_comparison(comparison.id)
+    lane_vs_run = RunComparison.objects.get(baseline_lane=sloppy).result["lanes"]
+    run_vs_run = RunComparison.objects.get(baseline_lane=None).result["lanes"]
+    assert [lane["deployment"] for lane in lane_vs_run] == ["sloppy"]
+    assert lane_vs_run[0] == next(lane for lane in run_vs_run if lane["deployment"] == "sloppy")
+    # and the other way round
+    careful = RunLane.objects.get(run=candidate, deployment_name="careful")
+    comparison = comparison_request(baseline=baseline, candidate=candidate, candidate_lane=careful)
+    compute_comparison(comparison.id)
+    comparison.refresh_from_db()
+    assert (
+        comparison.result["lanes"][0]["baseline_lane"]
+        == RunLane.objects.get(run=baseline, deployment_name="careful").id
+    )
