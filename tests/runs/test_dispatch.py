@@ -513,3 +513,34 @@ def test_the_run_override_lowers_the_limit(personas):
         dep = hosted(personas.workspace, agent.url, max_in_flight=8)
         run = drive(create_run(personas.workspace, version, [dep], max_in_flight=1))
     assert run.status == "completed" and state["peak"] == 1
+
+
+def test_a_rate_limit_asking_for_an_absurd_wait_is_that_items_infra_error(personas):
+    """A 429 whose Retry-After is past any deadline (3e11 s; 400 digits) ends its item
+    infra_error, rate_limited, not retried; the other items of the slice are called once.
+    It used to raise OverflowError: in next_delay (the whole slice failed, its claims went
+    back and every item in flight was called again) or in the executor (a config_error,
+    internal_error: a rate limit counted as the deployment's misconfiguration)."""
+    from tests.fakes.agent_server import slow
+
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(rate_limited("300000000000"), case="c0")
+        agent.queue(rate_limited("9" * 400), case="c1")
+        agent.queue(slow(0.5, ok(echo_answer)), case="c2")
+        dep = hosted(personas.workspace, agent.url, max_attempts=3)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        calls = {key: agent.calls_for(key) for key in ("c0", "c1", "c2")}
+    assert run.status == "completed"
+    items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+    for key in ("c0", "c1"):
+        attempts = [
+            (a.category, a.error_code, a.status_code) for a in Attempt.objects.filter(item=items[key])
+        ]
+        assert attempts == [("infra_error", "rate_limited", 429)], key
+        assert items[key].display_status == "infra_error"
+    assert items["c2"].status == "PASSED"
+    assert calls == {"c0": 1, "c1": 1, "c2": 1}
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.infra_error, lane.config_error, lane.pending) == (1, 2, 0, 0)
