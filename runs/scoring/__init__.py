@@ -27,10 +27,18 @@ OPEN_RUN = (RunStatus.QUEUED, RunStatus.RUNNING)
 OPEN_LANE = (LaneStatus.QUEUED, LaneStatus.RUNNING)
 
 
+# The moves to scoring are guarded by the counters as they are when the UPDATE runs, not as
+# they were read: a "retry failed items" that reopened items in between (it may, on a running
+# run) keeps the lane and the run open. Guarded by the status only, the lane went to scoring
+# (no dispatcher or sweeper serves a scoring lane) or the run completed with items pending.
+NOTHING_PENDING = {"pending__lte": 0}
+NOTHING_OPEN = {"items_open__lte": 0}
+
+
 def check_lane_and_run(lane_id: int) -> None:
     lane = RunLane.objects.get(pk=lane_id)
     if lane.status in OPEN_LANE and lane.pending <= 0:
-        transition_lane(lane, LaneStatus.SCORING, reason="no item pending")
+        transition_lane(lane, LaneStatus.SCORING, reason="no item pending", guard=NOTHING_PENDING)
     check_run(lane.run_id)
 
 
@@ -45,8 +53,8 @@ def check_run(run_id: Any) -> bool:
     if run.status not in OPEN_RUN or run.items_open > 0:
         return False
     for lane in RunLane.objects.filter(run_id=run.pk, status__in=OPEN_LANE):
-        transition_lane(lane, LaneStatus.SCORING, reason="no item pending")
-    if not transition_run(run, RunStatus.SCORING, reason="every item finished"):
+        transition_lane(lane, LaneStatus.SCORING, reason="no item pending", guard=NOTHING_PENDING)
+    if not transition_run(run, RunStatus.SCORING, reason="every item finished", guard=NOTHING_OPEN):
         return False
     finalize_run(run)
     return True

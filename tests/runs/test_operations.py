@@ -291,3 +291,49 @@ def test_retry_failed_drops_the_summary_and_comparisons_computed_without_the_ret
     compute_result_summary(str(run.id))
     health = RunResultSummary.objects.get(run=run).assertion_health
     assert sum(t.get("PASSED", 0) for h in health for t in h["lanes"].values()) == 2
+
+
+@pytest.mark.parametrize("step", ["check_run", "check_lane_and_run"])
+def test_a_retry_landing_while_the_run_is_being_closed_keeps_it_running(personas, monkeypatch, step):
+    """The closer read the run's (or lane's) counter at 0; a "retry failed items" on the
+    running run committed before the closer moved the lane and the run to scoring. The moves
+    were guarded by the status only, so the lane went to scoring and the run completed with
+    the retried item pending, never dispatched again (a dispatcher leaves a scoring lane
+    alone). Now the moves to scoring are guarded by the counters too."""
+    import runs.scoring as scoring
+    from runs.models import Run
+
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(raw("{}", status=401), case="c1")
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        assert run.status == "completed"
+        # as it was just before its last item's result closed it: running, nothing open
+        Run.objects.filter(pk=run.pk).update(status="running")
+        RunLane.objects.filter(run=run).update(status="running")
+        lane = RunLane.objects.get(run=run)
+        real = scoring.transition_lane
+        raced = []
+
+        def retry_first(*args, **kwargs):
+            if not raced:
+                raced.append(run_retry_failed(run=Run.objects.get(pk=run.pk), enqueue=False))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(scoring, "transition_lane", retry_first)
+        if step == "check_run":
+            scoring.check_run(run.pk)
+        else:
+            scoring.check_lane_and_run(lane.pk)
+        monkeypatch.setattr(scoring, "transition_lane", real)
+        assert raced == [1]
+        run.refresh_from_db()
+        lane.refresh_from_db()
+        assert (run.status, run.items_open, lane.status, lane.pending) == ("running", 1, "running", 1)
+        run = drive(run)
+        assert agent.calls_for("c1") == 2
+    assert run.status == "completed"
+    assert RunItem.objects.get(run=run, case_key="c1").status == "PASSED"
+    assert RunLane.objects.get(run=run).passed == 2
