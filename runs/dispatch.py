@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from agentclash_site.lib.db import is_connection_error
 from agentclash_site.lib.outbound import client_for_loop
-from runs.dispatch_threads import LoopThread, Writer, fast_commit, graders
+from runs.dispatch_threads import ClaimKeeper, LoopThread, Writer, fast_commit, graders
 from runs.executors import DeploymentTarget, ExecutionRequest, executor_for
 from runs.executors.attempts import run_attempts
 from runs.executors.base import AttemptOutcome
@@ -70,6 +70,9 @@ LEASE_MARGIN_SECONDS = float(getattr(settings, "RUNS_LEASE_MARGIN_SECONDS", 30.0
 LEASE_RENEW_SECONDS = min(5.0, TIME_SLICE_SECONDS / 2)
 BATCH_WAIT_SECONDS = 0.005  # after the first completion, gather a few more before writing
 CANCEL_CHECK_SECONDS = 0.5
+# How long a slice's claims are kept alive past their deadlines while it grades and writes
+# (``ClaimKeeper``): a grade that hangs longer gives its items to the sweeper.
+KEEP_CLAIMS_SECONDS = 3600.0
 
 
 @dataclass
@@ -430,6 +433,13 @@ def dispatch_lane(
         threaded=connection.vendor == "postgresql" and not connection.in_atomic_block,
         unstorable=functools.partial(unstorable_result, ctx),
     )
+    # Another connection would wait on the caller's uncommitted claims: only outside a
+    # transaction, on PostgreSQL (SQLite serialises writers: the dispatcher renews alone).
+    keeper = (
+        ClaimKeeper(lane_id=lane.pk, owner=owner, renew_lease=renew_lease, max_seconds=KEEP_CLAIMS_SECONDS)
+        if writer.threaded
+        else None
+    )
     cancelled = False
     drained = False
     next_cancel_check = started + CANCEL_CHECK_SECONDS
@@ -534,6 +544,8 @@ def dispatch_lane(
         failure = exc
         raise
     finally:
+        if keeper is not None:
+            keeper.close()
         loop.close()  # cancels the calls still in flight
         writer.close()
         result.timings["record"] += writer.seconds

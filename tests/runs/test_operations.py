@@ -337,3 +337,53 @@ def test_a_retry_landing_while_the_run_is_being_closed_keeps_it_running(personas
     assert run.status == "completed"
     assert RunItem.objects.get(run=run, case_key="c1").status == "PASSED"
     assert RunLane.objects.get(run=run).passed == 2
+
+
+def test_a_claim_is_kept_while_its_result_is_graded_past_the_claim_deadline(personas, monkeypatch, settings):
+    """The claim deadline covers the item's calls (timeout x attempts + backoffs) plus a
+    margin, not its grading: judges (60 s per call, retried, several samples) can take longer
+    than the margin, and the sweeper then took the item back while it was being graded: its
+    result was thrown away, and the item was called again or (claimed max_attempts times
+    already) ended infra_error, claim_expired, a healthy agent's answer lost. Now the live
+    dispatcher keeps its claims from expiring."""
+    import time as _time
+
+    from runs import dispatch as dispatch_module
+
+    settings.RUNS_CLAIM_MARGIN_SECONDS = 0.5
+    grading, release = threading.Event(), threading.Event()
+    grade = dispatch_module.grade_outcomes
+
+    def slow_grade(*args, **kwargs):
+        if not grading.is_set():
+            grading.set()
+            release.wait(timeout=20)  # a judge taking its time
+        return grade(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch_module, "grade_outcomes", slow_grade)
+    version = publish(personas.workspace, cases=1)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, timeout_seconds=1, max_attempts=1)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        thread = _dispatch_in_thread(lane.pk)
+        try:
+            assert grading.wait(timeout=20)
+            item = RunItem.objects.get(run=run)
+            first_deadline = item.claimed_at + timedelta(seconds=1 + 0.5)
+            limit = _time.monotonic() + 20
+            while timezone.now() <= first_deadline + timedelta(seconds=0.3):
+                assert _time.monotonic() < limit
+                _time.sleep(0.05)
+            swept = sweep()
+            item.refresh_from_db()
+            assert (swept["returned_claims"], swept["ended_infra_error"], item.state) == (0, 0, "claimed")
+        finally:
+            release.set()
+            thread.join(timeout=30)
+        assert not thread.is_alive()
+        assert agent.calls == 1
+    item.refresh_from_db()
+    assert (item.state, item.status, item.claims) == ("done", "PASSED", 1)
+    assert RunLane.objects.get(run=run).passed == 1
