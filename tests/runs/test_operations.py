@@ -387,3 +387,41 @@ def test_a_claim_is_kept_while_its_result_is_graded_past_the_claim_deadline(pers
     item.refresh_from_db()
     assert (item.state, item.status, item.claims) == ("done", "PASSED", 1)
     assert RunLane.objects.get(run=run).passed == 1
+
+
+def test_a_summary_computed_while_a_retry_reopens_the_run_is_not_kept(personas, monkeypatch):
+    """The summary task read the run's grades, then "retry failed items" dropped the summary
+    row, then the task wrote its (now stale) figures as the ready summary of the same scoring
+    revision: the run's completion found a ready summary and never computed it again, so the
+    page kept assertion health without the retried items. Now the task writes only over the
+    request it was started for (the row not deleted or requested again in between)."""
+    from runs import result_tasks
+    from runs.models import Run, RunResultSummary
+
+    sent = []
+    monkeypatch.setattr(result_tasks.compute_result_summary, "delay", lambda run_id: sent.append(run_id))
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = raw("{}", status=401)
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        assert run.status == "completed" and sent == [str(run.pk)]
+        compute = result_tasks._compute
+
+        def retried_meanwhile(run_):
+            figures = compute(run_)
+            agent.default = ok(echo_answer)
+            run_retry_failed(run=Run.objects.get(pk=run_.pk), enqueue=False)
+            return figures
+
+        monkeypatch.setattr(result_tasks, "_compute", retried_meanwhile)
+        result_tasks.compute_result_summary(str(run.pk))
+        monkeypatch.setattr(result_tasks, "_compute", compute)
+        assert not RunResultSummary.objects.filter(run=run, status="ready").exists()
+        run = drive(run)
+    assert run.status == "completed"
+    assert sent == [str(run.pk), str(run.pk)]  # requested again at the second completion
+    result_tasks.compute_result_summary(str(run.pk))
+    summary = RunResultSummary.objects.get(run=run)
+    assert summary.status == "ready"
+    assert sum(t.get("PASSED", 0) for h in summary.assertion_health for t in h["lanes"].values()) == 2
