@@ -64,6 +64,14 @@ def run_cancel(*, run: Run, reason: str = "cancelled by a user") -> Run:
         run = _lock_run(run)
         if run.status in FINISHED_RUN:
             raise RunError("run_finished", f"the run is already {run.status}", status_code=409)
+        if run.status == RunStatus.SCORING and rescore_pending(run):
+            # The re-grade task would go on writing grades and counters into the cancelled
+            # run, or, stopped, leave items of two revisions and counters of neither.
+            raise RunError(
+                "run_rescoring",
+                "the run is being re-scored; wait for the rescore to finish (it calls no agent)",
+                status_code=409,
+            )
         now = timezone.now()
         moved = []
         for lane in RunLane.objects.filter(run=run):

@@ -425,3 +425,41 @@ def test_a_summary_computed_while_a_retry_reopens_the_run_is_not_kept(personas, 
     summary = RunResultSummary.objects.get(run=run)
     assert summary.status == "ready"
     assert sum(t.get("PASSED", 0) for h in summary.assertion_health for t in h["lanes"].values()) == 2
+
+
+def test_a_run_cannot_be_cancelled_halfway_through_its_rescore(personas, monkeypatch):
+    """A cancel during a rescore ended the run while the re-grade task went on: items were
+    re-graded and the lane counters rebuilt after the cancel (a cancelled run's figures
+    changed), or, had the task stopped, the run would keep items of two revisions with
+    counters of neither. Now a cancel is refused (409) while items wait for their re-grade;
+    the rescore completes and the run can be used again."""
+    from runs import tasks
+    from runs.services import operations
+
+    monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: None)
+    monkeypatch.setattr(operations, "RESCORE_BATCH", 1)
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    run = run_rescore(run=run)
+    regrade = operations._regrade_batch
+    refused = []
+
+    def cancel_between_batches(ctx, items, revision):
+        written = regrade(ctx, items, revision)
+        if not refused:
+            with pytest.raises(RunError) as info:
+                run_cancel(run=run)
+            refused.append((info.value.code, info.value.status_code))
+        return written
+
+    monkeypatch.setattr(operations, "_regrade_batch", cancel_between_batches)
+    assert tasks.rescore_run(str(run.pk), 2) == 2
+    assert refused == [("run_rescoring", 409)]
+    run.refresh_from_db()
+    assert (run.status, run.scoring_revision) == ("completed", 2)
+    assert set(RunItem.objects.filter(run=run).values_list("scoring_revision", flat=True)) == {2}
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.status, lane.cancelled) == (2, "completed", 0)
