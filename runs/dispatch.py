@@ -376,6 +376,15 @@ def give_back_claims(lane_id: int, owner: str, failure: BaseException, requeue: 
         "lane %s: the slice failed (%s: %s); %d claims back to pending, %d ended infra_error",
         lane_id, type(failure).__name__, failure, back, ended,
     )  # fmt: skip
+    if ended:
+        # The items it ended may have been the last open ones: close the lane and the run
+        # now (the failed slice never reaches its closing check), not at the next sweep.
+        from runs.scoring import check_lane_and_run
+
+        try:
+            check_lane_and_run(lane_id)
+        except Exception:
+            log.exception("lane %s: not closed after its slice failed; the sweeper will", lane_id)
     if back and requeue is not None:
         try:
             requeue(lane_id)

@@ -348,6 +348,9 @@ def test_an_item_whose_slices_keep_failing_ends_infra_error(personas, monkeypatc
     run.refresh_from_db()
     lane.refresh_from_db()
     assert (lane.infra_error, lane.pending, run.items_open) == (2, 0, 0)
+    # closed at once, not when the next sweep finds it (the failed slice never reached the
+    # closing check; a deployment without a beat left the run running for good)
+    assert (run.status, lane.status) == ("completed", "completed")
 
 
 @pytest.mark.parametrize(
