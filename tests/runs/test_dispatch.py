@@ -547,3 +547,19 @@ def test_a_rate_limit_asking_for_an_absurd_wait_is_that_items_infra_error(person
     assert calls == {"c0": 1, "c1": 1, "c2": 1}
     lane = RunLane.objects.get(run=run)
     assert (lane.passed, lane.infra_error, lane.config_error, lane.pending) == (1, 2, 0, 0)
+
+
+def test_an_endless_retry_after_is_stored_as_null_on_every_database():
+    """PostgreSQL's JSON batch stored an infinite Retry-After as null, SQLite's plain
+    parameters as Infinity (then served as a non-JSON ``Infinity`` by the attempt lists)."""
+    from runs.executors.base import AttemptCategory, AttemptOutcome
+    from runs.recording import _attempt_rows
+
+    result = ItemResult(
+        item_id=1,
+        attempts=[
+            AttemptOutcome(AttemptCategory.INFRA_ERROR, status_code=429, retry_after=float("inf")),
+            AttemptOutcome(AttemptCategory.INFRA_ERROR, status_code=429, retry_after=3e11),
+        ],
+    )
+    assert [row[8] for row in _attempt_rows(1, result)] == [None, 3e11]
