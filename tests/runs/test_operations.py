@@ -463,3 +463,46 @@ def test_a_run_cannot_be_cancelled_halfway_through_its_rescore(personas, monkeyp
     assert set(RunItem.objects.filter(run=run).values_list("scoring_revision", flat=True)) == {2}
     lane = RunLane.objects.get(run=run)
     assert (lane.passed, lane.status, lane.cancelled) == (2, "completed", 0)
+
+
+def test_the_sweeper_does_not_score_a_run_again_while_its_scoring_still_runs(personas, monkeypatch):
+    """The sweeper scores again a run in scoring for 5 minutes (its worker died), but it
+    could not tell a lost scoring from a long one (an n_wise pass or a critique over a big
+    run): a second finalize_run ran beside the first (every judge call twice, the ranked
+    grades archived twice). Now the scoring process holds a lock the sweeper tries first."""
+    from django.db import connection as conn
+
+    from runs import judging
+    from runs.models import Transition
+
+    rank = judging.rank_run
+    entered, swept = [], []
+
+    def long_ranking(run):
+        entered.append(run.pk)
+        if len(entered) == 1:
+            Transition.objects.filter(run_id=run.pk, entity="run").update(
+                at=timezone.now() - timedelta(minutes=10)
+            )
+
+            def sweeper():
+                try:
+                    swept.append(sweep())
+                finally:
+                    conn.close()
+
+            thread = threading.Thread(target=sweeper)
+            thread.start()
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+        return rank(run)
+
+    monkeypatch.setattr(judging, "rank_run", long_ranking)
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    assert run.status == "completed"
+    assert len(entered) == 1
+    assert swept and swept[0]["closed_runs"] == 0 and swept[0]["errors"] == 0
