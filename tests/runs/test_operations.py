@@ -506,3 +506,56 @@ def test_the_sweeper_does_not_score_a_run_again_while_its_scoring_still_runs(per
     assert run.status == "completed"
     assert len(entered) == 1
     assert swept and swept[0]["closed_runs"] == 0 and swept[0]["errors"] == 0
+
+
+def test_a_rescore_batch_longer_than_the_stall_limit_is_not_started_twice(personas, monkeypatch):
+    """A re-grade batch (500 items, judges) can take longer than RESCORE_STALL; the sweeper
+    then took the live rescore for a lost one and enqueued it again, and a second task
+    re-graded the same items beside the first (judge calls twice). Now the rescore task
+    scores under the run's scoring lock: the sweeper's finalize, and a second task, find it
+    held and leave the run alone."""
+    from django.db import connection as conn
+
+    from runs import tasks
+    from runs.models import Transition
+    from runs.services import operations
+
+    sent = []
+    monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: sent.append(args))
+    monkeypatch.setattr(operations, "RESCORE_BATCH", 1)
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
+    run = run_rescore(run=run, enqueue=False)
+    real = operations._regrade_batch
+    beside = []
+
+    def slow_batch(ctx, items, revision):
+        written = real(ctx, items, revision)
+        if not beside:  # long after the last archived grade, as a slow batch is
+            GradeRevision.objects.filter(item__run=run).update(
+                created_at=timezone.now() - timedelta(minutes=6)
+            )
+            Transition.objects.filter(run_id=run.pk, entity="run").update(
+                at=timezone.now() - timedelta(minutes=6)
+            )
+
+            def others():
+                try:
+                    beside.append((sweep()["closed_runs"], tasks.rescore_run(str(run.pk), 2)))
+                finally:
+                    conn.close()
+
+            thread = threading.Thread(target=others)
+            thread.start()
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+        return written
+
+    monkeypatch.setattr(operations, "_regrade_batch", slow_batch)
+    assert operations.run_rescore_execute(run_id=run.pk, revision=2) == 2
+    assert beside == [(0, 0)] and sent == []
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert GradeRevision.objects.filter(item__run=run).count() == 2
