@@ -38,6 +38,7 @@ from runs.executors.attempts import run_attempts
 from runs.executors.base import AttemptOutcome
 from runs.judging import judge_for_lane
 from runs.models import (
+    MAX_IN_FLIGHT_LIMIT,
     Deployment,
     DeploymentKind,
     ItemState,
@@ -313,7 +314,9 @@ class _LazyRandom:
 
 
 async def _execute(executor: Any, request: ExecutionRequest, seed: int) -> list[AttemptOutcome]:
-    client = client_for_loop()
+    # A connection for every call a lane may have in flight: past the pool, a call waited for
+    # a connection inside its own timeout (a slow agent's items ended infra_error, timeout).
+    client = client_for_loop(pool_limit=MAX_IN_FLIGHT_LIMIT)
     try:
         return await run_attempts(executor, request, client=client, rng=_LazyRandom(seed))  # type: ignore[arg-type]
     except asyncio.CancelledError:

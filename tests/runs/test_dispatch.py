@@ -563,3 +563,23 @@ def test_an_endless_retry_after_is_stored_as_null_on_every_database():
         ],
     )
     assert [row[8] for row in _attempt_rows(1, result)] == [None, 3e11]
+
+
+def test_every_call_the_limit_allows_gets_a_connection_at_once(personas, monkeypatch):
+    """The dispatcher's outbound client pooled 256 connections while a deployment may allow
+    512 calls in flight: the calls past the pool waited for a connection inside their
+    timeout, and a slow but healthy agent's items ended infra_error (timeout), sent too late
+    to be answered in time. Here the pool is made smaller than the limit to show it."""
+    from agentclash_site.lib.outbound import OutboundClient
+    from tests.fakes.agent_server import slow
+
+    monkeypatch.setitem(OutboundClient.__init__.__kwdefaults__, "pool_limit", 2)
+    version = publish(personas.workspace, cases=4)
+    with FakeAgent() as agent:
+        agent.default = slow(1.5, ok(echo_answer))
+        dep = hosted(personas.workspace, agent.url, timeout_seconds=2, max_attempts=1, max_in_flight=4)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        assert agent.calls == 4
+    assert run.status == "completed"
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.infra_error) == (4, 0)
