@@ -114,15 +114,22 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
     @admin.action(description="Cancel the selected runs", permissions=["operate"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         from runs.services.operations import run_cancel
+        from runs.services.runs import RunError
 
-        done, skipped = 0, []
+        done, skipped, refused = 0, [], []
         for run in queryset:
             if run.is_finished:
                 skipped.append(str(run))
                 continue
-            run_cancel(run=run, reason=f"cancelled by {request.user} in the admin")
+            try:
+                run_cancel(run=run, reason=f"cancelled by {request.user} in the admin")
+            except RunError as exc:  # finished meanwhile, or being re-scored
+                refused.append(f"{run}: {exc}")
+                continue
             done += 1
         self.message_user(request, f"Cancelled {done} run(s).", messages.SUCCESS)
+        if refused:
+            self.message_user(request, f"Not cancelled: {'; '.join(refused)}", messages.WARNING)
         if skipped:
             self.message_user(
                 request, f"Already finished, left alone: {', '.join(skipped)}", messages.WARNING

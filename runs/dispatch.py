@@ -32,12 +32,13 @@ from django.utils import timezone
 
 from agentclash_site.lib.db import is_connection_error
 from agentclash_site.lib.outbound import client_for_loop
-from runs.dispatch_threads import LoopThread, Writer, fast_commit, graders
+from runs.dispatch_threads import ClaimKeeper, LoopThread, Writer, fast_commit, graders
 from runs.executors import DeploymentTarget, ExecutionRequest, executor_for
 from runs.executors.attempts import run_attempts
 from runs.executors.base import AttemptOutcome
 from runs.judging import judge_for_lane
 from runs.models import (
+    MAX_IN_FLIGHT_LIMIT,
     Deployment,
     DeploymentKind,
     ItemState,
@@ -70,6 +71,9 @@ LEASE_MARGIN_SECONDS = float(getattr(settings, "RUNS_LEASE_MARGIN_SECONDS", 30.0
 LEASE_RENEW_SECONDS = min(5.0, TIME_SLICE_SECONDS / 2)
 BATCH_WAIT_SECONDS = 0.005  # after the first completion, gather a few more before writing
 CANCEL_CHECK_SECONDS = 0.5
+# How long a slice's claims are kept alive past their deadlines while it grades and writes
+# (``ClaimKeeper``): a grade that hangs longer gives its items to the sweeper.
+KEEP_CLAIMS_SECONDS = 3600.0
 
 
 @dataclass
@@ -310,7 +314,9 @@ class _LazyRandom:
 
 
 async def _execute(executor: Any, request: ExecutionRequest, seed: int) -> list[AttemptOutcome]:
-    client = client_for_loop()
+    # A connection for every call a lane may have in flight: past the pool, a call waited for
+    # a connection inside its own timeout (a slow agent's items ended infra_error, timeout).
+    client = client_for_loop(pool_limit=MAX_IN_FLIGHT_LIMIT)
     try:
         return await run_attempts(executor, request, client=client, rng=_LazyRandom(seed))  # type: ignore[arg-type]
     except asyncio.CancelledError:
@@ -373,6 +379,15 @@ def give_back_claims(lane_id: int, owner: str, failure: BaseException, requeue: 
         "lane %s: the slice failed (%s: %s); %d claims back to pending, %d ended infra_error",
         lane_id, type(failure).__name__, failure, back, ended,
     )  # fmt: skip
+    if ended:
+        # The items it ended may have been the last open ones: close the lane and the run
+        # now (the failed slice never reaches its closing check), not at the next sweep.
+        from runs.scoring import check_lane_and_run
+
+        try:
+            check_lane_and_run(lane_id)
+        except Exception:
+            log.exception("lane %s: not closed after its slice failed; the sweeper will", lane_id)
     if back and requeue is not None:
         try:
             requeue(lane_id)
@@ -429,6 +444,13 @@ def dispatch_lane(
         # Another connection cannot see uncommitted rows: inside a transaction, write inline.
         threaded=connection.vendor == "postgresql" and not connection.in_atomic_block,
         unstorable=functools.partial(unstorable_result, ctx),
+    )
+    # Another connection would wait on the caller's uncommitted claims: only outside a
+    # transaction, on PostgreSQL (SQLite serialises writers: the dispatcher renews alone).
+    keeper = (
+        ClaimKeeper(lane_id=lane.pk, owner=owner, renew_lease=renew_lease, max_seconds=KEEP_CLAIMS_SECONDS)
+        if writer.threaded
+        else None
     )
     cancelled = False
     drained = False
@@ -534,6 +556,8 @@ def dispatch_lane(
         failure = exc
         raise
     finally:
+        if keeper is not None:
+            keeper.close()
         loop.close()  # cancels the calls still in flight
         writer.close()
         result.timings["record"] += writer.seconds

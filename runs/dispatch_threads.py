@@ -12,6 +12,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection
@@ -318,6 +319,68 @@ class Writer:
         if self.threaded and self._thread.is_alive():
             self._todo.put(None)
             self._thread.join(timeout=60)
+
+
+class ClaimKeeper:
+    """Keeps a live dispatcher's claims from expiring, on a thread with its own connection.
+
+    A claim's deadline covers the item's calls (every attempt's timeout plus the backoffs)
+    and ``RUNS_CLAIM_MARGIN_SECONDS``, not what follows them: grading (judges make blocking
+    calls of up to 60 s each, retried, several samples) and waiting for the writer. The
+    dispatcher thread is blocked while it grades, so this thread moves the deadline of every
+    claim of ``owner`` that is about to expire to ``now + margin`` (an item whose calls still
+    run has its own deadline, earlier: it is never touched before that) and renews the
+    lane's lease, every ``interval`` seconds, for at most ``max_seconds``. The sweeper is for
+    claims whose dispatcher died: this thread dies with it."""
+
+    def __init__(
+        self, *, lane_id: int, owner: str, renew_lease: Callable[[int], None], max_seconds: float
+    ) -> None:
+        from django.conf import settings
+
+        self.lane_id = lane_id
+        self.owner = owner
+        self.renew_lease = renew_lease
+        self.margin = max(0.1, float(settings.RUNS_CLAIM_MARGIN_SECONDS))
+        self.interval = max(0.05, min(5.0, self.margin / 3))
+        self.until = time.monotonic() + max_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lane-claims", daemon=True)
+        self._thread.start()
+
+    def keep(self) -> int:
+        """One round; returns the claims kept. The rows are picked with ``SKIP LOCKED``
+        in id order: an item the writer or the sweeper holds is left to them (this thread
+        never waits on an item row, so it can never deadlock with their multi-row UPDATEs)
+        and is kept on the next round if it is still claimed."""
+        from django.utils import timezone
+
+        horizon = timezone.now() + timedelta(seconds=self.margin)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE runs_runitem SET claim_deadline = %s WHERE id IN (SELECT id FROM runs_runitem"
+                " WHERE state = 'claimed' AND claim_deadline < %s AND lane_id = %s AND claim_owner = %s"
+                " ORDER BY id FOR UPDATE SKIP LOCKED)",
+                [horizon, horizon, self.lane_id, self.owner],
+            )
+            kept = cursor.rowcount
+        self.renew_lease(self.lane_id)
+        return kept
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.interval) and time.monotonic() < self.until:
+                try:
+                    self.keep()
+                except Exception:
+                    log.exception("lane %s: the claims were not kept alive this time", self.lane_id)
+                    connection.close()
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
 
 
 def fast_commit(on: bool) -> None:

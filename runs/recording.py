@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -306,7 +307,10 @@ def _attempt_rows(item_id: int, result: ItemResult) -> list[tuple[Any, ...]]:
             storable(outcome.error),  # an agent's text may be quoted in it
             outcome.latency_ms,
             outcome.body_excerpt.replace("\x00", ""),
-            outcome.retry_after,
+            # an endless Retry-After (runs.retry) is stored as null, on every database
+            outcome.retry_after
+            if outcome.retry_after is None or math.isfinite(outcome.retry_after)
+            else None,
             outcome.started_at,
             outcome.ended_at,
         )

@@ -65,26 +65,45 @@ def compute_result_summary(run_id: str) -> str:
     if run is None:
         return "missing"
     revision = run.scoring_revision
+    # The request this computation answers: what it writes goes over that row only. A row
+    # deleted meanwhile (retry failed items reopened the run) or requested again (a new
+    # scoring revision, a stale request re-sent: ``computed_at`` moves) belongs to a later
+    # computation; writing over it kept stale figures as the ready summary of the revision.
+    request, _ = RunResultSummary.objects.get_or_create(
+        run=run,
+        defaults={
+            "scoring_revision": revision,
+            "status": ComparisonStatus.PENDING,
+            "computed_at": timezone.now(),
+        },
+    )
+    same_request = RunResultSummary.objects.filter(
+        pk=request.pk, scoring_revision=request.scoring_revision, computed_at=request.computed_at
+    )
+    if request.scoring_revision != revision:  # called for a revision nobody requested yet
+        now = timezone.now()
+        if same_request.update(scoring_revision=revision, status=ComparisonStatus.PENDING, computed_at=now):
+            same_request = RunResultSummary.objects.filter(
+                pk=request.pk, scoring_revision=revision, computed_at=now
+            )
     try:
         bins, health = _compute(run)
     except Exception as exc:  # recorded on the row and shown on the page, then re-raised
-        RunResultSummary.objects.filter(run=run).update(
+        same_request.update(
             status=ComparisonStatus.FAILED,
             error=f"{type(exc).__name__}: {exc}"[:2000],
             computed_at=timezone.now(),
         )
         raise
-    RunResultSummary.objects.update_or_create(
-        run=run,
-        defaults={
-            "scoring_revision": revision,
-            "status": ComparisonStatus.READY,
-            "score_bins": bins,
-            "assertion_health": health,
-            "error": "",
-            "computed_at": timezone.now(),
-        },
+    written = same_request.filter(scoring_revision=revision).update(
+        status=ComparisonStatus.READY,
+        score_bins=bins,
+        assertion_health=health,
+        error="",
+        computed_at=timezone.now(),
     )
+    if not written:
+        return "superseded"
     return ComparisonStatus.READY
 
 

@@ -11,12 +11,13 @@ the clock and the random generator.
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 BASE_DELAY_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
 DEFAULT_MAX_ATTEMPTS = 3
+MAX_RETRY_AFTER_DIGITS = 300  # a float holds about 1.8e308
 
 
 def backoff_ceiling(attempt_number: int) -> float:
@@ -47,8 +48,12 @@ def next_delay(
     delay = rng.uniform(0.0, backoff_ceiling(attempt_number))
     if retry_after is not None and retry_after > delay:
         delay = float(retry_after)
-    if deadline is not None and now + timedelta(seconds=delay) >= deadline:
+    # Compared in seconds: ``now + timedelta(delay)`` overflows for an absurd Retry-After
+    # (a year count past 9999, or infinity), and the exception ended the dispatcher's slice.
+    if deadline is not None and delay >= (deadline - now).total_seconds():
         return None
+    if delay == float("inf"):
+        return None  # never: no deadline bounds it, and asyncio.sleep(inf) would never end
     return delay
 
 
@@ -64,7 +69,10 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
         return None
     if text.isdigit():
         # ASCII digits only: "²" (a latin-1 header byte) is isdigit() and int() refuses it.
-        return float(int(text)) if text.isascii() else None
+        if not text.isascii():
+            return None
+        # More digits than a float's range (or than int() reads: 4,300) is a wait of forever.
+        return float(int(text)) if len(text) <= MAX_RETRY_AFTER_DIGITS else float("inf")
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

@@ -16,6 +16,7 @@ Item: pending -> claimed -> done; claimed -> pending (the sweeper returns an exp
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -86,12 +87,14 @@ def check_item(from_state: str, to_state: str) -> None:
     _check(ITEM_TRANSITIONS, "item", from_state, to_state)
 
 
-def transition_run(run: Run, to_state: str, *, reason: str = "") -> bool:
+def transition_run(run: Run, to_state: str, *, reason: str = "", guard: dict[str, Any] | None = None) -> bool:
     """Move ``run`` to ``to_state`` with a guarded UPDATE and record it.
 
     Returns False (and changes nothing) when another process already moved the run away
-    from the status this object holds; raises :class:`IllegalTransition` when the move is
-    not allowed from the current status.
+    from the status this object holds, or when the row no longer matches ``guard`` (more
+    filters of the UPDATE: ``{"items_open__lte": 0}``, checked on the current row, not on
+    what this object read); raises :class:`IllegalTransition` when the move is not allowed
+    from the current status.
     """
     check_run(run.status, to_state)
     now = timezone.now()
@@ -107,7 +110,7 @@ def transition_run(run: Run, to_state: str, *, reason: str = "") -> bool:
         pass  # a rescore: the run finished executing when it first did (its duration stays)
     elif run.finished_at is not None:
         fields["finished_at"] = None
-    updated = Run.objects.filter(pk=run.pk, status=run.status).update(**fields)
+    updated = Run.objects.filter(pk=run.pk, status=run.status, **(guard or {})).update(**fields)
     if not updated:
         return False
     Transition.objects.create(
@@ -122,7 +125,9 @@ def transition_run(run: Run, to_state: str, *, reason: str = "") -> bool:
     return True
 
 
-def transition_lane(lane: RunLane, to_state: str, *, reason: str = "") -> bool:
+def transition_lane(
+    lane: RunLane, to_state: str, *, reason: str = "", guard: dict[str, Any] | None = None
+) -> bool:
     """Like :func:`transition_run`, for a lane."""
     check_lane(lane.status, to_state)
     now = timezone.now()
@@ -136,7 +141,7 @@ def transition_lane(lane: RunLane, to_state: str, *, reason: str = "") -> bool:
         pass  # a rescore, as for the run
     elif lane.finished_at is not None:
         fields["finished_at"] = None
-    updated = RunLane.objects.filter(pk=lane.pk, status=lane.status).update(**fields)
+    updated = RunLane.objects.filter(pk=lane.pk, status=lane.status, **(guard or {})).update(**fields)
     if not updated:
         return False
     Transition.objects.create(

@@ -187,9 +187,8 @@ def _close_runs(now: Any, errors: _Errors) -> int:
     return closed
 
 
-def _finalize(finalize_run: Callable[[Run], None], run: Run) -> int:
-    finalize_run(run)
-    return 1
+def _finalize(finalize_run: Callable[[Run], bool], run: Run) -> int:
+    return int(finalize_run(run))  # 0: another process is scoring it (a long scoring, not a lost one)
 
 
 def sweep() -> dict[str, Any]:

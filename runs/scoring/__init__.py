@@ -11,9 +11,12 @@ The guarded status UPDATE makes exactly one caller finalise.
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from grading.engine.aggregate import LaneAggregate
 from grading.engine.critique import overall_line
@@ -27,10 +30,18 @@ OPEN_RUN = (RunStatus.QUEUED, RunStatus.RUNNING)
 OPEN_LANE = (LaneStatus.QUEUED, LaneStatus.RUNNING)
 
 
+# The moves to scoring are guarded by the counters as they are when the UPDATE runs, not as
+# they were read: a "retry failed items" that reopened items in between (it may, on a running
+# run) keeps the lane and the run open. Guarded by the status only, the lane went to scoring
+# (no dispatcher or sweeper serves a scoring lane) or the run completed with items pending.
+NOTHING_PENDING = {"pending__lte": 0}
+NOTHING_OPEN = {"items_open__lte": 0}
+
+
 def check_lane_and_run(lane_id: int) -> None:
     lane = RunLane.objects.get(pk=lane_id)
     if lane.status in OPEN_LANE and lane.pending <= 0:
-        transition_lane(lane, LaneStatus.SCORING, reason="no item pending")
+        transition_lane(lane, LaneStatus.SCORING, reason="no item pending", guard=NOTHING_PENDING)
     check_run(lane.run_id)
 
 
@@ -45,11 +56,10 @@ def check_run(run_id: Any) -> bool:
     if run.status not in OPEN_RUN or run.items_open > 0:
         return False
     for lane in RunLane.objects.filter(run_id=run.pk, status__in=OPEN_LANE):
-        transition_lane(lane, LaneStatus.SCORING, reason="no item pending")
-    if not transition_run(run, RunStatus.SCORING, reason="every item finished"):
+        transition_lane(lane, LaneStatus.SCORING, reason="no item pending", guard=NOTHING_PENDING)
+    if not transition_run(run, RunStatus.SCORING, reason="every item finished", guard=NOTHING_OPEN):
         return False
-    finalize_run(run)
-    return True
+    return finalize_run(run)
 
 
 def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
@@ -91,9 +101,38 @@ def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
     }
 
 
-def finalize_run(run: Run) -> None:
+@contextlib.contextmanager
+def scoring_lock(run_id: Any) -> Iterator[bool]:
+    """Whether this process may score the run: on PostgreSQL a session advisory lock keyed by
+    the run, held while it scores (released when it ends, or when its connection dies with
+    its worker); False when another process holds it. The sweeper scores again a run long in
+    scoring, and cannot otherwise tell a lost scoring from a long one (n_wise, critique)."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    key = int.from_bytes(uuid.UUID(str(run_id)).bytes[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        (held,) = cursor.fetchone()
+    try:
+        yield bool(held)
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+
+def finalize_run(run: Run) -> bool:
     """From ``scoring``: the n_wise judge pass, then the stats (with the model critique of
-    the eval when a judge provider is set), then lanes and run complete."""
+    the eval when a judge provider is set), then lanes and run complete. Nothing when
+    another process is scoring the run (``scoring_lock``): returns whether this call scored."""
+    with scoring_lock(run.pk) as mine:
+        if mine:
+            _finalize_run(run)
+        return mine
+
+
+def _finalize_run(run: Run) -> None:
     from runs.judging import rank_run, record_run_judge_usage
     from runs.services.operations import rescore_pending, rescore_stalled
 

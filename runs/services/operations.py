@@ -64,6 +64,14 @@ def run_cancel(*, run: Run, reason: str = "cancelled by a user") -> Run:
         run = _lock_run(run)
         if run.status in FINISHED_RUN:
             raise RunError("run_finished", f"the run is already {run.status}", status_code=409)
+        if run.status == RunStatus.SCORING and rescore_pending(run):
+            # The re-grade task would go on writing grades and counters into the cancelled
+            # run, or, stopped, leave items of two revisions and counters of neither.
+            raise RunError(
+                "run_rescoring",
+                "the run is being re-scored; wait for the rescore to finish (it calls no agent)",
+                status_code=409,
+            )
         now = timezone.now()
         moved = []
         for lane in RunLane.objects.filter(run=run):
@@ -236,6 +244,16 @@ def run_rescore_execute(*, run_id: Any, revision: int) -> int:
     nothing once the run moved past that revision or left ``scoring``. Items are streamed
     ``RESCORE_BATCH`` at a time; lane counters are rebuilt from the stored grades (streamed
     too), then the run is finalised (``runs.scoring.finalize_run``)."""
+    from runs.scoring import scoring_lock
+
+    # Under the run's scoring lock: a batch can take longer than RESCORE_STALL, and the
+    # sweeper then enqueued the re-grade again; the second task re-graded the same items
+    # beside the first. Now it (and the sweeper's finalize) finds the lock held and leaves.
+    with scoring_lock(run_id) as mine:
+        return _rescore_execute(run_id, revision) if mine else 0
+
+
+def _rescore_execute(run_id: Any, revision: int) -> int:
     from runs.dispatch import lane_context_for
     from runs.scoring import finalize_run
 

@@ -348,6 +348,9 @@ def test_an_item_whose_slices_keep_failing_ends_infra_error(personas, monkeypatc
     run.refresh_from_db()
     lane.refresh_from_db()
     assert (lane.infra_error, lane.pending, run.items_open) == (2, 0, 0)
+    # closed at once, not when the next sweep finds it (the failed slice never reached the
+    # closing check; a deployment without a beat left the run running for good)
+    assert (run.status, lane.status) == ("completed", "completed")
 
 
 @pytest.mark.parametrize(
@@ -513,3 +516,70 @@ def test_the_run_override_lowers_the_limit(personas):
         dep = hosted(personas.workspace, agent.url, max_in_flight=8)
         run = drive(create_run(personas.workspace, version, [dep], max_in_flight=1))
     assert run.status == "completed" and state["peak"] == 1
+
+
+def test_a_rate_limit_asking_for_an_absurd_wait_is_that_items_infra_error(personas):
+    """A 429 whose Retry-After is past any deadline (3e11 s; 400 digits) ends its item
+    infra_error, rate_limited, not retried; the other items of the slice are called once.
+    It used to raise OverflowError: in next_delay (the whole slice failed, its claims went
+    back and every item in flight was called again) or in the executor (a config_error,
+    internal_error: a rate limit counted as the deployment's misconfiguration)."""
+    from tests.fakes.agent_server import slow
+
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(rate_limited("300000000000"), case="c0")
+        agent.queue(rate_limited("9" * 400), case="c1")
+        agent.queue(slow(0.5, ok(echo_answer)), case="c2")
+        dep = hosted(personas.workspace, agent.url, max_attempts=3)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        calls = {key: agent.calls_for(key) for key in ("c0", "c1", "c2")}
+    assert run.status == "completed"
+    items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+    for key in ("c0", "c1"):
+        attempts = [
+            (a.category, a.error_code, a.status_code) for a in Attempt.objects.filter(item=items[key])
+        ]
+        assert attempts == [("infra_error", "rate_limited", 429)], key
+        assert items[key].display_status == "infra_error"
+    assert items["c2"].status == "PASSED"
+    assert calls == {"c0": 1, "c1": 1, "c2": 1}
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.infra_error, lane.config_error, lane.pending) == (1, 2, 0, 0)
+
+
+def test_an_endless_retry_after_is_stored_as_null_on_every_database():
+    """PostgreSQL's JSON batch stored an infinite Retry-After as null, SQLite's plain
+    parameters as Infinity (then served as a non-JSON ``Infinity`` by the attempt lists)."""
+    from runs.executors.base import AttemptCategory, AttemptOutcome
+    from runs.recording import _attempt_rows
+
+    result = ItemResult(
+        item_id=1,
+        attempts=[
+            AttemptOutcome(AttemptCategory.INFRA_ERROR, status_code=429, retry_after=float("inf")),
+            AttemptOutcome(AttemptCategory.INFRA_ERROR, status_code=429, retry_after=3e11),
+        ],
+    )
+    assert [row[8] for row in _attempt_rows(1, result)] == [None, 3e11]
+
+
+def test_every_call_the_limit_allows_gets_a_connection_at_once(personas, monkeypatch):
+    """The dispatcher's outbound client pooled 256 connections while a deployment may allow
+    512 calls in flight: the calls past the pool waited for a connection inside their
+    timeout, and a slow but healthy agent's items ended infra_error (timeout), sent too late
+    to be answered in time. Here the pool is made smaller than the limit to show it."""
+    from agentclash_site.lib.outbound import OutboundClient
+    from tests.fakes.agent_server import slow
+
+    monkeypatch.setitem(OutboundClient.__init__.__kwdefaults__, "pool_limit", 2)
+    version = publish(personas.workspace, cases=4)
+    with FakeAgent() as agent:
+        agent.default = slow(1.5, ok(echo_answer))
+        dep = hosted(personas.workspace, agent.url, timeout_seconds=2, max_attempts=1, max_in_flight=4)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        assert agent.calls == 4
+    assert run.status == "completed"
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.infra_error) == (4, 0)

@@ -291,3 +291,271 @@ def test_retry_failed_drops_the_summary_and_comparisons_computed_without_the_ret
     compute_result_summary(str(run.id))
     health = RunResultSummary.objects.get(run=run).assertion_health
     assert sum(t.get("PASSED", 0) for h in health for t in h["lanes"].values()) == 2
+
+
+@pytest.mark.parametrize("step", ["check_run", "check_lane_and_run"])
+def test_a_retry_landing_while_the_run_is_being_closed_keeps_it_running(personas, monkeypatch, step):
+    """The closer read the run's (or lane's) counter at 0; a "retry failed items" on the
+    running run committed before the closer moved the lane and the run to scoring. The moves
+    were guarded by the status only, so the lane went to scoring and the run completed with
+    the retried item pending, never dispatched again (a dispatcher leaves a scoring lane
+    alone). Now the moves to scoring are guarded by the counters too."""
+    import runs.scoring as scoring
+    from runs.models import Run
+
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(raw("{}", status=401), case="c1")
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        assert run.status == "completed"
+        # as it was just before its last item's result closed it: running, nothing open
+        Run.objects.filter(pk=run.pk).update(status="running")
+        RunLane.objects.filter(run=run).update(status="running")
+        lane = RunLane.objects.get(run=run)
+        real = scoring.transition_lane
+        raced = []
+
+        def retry_first(*args, **kwargs):
+            if not raced:
+                raced.append(run_retry_failed(run=Run.objects.get(pk=run.pk), enqueue=False))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(scoring, "transition_lane", retry_first)
+        if step == "check_run":
+            scoring.check_run(run.pk)
+        else:
+            scoring.check_lane_and_run(lane.pk)
+        monkeypatch.setattr(scoring, "transition_lane", real)
+        assert raced == [1]
+        run.refresh_from_db()
+        lane.refresh_from_db()
+        assert (run.status, run.items_open, lane.status, lane.pending) == ("running", 1, "running", 1)
+        run = drive(run)
+        assert agent.calls_for("c1") == 2
+    assert run.status == "completed"
+    assert RunItem.objects.get(run=run, case_key="c1").status == "PASSED"
+    assert RunLane.objects.get(run=run).passed == 2
+
+
+def test_a_claim_is_kept_while_its_result_is_graded_past_the_claim_deadline(personas, monkeypatch, settings):
+    """The claim deadline covers the item's calls (timeout x attempts + backoffs) plus a
+    margin, not its grading: judges (60 s per call, retried, several samples) can take longer
+    than the margin, and the sweeper then took the item back while it was being graded: its
+    result was thrown away, and the item was called again or (claimed max_attempts times
+    already) ended infra_error, claim_expired, a healthy agent's answer lost. Now the live
+    dispatcher keeps its claims from expiring."""
+    import time as _time
+
+    from runs import dispatch as dispatch_module
+
+    settings.RUNS_CLAIM_MARGIN_SECONDS = 0.5
+    grading, release = threading.Event(), threading.Event()
+    grade = dispatch_module.grade_outcomes
+
+    def slow_grade(*args, **kwargs):
+        if not grading.is_set():
+            grading.set()
+            release.wait(timeout=20)  # a judge taking its time
+        return grade(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch_module, "grade_outcomes", slow_grade)
+    version = publish(personas.workspace, cases=1)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, timeout_seconds=1, max_attempts=1)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        thread = _dispatch_in_thread(lane.pk)
+        try:
+            assert grading.wait(timeout=20)
+            item = RunItem.objects.get(run=run)
+            first_deadline = item.claimed_at + timedelta(seconds=1 + 0.5)
+            limit = _time.monotonic() + 20
+            while timezone.now() <= first_deadline + timedelta(seconds=0.3):
+                assert _time.monotonic() < limit
+                _time.sleep(0.05)
+            swept = sweep()
+            item.refresh_from_db()
+            assert (swept["returned_claims"], swept["ended_infra_error"], item.state) == (0, 0, "claimed")
+        finally:
+            release.set()
+            thread.join(timeout=30)
+        assert not thread.is_alive()
+        assert agent.calls == 1
+    item.refresh_from_db()
+    assert (item.state, item.status, item.claims) == ("done", "PASSED", 1)
+    assert RunLane.objects.get(run=run).passed == 1
+
+
+def test_a_summary_computed_while_a_retry_reopens_the_run_is_not_kept(personas, monkeypatch):
+    """The summary task read the run's grades, then "retry failed items" dropped the summary
+    row, then the task wrote its (now stale) figures as the ready summary of the same scoring
+    revision: the run's completion found a ready summary and never computed it again, so the
+    page kept assertion health without the retried items. Now the task writes only over the
+    request it was started for (the row not deleted or requested again in between)."""
+    from runs import result_tasks
+    from runs.models import Run, RunResultSummary
+
+    sent = []
+    monkeypatch.setattr(result_tasks.compute_result_summary, "delay", lambda run_id: sent.append(run_id))
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = raw("{}", status=401)
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+        assert run.status == "completed" and sent == [str(run.pk)]
+        compute = result_tasks._compute
+
+        def retried_meanwhile(run_):
+            figures = compute(run_)
+            agent.default = ok(echo_answer)
+            run_retry_failed(run=Run.objects.get(pk=run_.pk), enqueue=False)
+            return figures
+
+        monkeypatch.setattr(result_tasks, "_compute", retried_meanwhile)
+        result_tasks.compute_result_summary(str(run.pk))
+        monkeypatch.setattr(result_tasks, "_compute", compute)
+        assert not RunResultSummary.objects.filter(run=run, status="ready").exists()
+        run = drive(run)
+    assert run.status == "completed"
+    assert sent == [str(run.pk), str(run.pk)]  # requested again at the second completion
+    result_tasks.compute_result_summary(str(run.pk))
+    summary = RunResultSummary.objects.get(run=run)
+    assert summary.status == "ready"
+    assert sum(t.get("PASSED", 0) for h in summary.assertion_health for t in h["lanes"].values()) == 2
+
+
+def test_a_run_cannot_be_cancelled_halfway_through_its_rescore(personas, monkeypatch):
+    """A cancel during a rescore ended the run while the re-grade task went on: items were
+    re-graded and the lane counters rebuilt after the cancel (a cancelled run's figures
+    changed), or, had the task stopped, the run would keep items of two revisions with
+    counters of neither. Now a cancel is refused (409) while items wait for their re-grade;
+    the rescore completes and the run can be used again."""
+    from runs import tasks
+    from runs.services import operations
+
+    monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: None)
+    monkeypatch.setattr(operations, "RESCORE_BATCH", 1)
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    run = run_rescore(run=run)
+    regrade = operations._regrade_batch
+    refused = []
+
+    def cancel_between_batches(ctx, items, revision):
+        written = regrade(ctx, items, revision)
+        if not refused:
+            with pytest.raises(RunError) as info:
+                run_cancel(run=run)
+            refused.append((info.value.code, info.value.status_code))
+        return written
+
+    monkeypatch.setattr(operations, "_regrade_batch", cancel_between_batches)
+    assert tasks.rescore_run(str(run.pk), 2) == 2
+    assert refused == [("run_rescoring", 409)]
+    run.refresh_from_db()
+    assert (run.status, run.scoring_revision) == ("completed", 2)
+    assert set(RunItem.objects.filter(run=run).values_list("scoring_revision", flat=True)) == {2}
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.status, lane.cancelled) == (2, "completed", 0)
+
+
+def test_the_sweeper_does_not_score_a_run_again_while_its_scoring_still_runs(personas, monkeypatch):
+    """The sweeper scores again a run in scoring for 5 minutes (its worker died), but it
+    could not tell a lost scoring from a long one (an n_wise pass or a critique over a big
+    run): a second finalize_run ran beside the first (every judge call twice, the ranked
+    grades archived twice). Now the scoring process holds a lock the sweeper tries first."""
+    from django.db import connection as conn
+
+    from runs import judging
+    from runs.models import Transition
+
+    rank = judging.rank_run
+    entered, swept = [], []
+
+    def long_ranking(run):
+        entered.append(run.pk)
+        if len(entered) == 1:
+            Transition.objects.filter(run_id=run.pk, entity="run").update(
+                at=timezone.now() - timedelta(minutes=10)
+            )
+
+            def sweeper():
+                try:
+                    swept.append(sweep())
+                finally:
+                    conn.close()
+
+            thread = threading.Thread(target=sweeper)
+            thread.start()
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+        return rank(run)
+
+    monkeypatch.setattr(judging, "rank_run", long_ranking)
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    assert run.status == "completed"
+    assert len(entered) == 1
+    assert swept and swept[0]["closed_runs"] == 0 and swept[0]["errors"] == 0
+
+
+def test_a_rescore_batch_longer_than_the_stall_limit_is_not_started_twice(personas, monkeypatch):
+    """A re-grade batch (500 items, judges) can take longer than RESCORE_STALL; the sweeper
+    then took the live rescore for a lost one and enqueued it again, and a second task
+    re-graded the same items beside the first (judge calls twice). Now the rescore task
+    scores under the run's scoring lock: the sweeper's finalize, and a second task, find it
+    held and leave the run alone."""
+    from django.db import connection as conn
+
+    from runs import tasks
+    from runs.models import Transition
+    from runs.services import operations
+
+    sent = []
+    monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: sent.append(args))
+    monkeypatch.setattr(operations, "RESCORE_BATCH", 1)
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
+    run = run_rescore(run=run, enqueue=False)
+    real = operations._regrade_batch
+    beside = []
+
+    def slow_batch(ctx, items, revision):
+        written = real(ctx, items, revision)
+        if not beside:  # long after the last archived grade, as a slow batch is
+            GradeRevision.objects.filter(item__run=run).update(
+                created_at=timezone.now() - timedelta(minutes=6)
+            )
+            Transition.objects.filter(run_id=run.pk, entity="run").update(
+                at=timezone.now() - timedelta(minutes=6)
+            )
+
+            def others():
+                try:
+                    beside.append((sweep()["closed_runs"], tasks.rescore_run(str(run.pk), 2)))
+                finally:
+                    conn.close()
+
+            thread = threading.Thread(target=others)
+            thread.start()
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+        return written
+
+    monkeypatch.setattr(operations, "_regrade_batch", slow_batch)
+    assert operations.run_rescore_execute(run_id=run.pk, revision=2) == 2
+    assert beside == [(0, 0)] and sent == []
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert GradeRevision.objects.filter(item__run=run).count() == 2

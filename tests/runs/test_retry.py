@@ -89,3 +89,14 @@ def test_attempt_numbers_start_at_one():
 )
 def test_retry_after_is_parsed_from_seconds_or_an_http_date(header, expected):
     assert parse_retry_after(header, now=NOW) == expected
+
+
+@pytest.mark.parametrize("seconds", ["300000000000", "9" * 400, "9" * 5000])
+def test_an_absurd_retry_after_is_no_retry_and_never_raises(seconds):
+    """A Retry-After far past any deadline (a year count that leaves the calendar, more
+    digits than a float holds or than int() reads) is a wait too long to make: no retry.
+    It used to raise (OverflowError, ValueError) in the executor or in next_delay."""
+    after = parse_retry_after(seconds, now=NOW)
+    assert after is not None and after > 10**9
+    assert delay(1, retry_after=after) is None
+    assert delay(1, retry_after=float("inf")) is None
