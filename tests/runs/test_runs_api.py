@@ -234,32 +234,3 @@ def test_an_unreachable_broker_is_a_503_naming_the_setting(personas, monkeypatch
     assert "CELERY_BROKER_URL" in error["message"] and "Connection refused" in error["message"]
     # The run was stored before the broker was asked; the message says which one it is.
     assert str(Run.objects.get().pk) in error["message"]
-
-
-@pytest.mark.parametrize(
-    ("method", "path"),
-    [
-        ("post", BASE),
-        ("post", "/api/v1/workspaces/acme/deployments"),
-        ("post", "/api/v1/workspaces/acme/drafts"),
-        ("patch", "/api/v1/workspaces/acme"),
-    ],
-)
-def test_a_json_body_over_the_upload_limit_is_a_413_error_body(personas, settings, method, path):
-    # Django refuses the body (RequestDataTooBig) when DRF reads it: that answered the HTML
-    # 400 page, not the API's error shape.
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
-    api = personas.api(personas.owner)
-    response = getattr(api, method)(path, {"name": "x" * 5000}, format="json")
-    assert response.status_code == 413
-    assert response["Content-Type"] == "application/json"
-    error = response.json()["error"]
-    assert error["code"] == "payload_too_large" and "1000 bytes" in error["message"]
-
-
-def test_too_many_form_fields_is_a_400_error_body(personas, settings):
-    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
-    api = personas.api(personas.owner)
-    response = api.post(BASE, {f"k{i}": "v" for i in range(10)}, format="multipart")
-    assert response.status_code == 400
-    assert response.json()["error"]["code"] == "invalid_input"

@@ -27,6 +27,7 @@ def _json_body(size: int) -> bytes:
 @pytest.mark.parametrize(
     ("method", "url"),
     [
+        ("post", "/api/v1/workspaces/acme/runs"),
         ("post", "/api/v1/workspaces/acme/drafts"),  # the drafts' own JSON parser
         ("post", "/api/v1/workspaces/acme/deployments"),  # the default parsers
         ("patch", "/api/v1/workspaces/acme"),
@@ -36,7 +37,17 @@ def test_a_json_body_over_the_limit_is_413(personas, small_limit, method, url):
     api = personas.api(personas.owner)
     response = getattr(api, method)(url, _json_body(LIMIT), content_type="application/json")
     assert response.status_code == 413, response.content
-    assert response.json()["error"]["code"] == "payload_too_large"
+    assert response["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == "payload_too_large" and f"{LIMIT} bytes" in error["message"]
+
+
+def test_too_many_form_fields_is_a_400_error_body(personas, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
+    api = personas.api(personas.owner)
+    response = api.post("/api/v1/workspaces/acme/runs", {f"k{i}": "v" for i in range(10)}, format="multipart")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_input"
 
 
 def test_a_form_body_over_the_limit_is_413(personas, small_limit):
