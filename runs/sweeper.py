@@ -60,6 +60,8 @@ class _Errors:
 
 def _return_expired_claims(now: Any, errors: _Errors) -> tuple[int, int]:
     """(returned to pending, ended infra_error)."""
+    from runs.scoring import close_lane
+
     returned = ended = 0
     expired = RunItem.objects.filter(state=ItemState.CLAIMED, claim_deadline__lt=now)
     lane_ids = set(expired.values_list("lane_id", flat=True).distinct()[:1000])
@@ -69,6 +71,11 @@ def _return_expired_claims(now: Any, errors: _Errors) -> tuple[int, int]:
         )
         returned += back
         ended += give_up
+        if give_up:
+            # They may have been the lane's last open items: the lane moves to scoring now,
+            # as when a dispatcher writes its last item (it showed "running" until the
+            # whole run closed). The run is closed below, in _close_runs.
+            errors.guard(f"closing lane {lane_id}", None, close_lane, lane_id)
     return returned, ended
 
 

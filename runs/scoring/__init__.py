@@ -39,10 +39,15 @@ NOTHING_OPEN = {"items_open__lte": 0}
 
 
 def check_lane_and_run(lane_id: int) -> None:
+    check_run(close_lane(lane_id).run_id)
+
+
+def close_lane(lane_id: int) -> RunLane:
+    """Moves the lane to ``scoring`` when its counter says nothing is pending; the lane."""
     lane = RunLane.objects.get(pk=lane_id)
     if lane.status in OPEN_LANE and lane.pending <= 0:
         transition_lane(lane, LaneStatus.SCORING, reason="no item pending", guard=NOTHING_PENDING)
-    check_run(lane.run_id)
+    return lane
 
 
 def check_run(run_id: Any) -> bool:

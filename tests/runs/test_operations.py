@@ -559,3 +559,28 @@ def test_a_rescore_batch_longer_than_the_stall_limit_is_not_started_twice(person
     run.refresh_from_db()
     assert run.status == "completed"
     assert GradeRevision.objects.filter(item__run=run).count() == 2
+
+
+def test_a_lane_whose_last_claims_the_sweeper_ends_leaves_running(personas):
+    """The sweeper ending a lane's last items (claimed max_attempts times) left the lane
+    ``running`` while another lane of the run still ran: its page showed it working with
+    nothing left to do until the whole run closed."""
+    version = publish(personas.workspace, cases=1)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        lost = hosted(personas.workspace, agent.url, name="lost", max_attempts=1)
+        other = hosted(personas.workspace, agent.url, name="other")
+        run = create_run(personas.workspace, version, [lost, other])
+        lane = RunLane.objects.get(run=run, deployment=lost)
+        assert len(claim_items(lane=lane, run=run, deployment=lost, owner="dead-worker")) == 1
+        RunItem.objects.filter(lane=lane).update(claim_deadline=timezone.now() - timedelta(seconds=1))
+        assert sweep()["ended_infra_error"] == 1
+        lane.refresh_from_db()
+        assert (lane.status, lane.pending, lane.infra_error) == ("scoring", 0, 1)
+        assert RunLane.objects.get(run=run, deployment=other).status == "queued"
+        run.refresh_from_db()
+        assert run.status in ("queued", "running")
+        run = drive(run)
+    assert run.status == "completed"
+    lane.refresh_from_db()
+    assert lane.status == "completed"
