@@ -149,14 +149,12 @@ def record_run_judge_usage(run: Any) -> None:
 
     sums = RunLane.objects.filter(run_id=run.pk).aggregate(
         calls=Sum("judge_calls"),
-        samples=Sum("judge_samples"),
         input_tokens=Sum("judge_input_tokens"),
         output_tokens=Sum("judge_output_tokens"),
         cost=Sum("judge_cost_usd"),
     )
     Run.objects.filter(pk=run.pk).update(
         judge_calls=sums["calls"] or 0,
-        judge_samples=sums["samples"] or 0,
         judge_input_tokens=sums["input_tokens"] or 0,
         judge_output_tokens=sums["output_tokens"] or 0,
         judge_cost_usd=sums["cost"] or 0.0,

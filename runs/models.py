@@ -275,7 +275,6 @@ class Run(models.Model):
     case_findings = models.JSONField(null=True, blank=True)
     # Judge budget counters (updated with F() by runs.judging).
     judge_calls = models.PositiveIntegerField(default=0)
-    judge_samples = models.PositiveIntegerField(default=0)
     judge_input_tokens = models.BigIntegerField(default=0)
     judge_output_tokens = models.BigIntegerField(default=0)
     judge_cost_usd = models.FloatField(default=0.0)
@@ -325,9 +324,8 @@ class RunLane(models.Model):
     agent_input_tokens = models.BigIntegerField(default=0)
     agent_output_tokens = models.BigIntegerField(default=0)
     agent_cost_usd = models.FloatField(default=0.0)
-    # Judge spend, kept apart from the agent's. judge_samples: judge samples drawn (budget).
+    # Judge spend, kept apart from the agent's (judge_calls: every sample is one call).
     judge_calls = models.PositiveIntegerField(default=0)
-    judge_samples = models.PositiveIntegerField(default=0)
     judge_input_tokens = models.BigIntegerField(default=0)
     judge_output_tokens = models.BigIntegerField(default=0)
     judge_cost_usd = models.FloatField(default=0.0)
