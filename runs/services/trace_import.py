@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from grading.engine import jsontext
 from grading.engine.reader import DEFAULT_DEPLOYMENT, Execution, InvalidResults, read_results
@@ -40,7 +41,8 @@ from runs.models import (
     RunLane,
     RunStatus,
 )
-from runs.recording import ItemKey, ItemResult, grade_evidence
+from runs.executors.base import AttemptCategory, AttemptOutcome
+from runs.recording import ItemKey, ItemResult, grade_outcomes
 from runs.services.runs import RunError
 from runs.states import transition_lane, transition_run
 
@@ -508,6 +510,22 @@ def _find_items(matched: list[_Matched], bad: list[dict[str, Any]]) -> None:
                     bad.append(_bad(m.number, ALREADY_DONE, label=m.label))
 
 
+def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
+    """An uploaded line is the item's one attempt (ok, at upload time, with the latency the
+    line reports): ``attempts`` counts it as for an executed item, not 0."""
+    now = timezone.now()
+    evidence = execution.evidence
+    outcome = AttemptOutcome(
+        AttemptCategory.OK,
+        latency_ms=evidence.metrics.latency_ms if evidence.metrics is not None else None,
+        response=execution.response,
+        evidence=evidence,
+        started_at=now,
+        ended_at=now,
+    )
+    return grade_outcomes(ctx, key, [outcome], execution.response)
+
+
 def _grade_and_record(run: Run, matched: list[_Matched]) -> int:
     """Grade every line (outside the transaction: a judge may be called), then write them all
     in one transaction; :class:`_Raced` (nothing written) when an item is no longer pending."""
@@ -529,7 +547,7 @@ def _grade_and_record(run: Run, matched: list[_Matched]) -> int:
             item = m.item
             assert item is not None  # _find_items reported the lines without one
             key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
-            results.append(grade_evidence(ctx, key, m.execution.evidence, m.execution.response, attempt=1))
+            results.append(_graded_upload(ctx, key, m.execution))
             lines[item.pk] = m
         graded[lane_id] = (lane, results, lines)
     written = 0

@@ -139,13 +139,13 @@ def test_an_item_finished_by_someone_else_meanwhile_rolls_back_every_lane(person
         for i in range(2)
     ]
     taken = RunItem.objects.get(run=run, lane__deployment_name="cd", case_key="c1")
-    grade = trace_import.grade_evidence
+    grade = trace_import.grade_outcomes
 
     def grade_while_another_upload_writes(*args, **kwargs):
         RunItem.objects.filter(pk=taken.pk).update(state="done")  # as a concurrent upload would
         return grade(*args, **kwargs)
 
-    monkeypatch.setattr(trace_import, "grade_evidence", grade_while_another_upload_writes)
+    monkeypatch.setattr(trace_import, "grade_outcomes", grade_while_another_upload_writes)
     response = _post(personas, run, "\n".join(lines))
     assert response.status_code == 400
     error = response.json()["error"]

@@ -167,3 +167,18 @@ def test_an_upload_nested_too_deeply_is_a_bad_line_not_an_error(personas):
         assert outcome.accepted == 0 and len(outcome.bad_lines) == 1, outcome.bad_lines
     ok_line = json.dumps({"case_key": "c1", "final_output": "answer-1"}).encode()
     assert run_import_results(run=run, data=ok_line).accepted == 1
+
+
+def test_an_uploaded_result_is_the_items_one_attempt(personas):
+    """A trace-imported case said ``attempts: 0`` beside the grade's ``case.attempt`` 1, and the
+    latency its line reported was not the item's: the upload is now its one ok attempt."""
+    from runs.models import Attempt
+
+    run = _trace_run(personas, cases=1)
+    line = {"case_key": "c0", "final_output": "answer-0", "metrics": {"latency_ms": 1234.5}}
+    assert run_import_results(run=run, data=json.dumps(line).encode()).accepted == 1
+    item = RunItem.objects.get(run=run)
+    assert (item.attempt_count, item.last_category, item.latency_ms) == (1, "ok", 1234.5)
+    attempt = Attempt.objects.get(item=item)
+    assert (attempt.number, attempt.category, attempt.latency_ms) == (1, "ok", 1234.5)
+    assert item.grade["case"]["attempt"] == 1
