@@ -16,10 +16,11 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 import orjson
+from django.db.models import Case, OuterRef, Subquery, TextField, Value, When
 from django.http import StreamingHttpResponse
 
 from runs.documents import display_status
-from runs.models import Run, RunItem, RunLane
+from runs.models import Attempt, Run, RunItem, RunLane
 
 FORMATS = ("jsonl", "csv", "junit", "grading")
 CONTENT_TYPES = {
@@ -126,10 +127,20 @@ def _attr(value: str) -> str:
     return quoteattr(_NOT_XML.sub("\ufffd", value))
 
 
+def _last_attempt(column: str) -> Case:
+    """The item's last attempt's ``column``, read only for an item without a grade."""
+    last = Attempt.objects.filter(item=OuterRef("pk")).order_by("-number").values(column)[:1]
+    return Case(When(status="", then=Subquery(last)), default=Value(""), output_field=TextField())
+
+
+_LAST_ATTEMPT_ERROR = {"error_code": _last_attempt("error_code"), "error": _last_attempt("error")}
+
+
 def export_junit(run: Run) -> Iterator[str]:
     """A ``<testsuite>`` per deployment, a ``<testcase>`` per case (and repetition): FAILED
     is a ``<failure>`` with the failing expectations and their evidence; ERROR and
-    infra/config errors are ``<error>``; NOT_EVALUATED, UNAVAILABLE, cancelled and pending
+    infra/config errors are ``<error>`` (an item without a grade carries its last
+    attempt's error code and message); NOT_EVALUATED, UNAVAILABLE, cancelled and pending
     are ``<skipped>``. Suite totals come from the lane counters."""
     yield '<?xml version="1.0" encoding="UTF-8"?>\n'
     yield f"<testsuites name={_attr(f'agentclash run {run.pk}')}>\n"
@@ -144,12 +155,15 @@ def export_junit(run: Run) -> Iterator[str]:
         )
         qs = (
             RunItem.objects.filter(lane=lane)
+            .annotate(**_LAST_ATTEMPT_ERROR)
             .order_by("id")
             .values_list("challenge_key", "case_key", "repetition", "status", "state", "last_category",
-                         "reason_code", "latency_ms", "grade")
+                         "reason_code", "latency_ms", "grade", "attempt_count", "error_code", "error")
         )  # fmt: skip
         parts: list[str] = []
-        for ch, case, rep, status, state, category, reason, latency, grade in qs.iterator(chunk_size=CHUNK):
+        for (
+            ch, case, rep, status, state, category, reason, latency, grade, attempts, error_code, error
+        ) in qs.iterator(chunk_size=CHUNK):  # fmt: skip
             name = case if rep == 1 else f"{case} #{rep}"
             seconds = f"{(latency or 0) / 1000:.3f}"
             head = f'    <testcase classname={_attr(ch)} name={_attr(name)} time="{seconds}"'
@@ -171,6 +185,15 @@ def export_junit(run: Run) -> Iterator[str]:
                     + f'>\n      <failure message={_attr("failed: " + message)} type="FAILED">'
                     + _text("\n".join(lines))
                     + "</failure>\n    </testcase>\n"
+                )
+            elif shown in ("infra_error", "config_error") and (error_code or error):
+                # no grade: the last attempt says what went wrong (CI shows the message)
+                told = f"{error_code or shown}: {error}" if error else error_code
+                parts.append(
+                    head
+                    + f">\n      <error message={_attr(told[:500])} type={_attr(shown)}>"
+                    + _text(f"{told}\n{attempts} attempt{'' if attempts == 1 else 's'}")
+                    + "</error>\n    </testcase>\n"
                 )
             elif shown in ("ERROR", "infra_error", "config_error"):
                 parts.append(

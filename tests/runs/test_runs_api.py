@@ -12,7 +12,7 @@ import pytest
 
 from runs.models import Run, RunItem
 from runs.services.deployments import deployment_create
-from tests.fakes.agent_server import FakeAgent, ok
+from tests.fakes.agent_server import FakeAgent, ok, raw
 from tests.runs.runfactory import create_run, drive, echo_answer, hosted, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -212,6 +212,26 @@ def test_the_junit_export_is_well_formed_xml_whatever_the_evidence_holds(persona
     suite = ET.fromstring(xml).find("testsuite")  # raised "not well-formed (invalid token)"
     failure = suite.findall("testcase")[1].find("failure")
     assert "\ufffd[31mred\ufffd[0m \ufffd\ufffd\ufffd\ufffd\ufffd \ufffd\ufffd tab\tok" in failure.text
+
+
+def test_the_junit_export_says_why_a_case_without_a_grade_errored(personas):
+    """An infra or config error was a bare ``<error message="infra_error"/>``: CI showed the
+    failed case without the cause. It now carries the last attempt's code and message."""
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        agent.queue(raw("<html>down</html>", status=503, content_type="text/html"), case="c1")
+        agent.queue(raw("<html>down</html>", status=503, content_type="text/html"), case="c1")
+        dep = hosted(personas.workspace, agent.url, max_attempts=2)
+        run = drive(create_run(personas.workspace, version, [dep]))
+    api = personas.api(personas.viewer)
+    xml = b"".join(api.get(f"{BASE}/{run.pk}/export?format=junit").streaming_content)
+    passed, errored = ET.fromstring(xml).find("testsuite").findall("testcase")
+    assert passed.find("error") is None
+    error = errored.find("error")
+    assert error.get("type") == "infra_error"
+    assert error.get("message") == "server_error: the agent failed with HTTP 503"
+    assert error.text.endswith("\n2 attempts")
 
 
 def test_an_unreachable_broker_is_a_503_naming_the_setting(personas, monkeypatch):
