@@ -210,6 +210,27 @@ def test_an_unknown_judge_provider_is_a_usage_error(mental_results):
     assert doc["error"]["code"] == "invalid_judge_provider"
 
 
+def test_a_judge_flag_without_a_provider_is_a_usage_error(mental_results, monkeypatch):
+    """``--judge-base-url`` without a provider was silently unused: every judge was graded
+    NOT_EVALUATED (no_judge_provider) and the command exited as if the flag did its job."""
+    monkeypatch.delenv("AGENTCLASH_JUDGE_PROVIDER", raising=False)
+    code, doc = grade_json(
+        str(MENTAL), "--results", str(mental_results), "--judge-base-url", "http://127.0.0.1:9/v1"
+    )
+    assert code == 2
+    assert doc["error"] == {
+        "code": "missing_judge_provider",
+        "message": "--judge-base-url needs a judge provider: add --judge-provider openai|anthropic "
+        "(or set AGENTCLASH_JUDGE_PROVIDER), or drop --judge-base-url",
+        "field": "judge_provider",
+    }
+    # a base URL in the environment alone (a shared .env) is not an error
+    code, doc = grade_json(
+        str(MENTAL), "--results", str(mental_results), env={"AGENTCLASH_JUDGE_BASE_URL": "http://127.0.0.1:9/v1"}
+    )
+    assert code == 0, doc
+
+
 def test_grade_touches_no_database(tmp_path, mental_results):
     env = dict(os.environ)
     env["DATABASE_URL"] = f"sqlite:///{tmp_path}/no/such/dir/db.sqlite3"

@@ -96,6 +96,16 @@ def _judge_provider(options: dict[str, Any]) -> Any:
     """The provider of ``--judge-*`` (flags win over ``AGENTCLASH_JUDGE_*``), or None."""
     provider = options.get("judge_provider") or os.environ.get("AGENTCLASH_JUDGE_PROVIDER", "").strip()
     if not provider:
+        given = [flag for flag in ("judge_base_url", "judge_api_key") if options.get(flag)]
+        if given:
+            # a forgotten provider graded every judge NOT_EVALUATED, the flag silently unused
+            flags = " and ".join("--" + flag.replace("_", "-") for flag in given)
+            raise CliError(
+                "missing_judge_provider",
+                f"{flags} {'need' if len(given) > 1 else 'needs'} a judge provider: add --judge-provider "
+                f"{'|'.join(JUDGE_PROVIDERS)} (or set AGENTCLASH_JUDGE_PROVIDER), or drop {flags}",
+                field="judge_provider",
+            )
         return None
     if provider not in JUDGE_PROVIDERS:
         raise CliError(
