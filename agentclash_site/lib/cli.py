@@ -68,9 +68,12 @@ class _JsonAwareParser(CommandParser):
 
 
 def _make_json_aware(parser: argparse.ArgumentParser) -> None:
-    """Swap in the JSON-aware ``error`` on the parser and every subparser."""
+    """Swap in the JSON-aware ``error`` on the parser and every subparser, and turn off
+    argparse's prefix matching: ``--jso`` was taken for ``--json`` (yet its errors came out
+    as text), and a script's abbreviation breaks silently when a new option shares it."""
     if isinstance(parser, CommandParser):
         parser.__class__ = _JsonAwareParser
+    parser.allow_abbrev = False
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():

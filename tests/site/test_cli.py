@@ -76,6 +76,22 @@ def test_usage_errors_exit_2_with_a_json_error_on_stdout():
     assert json.loads(result.stdout)["error"]["code"] == "usage"
 
 
+def test_an_abbreviated_option_is_not_taken_for_another():
+    """argparse took ``--jso`` for ``--json`` (and ``--work`` for ``--workspace``): a script's
+    abbreviation would change meaning when an option sharing it is added. Only whole option
+    names are read now; an abbreviation is a usage error naming it."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", "token", "create", "olive", "--work", "acme", "--jso"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "unrecognized arguments: --work acme --jso" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("argv", "field"),
     [
