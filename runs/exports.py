@@ -66,15 +66,23 @@ def _flat(v: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _lines(docs: list[bytes]) -> str:
+    """JSON documents as JSONL text. U+2028 and U+2029 (valid raw in a JSON string, and
+    orjson writes them so) are escaped: Python's ``str.splitlines()`` and other line readers
+    split a record there. Outside strings JSON never holds them, so the escape is exact."""
+    text = b"\n".join(docs).replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
+    return text.decode() + "\n"
+
+
 def export_jsonl(run: Run) -> Iterator[str]:
-    buf: list[str] = []
+    buf: list[bytes] = []
     for v in _rows(run, *_ROW_FIELDS):
-        buf.append(orjson.dumps(_flat(v)).decode())
+        buf.append(orjson.dumps(_flat(v)))
         if len(buf) >= CHUNK:
-            yield "\n".join(buf) + "\n"
+            yield _lines(buf)
             buf = []
     if buf:
-        yield "\n".join(buf) + "\n"
+        yield _lines(buf)
 
 
 def export_csv(run: Run) -> Iterator[str]:
@@ -101,10 +109,10 @@ def export_grading(run: Run) -> Iterator[str]:
             continue
         buf.append(orjson.dumps(grade))
         if len(buf) >= 200:
-            yield b"\n".join(buf).decode() + "\n"
+            yield _lines(buf)
             buf = []
     if buf:
-        yield b"\n".join(buf).decode() + "\n"
+        yield _lines(buf)
 
 
 def _failing_expectations(grade: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -234,6 +234,28 @@ def test_the_junit_export_says_why_a_case_without_a_grade_errored(personas):
     assert error.text.endswith("\n2 attempts")
 
 
+def test_jsonl_exports_keep_one_record_per_line_for_every_line_reader(personas):
+    """U+2028 / U+2029 in an agent's answer were written raw (valid JSON): ``str.splitlines()``
+    split the record there and each half failed to parse. They are escaped now."""
+    run = _finished_run(personas, cases=2)
+    item = RunItem.objects.get(run=run, case_key="c1")
+    text = "one\u2028two\u2029three"
+    grade = dict(item.grade, expectations=[dict(e, evidence=text) for e in item.grade["expectations"]])
+    RunItem.objects.filter(pk=item.pk).update(grade=grade)
+    lane = item.lane
+    lane.deployment_name = "agent\u2028b"
+    lane.save(update_fields=["deployment_name"])
+    api = personas.api(personas.viewer)
+    for format, key in (("grading", None), ("jsonl", "deployment")):
+        body = b"".join(api.get(f"{BASE}/{run.pk}/export?format={format}").streaming_content).decode()
+        docs = [json.loads(line) for line in body.splitlines()]
+        assert len(docs) == 2
+        if key:
+            assert docs[1][key] == "agent\u2028b"
+        else:
+            assert docs[1]["expectations"][0]["evidence"] == text
+
+
 def test_an_unreachable_broker_is_a_503_naming_the_setting(personas, monkeypatch):
     from kombu.exceptions import OperationalError as BrokerError
 
