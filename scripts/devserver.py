@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -50,10 +51,50 @@ def commands() -> list[tuple[str, list[str]]]:
     return procs
 
 
+def listen_address(name: str, argv: list[str]) -> tuple[str, int] | None:
+    """The loopback address a process will listen on: the web server's ``host:port``
+    argument, an example server's ``--port``."""
+    if name == "web":
+        host, _, port = argv[3].rpartition(":")
+        return (host or "127.0.0.1").strip("[]"), int(port)
+    if "--port" in argv:
+        return "127.0.0.1", int(argv[argv.index("--port") + 1])
+    return None
+
+
+def busy_addresses(procs: list[tuple[str, list[str]]]) -> list[str]:
+    """One line per process whose address something else listens on already (a second
+    ``make run``, another program): each used to start and die with a traceback, taking
+    the others down with it."""
+    lines = []
+    for name, argv in procs:
+        address = listen_address(name, argv)
+        if address is None:
+            continue
+        with socket.socket(socket.AF_INET6 if ":" in address[0] else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                lines.append(f"{name} cannot listen on {address[0]}:{address[1]}: {exc.strerror}")
+    return lines
+
+
 def main() -> int:
     os.chdir(ROOT)
+    procs = commands()
+    busy = busy_addresses(procs)
+    if busy:
+        for line in busy:
+            print(f"[devserver] {line}", file=sys.stderr)
+        print(
+            "[devserver] nothing started: stop what listens there (another make run?), or for the "
+            "web server choose another address with BIND=127.0.0.1:8001",
+            file=sys.stderr,
+        )
+        return 1
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
-    for name, argv in commands():
+    for name, argv in procs:
         print(f"[devserver] starting {name}: {' '.join(argv[1:])}", flush=True)
         children.append((name, subprocess.Popen(argv, start_new_session=True)))
 

@@ -226,7 +226,10 @@ def test_a_judge_flag_without_a_provider_is_a_usage_error(mental_results, monkey
     }
     # a base URL in the environment alone (a shared .env) is not an error
     code, doc = grade_json(
-        str(MENTAL), "--results", str(mental_results), env={"AGENTCLASH_JUDGE_BASE_URL": "http://127.0.0.1:9/v1"}
+        str(MENTAL),
+        "--results",
+        str(mental_results),
+        env={"AGENTCLASH_JUDGE_BASE_URL": "http://127.0.0.1:9/v1"},
     )
     assert code == 0, doc
 
