@@ -22,6 +22,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -349,6 +350,21 @@ def freeze_long_lived() -> None:
 GAVE_UP_MESSAGE = "the item's dispatcher failed {n} times while it held the item; giving up"
 
 
+def _close_each(lane_id: int, *parts: tuple[str, Callable[[], None] | None]) -> Exception | None:
+    """Calls every ``(name, close)`` in order, each whether or not one before it raised;
+    every failure is logged, the first is returned."""
+    first: Exception | None = None
+    for name, close in parts:
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception as exc:
+            log.exception("lane %s: closing the slice's %s failed", lane_id, name)
+            first = first or exc
+    return first
+
+
 def give_back_claims(lane_id: int, owner: str, failure: BaseException, requeue: Any) -> None:
     """After a slice failed (its database connection lost, a bug of ours): the items it still
     holds go back to pending at once and the lane is dispatched again, rather than waiting
@@ -556,16 +572,22 @@ def dispatch_lane(
         failure = exc
         raise
     finally:
-        if keeper is not None:
-            keeper.close()
-        loop.close()  # cancels the calls still in flight
-        writer.close()
+        # Each part is closed whatever the others do: a loop whose close raised (its client
+        # not closed in time) skipped the writer's close, whose thread stayed with its queue.
+        closing = _close_each(
+            lane.pk,
+            ("claim keeper", keeper.close if keeper is not None else None),
+            ("event loop", loop.close),  # cancels the calls still in flight
+            ("writer", writer.close),
+        )
         result.timings["record"] += writer.seconds
         result.unstorable = writer.unstorable_items
-        if failure is None:
+        if failure is None and closing is None:
             fast_commit(False)
         else:
-            give_back_claims(lane.pk, owner, failure, requeue)
+            give_back_claims(lane.pk, owner, failure or closing, requeue)
+    if closing is not None:
+        raise closing  # the slice failed as it ended: its claims went back above
     RunLane.objects.filter(pk=lane.pk).update(dispatch_until=None)
     if cancelled:
         result.reason = "run cancelled"

@@ -583,3 +583,41 @@ def test_every_call_the_limit_allows_gets_a_connection_at_once(personas, monkeyp
     assert run.status == "completed"
     lane = RunLane.objects.get(run=run)
     assert (lane.passed, lane.infra_error) == (4, 0)
+
+
+def test_a_slice_closes_its_writer_and_keeper_even_when_its_loop_fails_to_close(personas, monkeypatch):
+    """``loop.close()`` raising (its HTTP client not closed in time) skipped the writer's and
+    the claim keeper's close; each part is closed now, and the failure still ends the slice."""
+    from runs import dispatch_threads
+
+    closed: list[str] = []
+    real_loop_close = dispatch_threads.LoopThread.close
+    real_writer_close = dispatch_threads.Writer.close
+    real_keeper_close = dispatch_threads.ClaimKeeper.close
+
+    def loop_close(self):
+        real_loop_close(self)
+        closed.append("loop")
+        raise RuntimeError("the client did not close in time")
+
+    def writer_close(self):
+        closed.append("writer")
+        real_writer_close(self)
+
+    def keeper_close(self):
+        closed.append("keeper")
+        real_keeper_close(self)
+
+    monkeypatch.setattr(dispatch_threads.LoopThread, "close", loop_close)
+    monkeypatch.setattr(dispatch_threads.Writer, "close", writer_close)
+    monkeypatch.setattr(dispatch_threads.ClaimKeeper, "close", keeper_close)
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        with pytest.raises(RuntimeError, match="did not close in time"):
+            dispatch_lane(lane.pk, time_slice=30)
+    assert closed == ["keeper", "loop", "writer"]
+    assert sorted(RunItem.objects.filter(run=run).values_list("state", "status")) == [("done", "PASSED")] * 3
