@@ -32,8 +32,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_filter = ["workspace", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "hint", "user__username"]
     # A token belongs to its user and workspace for good: moving it would hand one person's
-    # credential to another. Operators rename or revoke (the action, or revoked_at).
-    readonly_fields = ["user", "workspace", "public_id", "hint", "digest", "created_at", "last_used_at"]
+    # credential to another. Operators rename or revoke (the action); a revocation is final,
+    # so revoked_at is shown, not edited: clearing it brought a revoked (leaked) token back.
+    readonly_fields = [
+        "user", "workspace", "public_id", "hint", "digest", "created_at", "last_used_at", "revoked_at",
+    ]  # fmt: skip
     fields = ["user", "workspace", "name", "hint", "digest", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 

@@ -306,3 +306,20 @@ def test_a_judge_providers_workspace_cannot_be_changed_in_the_admin(personas, ro
     assert config.base_url == ""
     # A new provider still names its workspace.
     assert 'name="workspace"' in client.get("/admin/grading/judgeproviderconfig/add/").content.decode()
+
+
+def test_a_revoked_api_token_cannot_be_made_active_again_in_the_admin(personas, root):
+    # revoked_at was an editable field: clearing it brought a revoked (say, leaked) token back.
+    from agentclash_site.workspaces.services import token_create, token_revoke
+
+    issued = token_create(user=personas.owner, workspace=personas.workspace, name="leaked")
+    token = token_revoke(token=issued.token)
+    client = logged_in(root)
+    url = f"/admin/workspaces/apitoken/{token.pk}/change/"
+    assert 'name="revoked_at_0"' not in client.get(url).content.decode()
+    client.post(url, {"name": "leaked", "revoked_at_0": "", "revoked_at_1": ""})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    answer = personas.api(None)
+    answer.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
+    assert answer.get("/api/v1/workspaces").status_code == 401
