@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "agentclash_site.lib.middleware.HtmxSessionEndedMiddleware",
     "agentclash_site.workspaces.middleware.CurrentWorkspaceMiddleware",
 ]
 

@@ -26,7 +26,8 @@ class JudgeProviderAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        workspace = data.get("workspace")
+        # On a change the workspace is read-only (JudgeProviderAdmin), so not in the data.
+        workspace = self.instance.workspace if self.instance.workspace_id else data.get("workspace")
         if workspace is not None:
             try:
                 data["base_url"] = check_base_url(
@@ -43,6 +44,11 @@ class JudgeProviderAdmin(admin.ModelAdmin):
     list_display = ("workspace", "kind", "base_url", "model", "key_set", "updated_at")
     list_select_related = ("workspace",)
     search_fields = ("workspace__slug",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: JudgeProviderConfig | None = None) -> Any:
+        # Moving the row to another workspace would hand its stored API key, and the spend on
+        # it, to that workspace's judges: a provider belongs to the workspace it was made for.
+        return ("workspace",) if obj is not None else ()
 
     @admin.display(boolean=True, description="API key set")
     def key_set(self, obj: JudgeProviderConfig) -> bool:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
+from django.shortcuts import render, resolve_url
 
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -58,3 +60,31 @@ class ContentSecurityPolicyMiddleware:
         if self.policy and "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = self.policy
         return response
+
+
+class HtmxSessionEndedMiddleware:
+    """An htmx request that ``login_required`` sends to the login page (the session ended:
+    logged out in another tab, expired) is answered 401 with a note linking the login page.
+
+    The browser follows a redirect inside the request, so htmx received the login page itself
+    with a 200: it swapped the whole page into the fragment's place (the editor's report, a
+    progress panel), and the editor said "Saved and validated." for a save that never
+    happened. ``static/js/app.js`` shows the note above the page instead."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not getattr(request, "htmx", False) or not _is_login_redirect(response):
+            return response
+        # Back to the page the request came from: the request's own URL may be POST-only.
+        page = request.htmx.current_url_abs_path or "/"  # type: ignore[attr-defined]
+        login_url = f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': page}, safe='/')}"
+        return render(request, "session_ended.html", {"login_url": login_url}, status=401)
+
+
+def _is_login_redirect(response: HttpResponse) -> bool:
+    if response.status_code != 302:
+        return False
+    return urlsplit(response.get("Location", "")).path == resolve_url(settings.LOGIN_URL)

@@ -31,9 +31,14 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["hint", "name", "user", "workspace", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["workspace", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "hint", "user__username"]
+    # Named: the automatic select_related skips the nullable workspace (a query per row).
+    list_select_related = ["user", "workspace"]
     # A token belongs to its user and workspace for good: moving it would hand one person's
-    # credential to another. Operators rename or revoke (the action, or revoked_at).
-    readonly_fields = ["user", "workspace", "public_id", "hint", "digest", "created_at", "last_used_at"]
+    # credential to another. Operators rename or revoke (the action); a revocation is final,
+    # so revoked_at is shown, not edited: clearing it brought a revoked (leaked) token back.
+    readonly_fields = [
+        "user", "workspace", "public_id", "hint", "digest", "created_at", "last_used_at", "revoked_at",
+    ]  # fmt: skip
     fields = ["user", "workspace", "name", "hint", "digest", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 

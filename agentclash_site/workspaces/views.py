@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
 from agentclash_site.workspaces.access import get_workspace_for_user, visible_workspaces
 from agentclash_site.workspaces.middleware import SESSION_KEY
 from agentclash_site.workspaces.models import ApiToken
@@ -87,37 +88,48 @@ def workspace_switch(request: HttpRequest) -> HttpResponse:
     return redirect(target)
 
 
+NEW_TOKEN_SESSION = "new_api_token"
+
+
 @login_required
 def token_list(request: HttpRequest) -> HttpResponse:
     tokens = ApiToken.objects.filter(user=request.user).select_related("workspace")
-    return render(
-        request,
-        "workspaces/tokens.html",
-        {"tokens": tokens, "workspaces": visible_workspaces(request).order_by("slug")},
-    )
-
-
-@login_required
-@require_POST
-def token_new(request: HttpRequest) -> HttpResponse:
-    slug = request.POST.get("workspace", "").strip()
-    workspace = get_workspace_for_user(request, slug) if slug else None
-    issued = token_create(
-        user=request.user, workspace=workspace, name=request.POST.get("name", "").strip()[:100]
-    )
-    tokens = ApiToken.objects.filter(user=request.user).select_related("workspace")
-    # The secret is rendered in this one response and never again (and never cached).
     response = render(
         request,
         "workspaces/tokens.html",
         {
             "tokens": tokens,
-            "new_secret": issued.secret,
+            "new_secret": _pop_new_secret(request),
             "workspaces": visible_workspaces(request).order_by("slug"),
         },
     )
-    response["Cache-Control"] = "no-store"
+    response["Cache-Control"] = "no-store"  # the page may hold the one-time secret
     return response
+
+
+@login_required
+@require_POST
+def token_new(request: HttpRequest) -> HttpResponse:
+    """POST/redirect/GET: a reload of the page showing the secret does not issue another
+    token. The secret waits in the session, encrypted as deployments' signing keys do
+    (``runs.views.deployments``), and the first display of the list pops it."""
+    slug = request.POST.get("workspace", "").strip()
+    workspace = get_workspace_for_user(request, slug) if slug else None
+    issued = token_create(
+        user=request.user, workspace=workspace, name=request.POST.get("name", "").strip()[:100]
+    )
+    request.session[NEW_TOKEN_SESSION] = encrypt_text(issued.secret)
+    return redirect("token-list")
+
+
+def _pop_new_secret(request: HttpRequest) -> str | None:
+    pending = request.session.pop(NEW_TOKEN_SESSION, None)
+    if pending is None:
+        return None
+    try:
+        return decrypt_text(pending)
+    except DecryptionError:  # FIELD_ENCRYPTION_KEY changed in between: create another
+        return None
 
 
 @login_required

@@ -185,9 +185,12 @@ def run_new(request: HttpRequest) -> HttpResponse:
     check_write(request, workspace)
     initial = {"pack_version": request.GET["pack_version"]} if request.GET.get("pack_version") else {}
     form = RunForm(request.POST or None, initial=initial, workspace=workspace)
-    context = {"form": form, "workspace": workspace}
+    context: dict[str, Any] = {"form": form, "workspace": workspace}
     if request.htmx and request.GET.get("partial") == "input_set":  # type: ignore[attr-defined]
         return render(request, TEMPLATES + "run_new.html#input_set_field", context)
+    # What a run needs and the workspace does not have yet, said next to its empty field.
+    context["no_versions"] = not form.fields["pack_version"].queryset.exists()  # type: ignore[attr-defined]
+    context["no_deployments"] = not form.fields["deployments"].queryset.exists()  # type: ignore[attr-defined]
     status = 200
     if request.method == "POST":
         if form.is_valid():

@@ -241,7 +241,8 @@
         status.textContent = message;
         status.classList.replace("muted", "error");
         markInvalid(field);
-        showConflict(event.detail.xhr && event.detail.xhr.status === 409);
+        // A conflict, or a session that ended (401): either way the text is only here now.
+        showConflict(event.detail.xhr && [401, 409].includes(event.detail.xhr.status));
       });
     }
     document.body.addEventListener("htmx:afterSettle", markGutter);

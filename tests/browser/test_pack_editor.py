@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import expect
 
 from packs import services
@@ -162,3 +163,42 @@ def test_two_tabs_editing_one_draft_the_later_save_is_refused_and_its_text_kept(
     assert page.js_errors == []
     # The 409 is the editor's to show, not an error htmx logs in the console.
     assert b_logged == []
+
+
+def test_an_autosave_after_the_session_ended_says_so_and_keeps_the_text(personas, login, page):
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    status = page.locator("#save-status")
+    # Logged out elsewhere: the session cookie is gone, the CSRF cookie stays.
+    kept = [c for c in page.context.cookies() if c["name"] != settings.SESSION_COOKIE_NAME]
+    page.context.clear_cookies()
+    page.context.add_cookies(kept)
+
+    typed = mental_math() + "# typed after the session ended\n"
+    page.locator("#bundle-text").fill(typed)
+    expect(status).to_contain_text("Your session has ended: nothing was saved or loaded.")
+    # The login page was swapped into the report (its own <main> and form) and the status
+    # said "Saved and validated.".
+    expect(page.locator("#report")).to_be_visible()
+    expect(page.locator("input[name=password]")).to_have_count(0)
+    note = page.locator("[data-session-ended]")
+    expect(note.get_by_role("link", name="Log in again")).to_have_attribute(
+        "href", f"/login/?next=/packs/drafts/{draft.public_id}/"
+    )
+    expect(page.locator("#save-conflict")).to_be_visible()  # reload, or copy the text first
+    assert page.locator("#bundle-text").input_value() == typed
+    draft.refresh_from_db()
+    assert draft.bundle_text == mental_math()
+
+    # Logged in again (in another tab), the next save goes through and the note goes away.
+    login(personas.editor)
+    page.locator("#bundle-text").fill(typed + "# and saved\n")
+    expect(status).to_have_text("Saved and validated.")
+    expect(note).to_have_count(0)
+    expect(page.locator("#save-conflict")).to_be_hidden()
+    draft.refresh_from_db()
+    assert draft.bundle_text == typed + "# and saved\n"
+    assert page.js_errors == []

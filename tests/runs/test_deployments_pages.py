@@ -48,6 +48,13 @@ def test_the_list_shows_the_current_workspaces_deployments(personas):
     assert "Add a deployment" not in page  # viewers cannot write
 
 
+def test_the_judge_provider_settings_are_linked_for_those_who_may_change_them(personas):
+    # /workspaces/<slug>/judge/ was linked from no page: only a typed URL reached it.
+    link = '<a href="/workspaces/acme/judge/">Judge provider</a>'
+    assert link in login(personas.editor).get("/deployments/").content.decode()
+    assert link not in login(personas.viewer).get("/deployments/").content.decode()  # 403 there
+
+
 def test_an_empty_list_explains_what_to_do(personas):
     page = login(personas.owner).get("/deployments/").content.decode()
     assert "No deployments yet" in page and "Add a deployment" in page

@@ -94,3 +94,20 @@ def test_every_aria_describedby_of_the_form_names_an_element_of_the_page(persona
     body = invalid.content.decode()
     assert invalid.status_code == 400 and 'aria-describedby="id_repetitions_error"' in body
     assert described_ids_are_present(body) == []
+
+
+def test_a_workspace_without_versions_or_deployments_is_told_where_to_get_them(personas):
+    # The form showed an empty version list and an empty deployments box, and a submit
+    # answered "This field is required." without saying where either comes from.
+    owner = login(personas.owner)
+    body = owner.get("/runs/new/").content.decode()
+    assert re.search(r'No pack version is published yet: <a href="/packs/">publish one</a>', body)
+    assert re.search(r'No deployments yet: <a href="/deployments/new/">add one</a>', body)
+    refused = owner.post("/runs/new/", {"repetitions": "1"})
+    assert refused.status_code == 400 and "No pack version is published yet" in refused.content.decode()
+
+
+def test_the_form_says_nothing_of_the_kind_once_both_exist(personas, versions):
+    hosted(personas.workspace, "http://127.0.0.1:9/a")
+    body = login(personas.owner).get("/runs/new/").content.decode()
+    assert "is published yet" not in body and "No deployments yet" not in body

@@ -9,7 +9,7 @@ import yaml
 from django.test import Client
 from django.urls import reverse
 
-from agentclash_site.workspaces.models import ApiToken
+from agentclash_site.workspaces.models import ApiToken, hash_token
 from agentclash_site.workspaces.services import token_create, token_revoke
 
 pytestmark = pytest.mark.django_db
@@ -137,13 +137,31 @@ def test_pages_require_login(db):
 def test_the_token_page_shows_a_new_secret_once(personas):
     client = Client()
     client.force_login(personas.owner)
-    response = client.post(reverse("token-new"), {"name": "ci", "workspace": "acme"})
+    response = client.post(reverse("token-new"), {"name": "ci", "workspace": "acme"}, follow=True)
     token = ApiToken.objects.get(user=personas.owner, name="ci")
     assert token.workspace == personas.workspace
     assert b"acl_" in response.content
     again = client.get(reverse("token-list"))
     assert token.hint.encode() in again.content
     assert again.content.count(b"acl_") == response.content.count(b"acl_") - 1
+
+
+def test_creating_a_token_redirects_so_a_reload_does_not_create_another(personas):
+    # The secret was rendered in the POST's own answer: reloading that page (or going back
+    # to it) posted the form again and issued a second token.
+    client = Client()
+    client.force_login(personas.owner)
+    response = client.post(reverse("token-new"), {"name": "ci", "workspace": "acme"})
+    assert response.status_code == 302 and response["Location"] == reverse("token-list")
+    assert ApiToken.objects.filter(user=personas.owner).count() == 1
+    # Until shown, the secret waits in the session encrypted, never as itself.
+    stored = " ".join(str(value) for value in client.session.values())
+    assert "acl_" not in stored
+    shown = client.get(response["Location"]).content.decode()
+    secret = re.search(r'<code id="new-token">(acl_[^<]+)</code>', shown).group(1)
+    assert ApiToken.objects.get(user=personas.owner).digest == hash_token(secret)
+    assert secret not in client.get(reverse("token-list")).content.decode()
+    assert ApiToken.objects.filter(user=personas.owner).count() == 1
 
 
 def test_the_schema_and_docs_are_served(personas):
@@ -249,7 +267,7 @@ def test_a_nul_anywhere_in_an_api_json_body_is_a_400_naming_where(personas):
 def test_the_page_showing_a_new_token_is_never_stored_by_a_cache(personas):
     client = Client()
     client.force_login(personas.owner)
-    response = client.post(reverse("token-new"), {"name": "ci", "workspace": "acme"})
+    response = client.post(reverse("token-new"), {"name": "ci", "workspace": "acme"}, follow=True)
     assert b"acl_" in response.content
     assert "no-store" in response.get("Cache-Control", "")
 

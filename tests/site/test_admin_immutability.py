@@ -280,3 +280,46 @@ def test_a_draft_is_shown_not_edited_in_the_admin(personas, root):
     draft.refresh_from_db()
     assert (draft.name, draft.bundle_text) == ("wip", "pack: {}\n")
     assert client.get("/admin/packs/draft/add/").status_code == 403
+
+
+def test_a_judge_providers_workspace_cannot_be_changed_in_the_admin(personas, root):
+    # The change form offered the workspace: moving the row handed one workspace's stored
+    # API key (and its spend) to another workspace's judges.
+    from grading.models import JudgeProviderConfig
+
+    config = JudgeProviderConfig.objects.create(workspace=personas.workspace, kind="openai")
+    config.set_api_key("sk-acme")
+    config.save()
+    client = logged_in(root)
+    url = f"/admin/grading/judgeproviderconfig/{config.pk}/change/"
+    assert 'name="workspace"' not in client.get(url).content.decode()
+    response = client.post(
+        url, {"workspace": personas.other_workspace.pk, "kind": "openai", "base_url": "", "model": "m"}
+    )
+    assert response.status_code == 302
+    config.refresh_from_db()
+    assert (config.workspace_id, config.model, config.api_key()) == (personas.workspace.pk, "m", "sk-acme")
+    # The workspace's private-endpoint rule still applies on a change.
+    private = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    assert client.post(url, private).status_code == 200
+    config.refresh_from_db()
+    assert config.base_url == ""
+    # A new provider still names its workspace.
+    assert 'name="workspace"' in client.get("/admin/grading/judgeproviderconfig/add/").content.decode()
+
+
+def test_a_revoked_api_token_cannot_be_made_active_again_in_the_admin(personas, root):
+    # revoked_at was an editable field: clearing it brought a revoked (say, leaked) token back.
+    from agentclash_site.workspaces.services import token_create, token_revoke
+
+    issued = token_create(user=personas.owner, workspace=personas.workspace, name="leaked")
+    token = token_revoke(token=issued.token)
+    client = logged_in(root)
+    url = f"/admin/workspaces/apitoken/{token.pk}/change/"
+    assert 'name="revoked_at_0"' not in client.get(url).content.decode()
+    client.post(url, {"name": "leaked", "revoked_at_0": "", "revoked_at_1": ""})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    answer = personas.api(None)
+    answer.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
+    assert answer.get("/api/v1/workspaces").status_code == 401
