@@ -295,10 +295,23 @@ def without_secrets(outcome: AttemptOutcome, target: DeploymentTarget) -> Attemp
     for name in ("body_excerpt", "error"):
         text = original = getattr(outcome, name)
         for secret in secrets:
-            text = text.replace(secret, REDACTED)
+            text = _cut_secret_redacted(text.replace(secret, REDACTED), secret)
         if text != original:
             changes[name] = text
     return replace(outcome, **changes) if changes else outcome
+
+
+def _cut_secret_redacted(text: str, secret: str) -> str:
+    """``text`` with a trailing start of ``secret`` (4 characters or more) redacted: both
+    texts are cut (the excerpt at ``EXCERPT_BYTES``, a quoted error message at its limit),
+    and a secret echoed across the cut was otherwise stored up to it."""
+    head = secret[:4]
+    at = text.find(head, max(0, len(text) - len(secret) + 1))
+    while at != -1:
+        if secret.startswith(text[at:]):
+            return text[:at] + REDACTED
+        at = text.find(head, at + 1)
+    return text
 
 
 # --- shared HTTP attempt plumbing -----------------------------------------------------------

@@ -26,6 +26,7 @@ from runs.executors import (
     executor_for,
 )
 from runs.executors.attempts import run_attempts
+from runs.executors.base import EXCERPT_BYTES
 from tests.fakes.agent_server import (
     FakeAgent,
     MiB,
@@ -557,3 +558,27 @@ def test_a_secret_in_a_custom_header_is_redacted_too(agent):
     )
     outcomes, _ = drive(make_request(deployment))
     assert SECRET not in outcomes[-1].body_excerpt
+
+
+@pytest.mark.parametrize("shown", [4, 12, len(SECRET) - 1])
+def test_a_secret_cut_by_the_excerpt_limit_is_redacted_too(agent, shown):
+    # The excerpt is the body's first 2,048 bytes: a secret echoed across that limit was
+    # stored (and shown to every member) up to the cut, "sk-test-SECR" of it.
+    prefix = "Authorization: Bearer "
+    body = "x" * (EXCERPT_BYTES - len(prefix) - shown) + prefix + SECRET + " and more"
+    agent.route("/agent", raw(body, status=502, content_type="text/plain"))
+    outcomes, _ = drive(make_request(target(agent.url_for("/agent"), max_attempts=1)))
+    excerpt = outcomes[-1].body_excerpt
+    assert excerpt.endswith(prefix + "[redacted]")
+    assert SECRET[:shown] not in excerpt
+
+
+def test_a_secret_cut_in_a_model_endpoints_error_message_is_redacted_too(agent):
+    # The error message quotes at most 300 characters of the endpoint's own error.
+    message = "y" * 290 + " key " + SECRET
+    agent.default = ok({"error": {"message": message}})
+    deployment = target(agent.url, kind="openai_chat", model="m", max_attempts=1)
+    outcomes, _ = drive(make_request(deployment))
+    assert outcomes[-1].error_code == "not_chat_completion"
+    assert outcomes[-1].error.endswith(" key [redacted]")
+    assert SECRET[:4] not in outcomes[-1].error
