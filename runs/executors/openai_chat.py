@@ -21,7 +21,10 @@ from runs.executors.evidence import ProtocolError, build_evidence
 
 
 def chat_completions_url(base_url: str) -> str:
-    return base_url.rstrip("/") + "/chat/completions"
+    """``{base_url}/chat/completions``, the path appended before the base URL's query (Azure
+    OpenAI's ``?api-version=``); base URLs have no fragment (``runs.services.deployments``)."""
+    path, mark, query = base_url.partition("?")
+    return path.rstrip("/") + "/chat/completions" + mark + query
 
 
 def chat_messages(request: ExecutionRequest) -> list[dict[str, str]]:

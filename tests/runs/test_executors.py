@@ -429,6 +429,20 @@ def test_openai_chat_posts_model_messages_and_config_params(agent):
     assert "choices" not in outcome.response
 
 
+@pytest.mark.parametrize(
+    "base", ["/openai/deployments/gpt?api-version=2024-06-01", "/v1/?team=evals&region=eu"]
+)
+def test_openai_chat_keeps_the_base_urls_query_after_the_path(agent, base):
+    # Azure OpenAI's base URL carries ?api-version=: the path was appended to the query
+    # ("?api-version=2024-06-01/chat/completions"), so every call went to the wrong place.
+    agent.default = chat_ok("36")
+    path, _, query = base.partition("?")
+    outcome = execute(make_request(target(agent.url_for(base), kind="openai_chat", model="m")))
+    assert outcome.ok
+    assert agent.requests[0].path == path.rstrip("/") + "/chat/completions"
+    assert agent.requests[0].query == query
+
+
 def test_openai_chat_evidence_has_usage_transcript_and_unexecuted_tool_calls(agent):
     agent.default = chat_ok(
         None,
