@@ -601,11 +601,25 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL) -> byte
 
 
 def _describe(exc: aiohttp.ClientError, url: URL) -> str:
+    """The failure in words, for a stored attempt: never the URL's query (aiohttp's own
+    messages carry the whole URL) nor aiohttp's internal 400 for a reply it cannot parse."""
     if isinstance(exc, aiohttp.ClientConnectorError):
         return f"cannot connect to {url.raw_host}:{url.port}: {exc.os_error.strerror or exc.os_error}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return f"{url.raw_host} closed the connection without a response"
-    return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        # aiohttp's parser error (Content-Length or chunking not satisfied) is the cause.
+        reason = getattr(exc.__cause__, "message", None) or exc
+        return f"the response from {url.raw_host} was cut off: {_short(reason)}"
+    if isinstance(exc, aiohttp.ClientResponseError):  # never a status: raise_for_status is not used
+        return f"{url.raw_host} did not answer with valid HTTP: {_short(exc.message)}"
+    return _short(f"{type(exc).__name__}: {exc}".replace(str(url), _safe_url(url)))
+
+
+def _short(text: object, limit: int = 160) -> str:
+    """One line of at most ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _loggable(url: str) -> str:

@@ -44,6 +44,7 @@ web.StreamResponse`` callable works too):
 - ``huge(size=50 MiB, declare_length=True)``: streams ``size`` bytes in 64 KiB chunks and
   stops as soon as the client goes away; ``agent.bytes_sent`` counts what left the server.
 - ``redirect(location, status=302)``.
+- ``wire(data)``: ``data`` as the raw bytes of the response, then the connection closes.
 
 For address-guard tests pair it with ``tests.fakes.network.loopback_only()``, which makes
 any connection attempt to a non-loopback address fail the test.
@@ -176,6 +177,22 @@ def invalid_json(text: str = '{"final_output": "half') -> Behaviour:
 
 def non_protocol_json(body: Any = None) -> Behaviour:
     return ok({"answer": 42} if body is None else body)
+
+
+def wire(data: bytes) -> Behaviour:
+    """Write ``data`` to the socket as the whole response (a malformed status line, a bad
+    chunk, a body cut short) and close the connection."""
+
+    async def behaviour(
+        request: web.Request, recorded: RecordedRequest, agent: FakeAgent
+    ) -> web.StreamResponse:
+        transport = request.transport
+        assert transport is not None
+        transport.write(data)
+        transport.close()
+        return web.Response()  # never sent: the connection is closed
+
+    return behaviour
 
 
 def redirect(location: str, *, status: int = 302) -> Behaviour:

@@ -26,7 +26,7 @@ from agentclash_site.lib.outbound import (
     address_refusal,
     check_url,
 )
-from tests.fakes.agent_server import FakeAgent, MiB, hang, huge, ok, raw, redirect
+from tests.fakes.agent_server import FakeAgent, MiB, hang, huge, ok, raw, redirect, wire
 from tests.fakes.network import loopback_only
 from tests.processes import free_port
 
@@ -423,6 +423,35 @@ def test_a_refused_connection_is_a_connection_failure():
 
     with pytest.raises(ConnectionFailed):
         run(go())
+
+
+@pytest.mark.parametrize(
+    ("reply", "says"),
+    [
+        (b"HTTP/1.1 abc OK\r\nContent-Length: 2\r\n\r\n{}", "did not answer with valid HTTP"),
+        (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", "did not answer with valid HTTP"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nab\r\n",
+            "did not answer with valid HTTP",
+        ),
+        (b'HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{"final', "cut off"),
+    ],
+)
+def test_a_malformed_reply_is_a_connection_failure_naming_the_cause_without_the_query(agent, reply, says):
+    # It read "ClientResponseError: 400, message=..., url='http://...?code=...'": a 400 the
+    # agent never sent, and the URL's query (an Azure Functions key, say) in a stored message.
+    agent.default = wire(reply)
+
+    async def go():
+        async with OutboundClient() as client:
+            await client.request("POST", agent.url + "?code=fn-key-123", body=b"{}", allow_private=True)
+
+    with pytest.raises(ConnectionFailed) as caught:
+        run(go())
+    message = caught.value.message
+    assert says in message
+    assert "fn-key-123" not in message and "400" not in message
+    assert len(message) < 300
 
 
 # --- sharing -------------------------------------------------------------------------------
