@@ -16,7 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -207,14 +207,22 @@ class ExecutionRequest:
         """Seconds one attempt may take: the case's override, else the deployment's."""
         return float(self.timeout_seconds or self.deployment.timeout_seconds)
 
-    def protocol_body(self) -> dict[str, Any]:
-        """The hosted_http request document of spec/agent-protocol.md, exactly."""
+    def attempt_deadline(self, started_at: datetime) -> datetime:
+        """When an attempt that started at ``started_at`` is given up: its timeout, or the
+        item's deadline when that comes first."""
+        return min(self.deadline, started_at + timedelta(seconds=self.attempt_timeout))
+
+    def protocol_body(self, *, deadline: datetime | None = None) -> dict[str, Any]:
+        """The hosted_http request document of spec/agent-protocol.md, exactly.
+
+        ``deadline_at`` is ``deadline``, the attempt's (:meth:`attempt_deadline`): the agent
+        is told when its answer stops being awaited, not the end of the item's retries."""
         return {
             "protocol_version": PROTOCOL_VERSION,
             "run_id": str(self.run_id),
             "item_id": str(self.item_id),
             "attempt": self.attempt,
-            "deadline_at": iso_z(self.deadline),
+            "deadline_at": iso_z(deadline or self.deadline),
             "challenge": self.challenge.to_json(),
             "case": self.case.to_json(),
             "tool_policy": dict(self.tool_policy),
@@ -396,7 +404,7 @@ class Executor(ABC):
     ) -> tuple[OutboundResponse | None, AttemptOutcome | None]:
         """POST ``payload`` as signed JSON; returns the 2xx response, or the failed outcome."""
         target = request.deployment
-        remaining = (request.deadline - timer.started_at).total_seconds()
+        remaining = (request.attempt_deadline(timer.started_at) - timer.started_at).total_seconds()
         if remaining <= 0:
             timer.stop()
             return None, self.outcome(
@@ -419,7 +427,7 @@ class Executor(ABC):
                 url,
                 body=body,
                 headers=headers,
-                timeout=min(request.attempt_timeout, remaining),
+                timeout=remaining,
                 allow_private=target.allow_private,
                 sensitive_headers=target.sensitive_headers(),
             )

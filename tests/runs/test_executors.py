@@ -116,7 +116,8 @@ def keys_anywhere(value) -> set[str]:
 
 
 def test_hosted_http_sends_the_protocol_request_exactly(agent):
-    request = make_request(target(agent.url))
+    # The item's deadline comes before its attempt's timeout: it is the deadline_at.
+    request = make_request(target(agent.url, timeout_seconds=600))
     outcome = execute(request)
     assert outcome.category == AttemptCategory.OK
     sent = agent.requests[0]
@@ -146,6 +147,35 @@ def test_hosted_http_sends_the_protocol_request_exactly(agent):
         "tool_policy": {"allow_shell": False},
     }
     assert "expectations" not in keys_anywhere(sent.json)
+
+
+def _sent_deadline(recorded) -> datetime:
+    return datetime.strptime(recorded.json["deadline_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def test_deadline_at_is_when_the_attempt_is_given_up_not_the_end_of_all_its_retries(agent):
+    # The item's deadline covers every attempt (3 x 5 s and the backoffs); the agent was told
+    # it, and so planned for 18 s where it was cut off, as a timeout, after 5.
+    agent.default = server_error(503)
+    request = make_request(target(agent.url, timeout_seconds=5, max_attempts=3))
+    request = dataclasses.replace(request, deadline=datetime.now(UTC) + timedelta(seconds=18))
+    before = datetime.now(UTC).replace(microsecond=0)
+    drive(request)
+    after = datetime.now(UTC)
+    assert [r.json["attempt"] for r in agent.requests] == [1, 2, 3]
+    for sent in agent.requests:
+        assert before + timedelta(seconds=5) <= _sent_deadline(sent) <= after + timedelta(seconds=5)
+        assert _sent_deadline(sent) < request.deadline - timedelta(seconds=1)
+
+
+def test_a_case_timeout_sets_the_deadline_at_of_its_attempts(agent):
+    request = make_request(target(agent.url, timeout_seconds=5), timeout_seconds=60.0)
+    before = datetime.now(UTC).replace(microsecond=0)
+    execute(request)
+    after = datetime.now(UTC)
+    assert (
+        before + timedelta(seconds=60) <= _sent_deadline(agent.requests[0]) <= after + timedelta(seconds=60)
+    )
 
 
 def test_hosted_http_authenticates_and_signs_the_exact_body(agent):
