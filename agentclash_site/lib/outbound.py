@@ -19,8 +19,10 @@ Why it exists (ARCHITECTURE.md "Safe by default", "Measured facts"):
   instead of following it as a GET without the body (307 and 308 keep method and body).
 - **Bounded bodies.** A response bigger than ``max_body_bytes`` (default 10 MiB) raises
   :class:`ResponseTooLarge` as soon as the declared length or the bytes read so far pass
-  the cap; the rest is never read. Compression is not negotiated, so a small compressed
-  body cannot inflate past the cap.
+  the cap; the rest is never read. Compression is not negotiated (``Accept-Encoding:
+  identity``); a gzip or deflate body a server sends anyway is decoded within the cap (a
+  small compressed body cannot inflate past it), any other encoding is an
+  :class:`UndecodableBody`.
 - **Typed errors** (:class:`BlockedAddress`, :class:`ResponseTooLarge`, :class:`Timeout`,
   :class:`ConnectionFailed`, ...) so executors map them to attempt categories.
 
@@ -41,6 +43,7 @@ import re
 import socket
 import time
 import weakref
+import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -151,6 +154,12 @@ class RedirectChangesMethod(OutboundError):
 
 class ResponseTooLarge(OutboundError):
     code = "response_too_large"
+
+
+class UndecodableBody(OutboundError):
+    """The body's Content-Encoding is not one the client reads, or it does not decode."""
+
+    code = "undecodable_body"
 
 
 class Timeout(OutboundError):
@@ -583,6 +592,11 @@ class OutboundClient:
         )
 
 
+# Content-Encoding -> zlib window bits: 31 reads gzip, 47 a zlib stream or gzip (servers
+# label either as deflate).
+_DECODERS = {"gzip": 31, "x-gzip": 31, "deflate": 47}
+
+
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL) -> bytes:
     declared = resp.content_length
     if declared is not None and declared > cap:
@@ -590,14 +604,50 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL) -> byte
         raise ResponseTooLarge(
             f"the response declares {declared} bytes, over the {cap}-byte limit", url=_safe_url(url)
         )
+    encoding = resp.headers.get("Content-Encoding", "").strip().lower()
     buf = bytearray()
-    async for chunk in resp.content.iter_chunked(64 * 1024):
-        buf += chunk
-        if len(buf) > cap:
-            # Closing drops the connection: the rest of the body is never read.
-            resp.close()
-            raise ResponseTooLarge(f"the response is over the {cap}-byte limit", url=_safe_url(url))
+    try:
+        decoder = _decoder(encoding) if encoding not in ("", "identity") else None
+        async for chunk in resp.content.iter_chunked(64 * 1024):
+            if decoder is None:
+                buf += chunk
+            else:
+                _inflate(decoder, chunk, buf, cap)
+            if len(buf) > cap:
+                raise ResponseTooLarge(f"the response is over the {cap}-byte limit", url=_safe_url(url))
+        if decoder is not None:
+            _inflate(decoder, decoder.flush(), buf, cap)
+            if not decoder.eof:
+                raise zlib.error("the stream ends early")
+    except (OutboundError, zlib.error) as exc:
+        resp.close()  # drops the connection: the rest of the body is never read
+        if isinstance(exc, zlib.error):
+            message = f"the {encoding}-encoded response is not valid {encoding}: {exc}"
+            raise UndecodableBody(message, url=_safe_url(url)) from None
+        exc.url = _safe_url(url)
+        raise
     return bytes(buf)
+
+
+def _decoder(encoding: str) -> Any:
+    """A decoder for a body compressed though the client asked for ``identity`` (a proxy
+    that compresses anyway), or :class:`UndecodableBody` for an encoding it cannot read."""
+    if encoding not in _DECODERS:
+        raise UndecodableBody(
+            f"the response has Content-Encoding {encoding}, which AgentClash does not decode "
+            "(it asks for identity, and reads gzip or deflate)"
+        )
+    return zlib.decompressobj(wbits=_DECODERS[encoding])
+
+
+def _inflate(decoder: Any, data: bytes, buf: bytearray, cap: int) -> None:
+    """Decode ``data`` into ``buf``, never past ``cap`` + 1 bytes (a small compressed body
+    can inflate a thousandfold)."""
+    while data:
+        buf += decoder.decompress(data, cap + 1 - len(buf))
+        if len(buf) > cap:
+            raise ResponseTooLarge(f"the response is over the {cap}-byte limit once decompressed")
+        data = decoder.unconsumed_tail
 
 
 def _describe(exc: aiohttp.ClientError, url: URL) -> str:

@@ -33,6 +33,7 @@ from agentclash_site.lib.outbound import (
     ResponseTooLarge,
     Timeout,
     TooManyRedirects,
+    UndecodableBody,
 )
 from agentclash_site.lib.signing import signature_headers
 from grading.engine import jsontext
@@ -363,6 +364,7 @@ _CONFIG_ERRORS: tuple[type[OutboundError], ...] = (
     RedirectChangesMethod,
     TooManyRedirects,
     ResponseTooLarge,
+    UndecodableBody,
 )
 _INFRA_ERRORS: tuple[type[OutboundError], ...] = (Timeout, ConnectionFailed)
 

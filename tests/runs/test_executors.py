@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gzip
 import json
 import logging
 import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from aiohttp import web
 
 from agentclash_site.lib.outbound import OutboundClient
 from agentclash_site.lib.signing import verify_signature
@@ -322,6 +324,29 @@ def test_bodies_that_are_not_the_protocols_are_config_errors(agent, behaviour, c
     assert outcome.error_code == code
     assert not outcome.retryable
     assert outcome.error
+
+
+def _encoded(body: bytes, encoding: str):
+    async def behaviour(request, recorded, agent):
+        headers = {"Content-Type": "application/json", "Content-Encoding": encoding}
+        return web.Response(body=body, headers=headers)
+
+    return behaviour
+
+
+def test_a_gzip_reply_sent_though_identity_was_asked_for_is_graded(agent):
+    # It was the config_error "the response body is not JSON", its excerpt gzip bytes.
+    agent.default = _encoded(gzip.compress(b'{"final_output": "36"}'), "gzip")
+    outcome = execute(make_request(target(agent.url)))
+    assert outcome.ok and outcome.evidence.final_output == "36"
+    assert outcome.body_excerpt == '{"final_output": "36"}'
+
+
+def test_a_reply_in_an_encoding_we_cannot_read_is_a_config_error_naming_it(agent):
+    agent.default = _encoded(b"\x0b\x02\x80{}\x03", "br")
+    outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.error_code) == (AttemptCategory.CONFIG_ERROR, "undecodable_body")
+    assert "Content-Encoding br" in outcome.error
 
 
 def test_a_50_mb_body_is_a_config_error_and_is_not_read_whole(agent):

@@ -8,10 +8,13 @@ attempt to such an address fails the test before a packet leaves.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import socket
 import time
+import zlib
 
 import pytest
+from aiohttp import web
 
 from agentclash_site.lib import outbound
 from agentclash_site.lib.outbound import (
@@ -23,6 +26,7 @@ from agentclash_site.lib.outbound import (
     ResponseTooLarge,
     Timeout,
     TooManyRedirects,
+    UndecodableBody,
     address_refusal,
     check_url,
 )
@@ -385,6 +389,63 @@ def test_the_body_cap_is_configurable(agent):
     with pytest.raises(ResponseTooLarge):
         run(go(1000))
     assert run(go(2000)).body == b"x" * 2000
+
+
+def encoded(body: bytes, encoding: str):
+    async def behaviour(request, recorded, agent):
+        headers = {"Content-Type": "application/json", "Content-Encoding": encoding}
+        return web.Response(body=body, headers=headers)
+
+    return behaviour
+
+
+def fetch(url: str, **options):
+    async def go():
+        async with OutboundClient(**options) as client:
+            return await client.request("POST", url, body=b"{}", allow_private=True)
+
+    return run(go())
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [("gzip", gzip.compress), ("x-gzip", gzip.compress), ("deflate", zlib.compress), ("GZIP", gzip.compress)],
+)
+def test_a_body_compressed_though_identity_was_asked_for_is_decoded(agent, encoding, compress):
+    # A proxy that compresses whatever the client asks: the JSON reply was read as binary
+    # and stored as "the response body is not JSON", naming no cause.
+    reply = b'{"final_output": "' + b"36 " * 1000 + b'"}'
+    agent.default = encoded(compress(reply), encoding)
+    response = fetch(agent.url)
+    assert agent.requests[0].headers["Accept-Encoding"] == "identity"
+    assert response.body == reply
+
+
+def test_a_compressed_body_is_held_to_the_cap_once_decoded(agent):
+    bomb = gzip.compress(b" " * (20 * MiB))  # about 20 kB on the wire
+    assert len(bomb) < 100_000
+    agent.default = encoded(bomb, "gzip")
+    with pytest.raises(ResponseTooLarge) as info:
+        fetch(agent.url, max_body_bytes=MiB)
+    assert "decompressed" in info.value.message
+    agent.default = encoded(gzip.compress(b" " * MiB), "gzip")
+    assert len(fetch(agent.url, max_body_bytes=MiB).body) == MiB  # exactly the cap is fine
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "says"),
+    [
+        ("br", b"\x0b\x02\x80{}\x03", "Content-Encoding br"),
+        ("gzip, br", gzip.compress(b"{}"), "Content-Encoding gzip, br"),
+        ("gzip", b"\x1f\x8b not really gzip", "is not valid gzip"),
+        ("gzip", gzip.compress(b'{"final_output": "x"}')[:-12], "is not valid gzip"),
+    ],
+)
+def test_a_body_that_cannot_be_decoded_says_why(agent, encoding, body, says):
+    agent.default = encoded(body, encoding)
+    with pytest.raises(UndecodableBody) as info:
+        fetch(agent.url)
+    assert says in info.value.message
 
 
 # --- time and connection failures ------------------------------------------------------------
