@@ -459,6 +459,14 @@ class Executor(ABC):
                 error_code="rate_limited",
                 **common,
             )
+        if status == 408:  # the server gave up waiting for the request: a timeout
+            return self.outcome(
+                AttemptCategory.INFRA_ERROR,
+                timer,
+                error="the agent's server timed out waiting for the request (HTTP 408)",
+                error_code="request_timeout",
+                **common,
+            )
         if status >= 500:
             return self.outcome(
                 AttemptCategory.INFRA_ERROR,

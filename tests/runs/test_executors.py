@@ -266,6 +266,16 @@ def test_429_is_an_infra_error_carrying_retry_after(agent):
     assert second.retry_after > 1e9 / 1000  # an HTTP-date far in the future, in seconds
 
 
+def test_a_408_request_timeout_is_an_infra_error_retried_like_a_timeout(agent):
+    # A server or proxy that gave up waiting for the request (nginx's client_body_timeout):
+    # a timeout (agent-protocol.md Outcomes), which was a config_error, never retried.
+    agent.queue(server_error(408, "<html>408 Request Time-out</html>"), ok())
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [(o.category, o.status_code) for o in outcomes] == [("infra_error", 408), ("ok", 200)]
+    assert outcomes[0].error_code == "request_timeout" and "408" in outcomes[0].error
+    assert len(waits) == 1
+
+
 def test_a_slow_agent_times_out_as_an_infra_error(agent):
     agent.default = hang()
     outcome = execute(make_request(target(agent.url, timeout_seconds=0.3)))
