@@ -431,6 +431,13 @@ def test_a_429_burst_is_retried_honouring_retry_after(agent):
     assert [r.json["attempt"] for r in agent.requests] == [1, 2, 3]
 
 
+def test_a_503s_retry_after_is_honoured_too(agent):
+    agent.queue(server_error(503, retry_after="5"), ok())
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [o.category for o in outcomes] == ["infra_error", "ok"]
+    assert outcomes[0].retry_after == 5.0 and waits == [5.0]
+
+
 def test_retries_stop_at_max_attempts(agent):
     agent.default = server_error(503)
     outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
