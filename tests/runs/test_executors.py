@@ -571,6 +571,26 @@ def test_openai_chat_replies_without_a_message_are_config_errors(agent, body):
     assert (outcome.category, outcome.error_code) == ("config_error", "not_chat_completion")
 
 
+@pytest.mark.parametrize(
+    ("tool_calls", "says"),
+    [
+        ({"id": "a", "function": {"name": "f"}}, "tool_calls must be an array"),
+        ("f(1)", "tool_calls must be an array"),
+        (["f"], "tool_calls[0] must be an object"),
+        ([{"id": "a", "function": {"arguments": "{}"}}], "tool_calls[0] has no function name"),
+        ([{"id": "a", "function": {"name": 7}}], "tool_calls[0] has no function name"),
+    ],
+)
+def test_openai_chat_tool_calls_of_the_wrong_shape_are_config_errors_not_dropped(agent, tool_calls, says):
+    # They were dropped without a word: a case expecting the call failed as if the model had
+    # not made it (an endpoint's fault counted as the agent's).
+    message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    agent.default = ok({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})
+    outcome = execute(make_request(chat_target(agent)))
+    assert (outcome.category, outcome.error_code) == ("config_error", "not_chat_completion")
+    assert says in outcome.error
+
+
 def test_openai_chat_rate_limits_are_infra_errors(agent):
     agent.default = rate_limited("1")
     assert execute(make_request(chat_target(agent))).category == AttemptCategory.INFRA_ERROR
