@@ -499,9 +499,7 @@ class Executor(ABC):
                 timer,
                 status_code=response.status,
                 body=response.body,
-                error="the response body's JSON is nested too deeply to read"
-                if isinstance(exc, jsontext.JSONTooDeep)
-                else "the response body is not JSON",
+                error=_not_json(response, exc),
                 error_code="invalid_json",
             )
         if not isinstance(data, dict):
@@ -514,6 +512,19 @@ class Executor(ABC):
                 error_code="not_protocol",
             )
         return data, None
+
+
+def _not_json(response: OutboundResponse, exc: Exception) -> str:
+    """Why a body could not be read as JSON, in the words the case page shows."""
+    if isinstance(exc, jsontext.JSONTooDeep):
+        return "the response body's JSON is nested too deeply to read"
+    if not response.body.strip():
+        return f"the response body is empty (HTTP {response.status}): a JSON object is required"
+    if isinstance(exc, UnicodeDecodeError):
+        return "the response body is not UTF-8 text, as JSON must be"
+    if response.content_type and "json" not in response.content_type:
+        return f"the response body is not JSON (Content-Type {response.content_type})"
+    return "the response body is not JSON"
 
 
 def _json_body(payload: Any) -> bytes:

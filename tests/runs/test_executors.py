@@ -344,6 +344,24 @@ def _encoded(body: bytes, encoding: str):
     return behaviour
 
 
+@pytest.mark.parametrize(
+    ("behaviour", "says"),
+    [
+        (raw(b"", status=200), "the response body is empty"),
+        (raw(b"", status=204), "the response body is empty"),
+        (raw(b"<html>Bad gateway</html>", content_type="text/html"), "not JSON (Content-Type text/html)"),
+        (raw('{"final_output": "café"}'.encode("latin-1")), "not UTF-8"),
+        (invalid_json(), "the response body is not JSON"),
+    ],
+)
+def test_a_body_that_is_not_json_says_what_it_is(agent, behaviour, says):
+    # Each was "the response body is not JSON", an empty excerpt beside it for the first two.
+    agent.default = behaviour
+    outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.error_code) == ("config_error", "invalid_json")
+    assert says in outcome.error
+
+
 def test_a_gzip_reply_sent_though_identity_was_asked_for_is_graded(agent):
     # It was the config_error "the response body is not JSON", its excerpt gzip bytes.
     agent.default = _encoded(gzip.compress(b'{"final_output": "36"}'), "gzip")
