@@ -17,9 +17,10 @@ Why it exists (ARCHITECTURE.md "Safe by default", "Measured facts"):
   goes through the same checks. Credentials are dropped when a redirect changes origin.
   A 301, 302 or 303 answer to a request with a body raises :class:`RedirectChangesMethod`
   instead of following it as a GET without the body (307 and 308 keep method and body).
-- **Bounded bodies.** A response bigger than ``max_body_bytes`` (default 10 MiB) raises
+- **Bounded bodies.** A 2xx response bigger than ``max_body_bytes`` (default 10 MiB) raises
   :class:`ResponseTooLarge` as soon as the declared length or the bytes read so far pass
-  the cap; the rest is never read. Compression is not negotiated (``Accept-Encoding:
+  the cap; the rest is never read. Of an error status only the first ``ERROR_BODY_BYTES``
+  are read, so its status, not its size, says what happened. Compression is not negotiated (``Accept-Encoding:
   identity``); a gzip or deflate body a server sends anyway is decoded within the cap (a
   small compressed body cannot inflate past it), any other encoding is an
   :class:`UndecodableBody`.
@@ -59,6 +60,9 @@ DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_REDIRECTS = 5
+# What is read of a response that is neither 2xx nor a redirect (an error page): callers keep
+# an excerpt of it, so a huge page is cut here, not refused as too large.
+ERROR_BODY_BYTES = 64 * 1024
 USER_AGENT = "AgentClash/1 (outbound)"
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -535,7 +539,10 @@ class OutboundClient:
                     if resp.status in REDIRECT_STATUSES and location:
                         resp.close()  # do not read (or drain) a redirect's body
                     else:
-                        payload = await _read_capped(resp, cap, current)
+                        if 200 <= resp.status < 300:
+                            payload = await _read_capped(resp, cap, current)
+                        else:  # an error page: its start says why, and its size is no fault of the call
+                            payload = await _read_capped(resp, min(cap, ERROR_BODY_BYTES), current, cut=True)
                         return OutboundResponse(
                             status=resp.status,
                             headers=CIMultiDictProxy(CIMultiDict(resp.headers)),
@@ -597,9 +604,11 @@ class OutboundClient:
 _DECODERS = {"gzip": 31, "x-gzip": 31, "deflate": 47}
 
 
-async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL) -> bytes:
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL, *, cut: bool = False) -> bytes:
+    """The body, decoded; over ``cap`` bytes :class:`ResponseTooLarge`, or with ``cut`` its
+    first ``cap`` bytes (the rest is never read)."""
     declared = resp.content_length
-    if declared is not None and declared > cap:
+    if declared is not None and declared > cap and not cut:
         resp.close()
         raise ResponseTooLarge(
             f"the response declares {declared} bytes, over the {cap}-byte limit", url=_safe_url(url)
@@ -621,6 +630,8 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL) -> byte
                 raise zlib.error("the stream ends early")
     except (OutboundError, zlib.error) as exc:
         resp.close()  # drops the connection: the rest of the body is never read
+        if cut and isinstance(exc, ResponseTooLarge):
+            return bytes(buf[:cap])
         if isinstance(exc, zlib.error):
             message = f"the {encoding}-encoded response is not valid {encoding}: {exc}"
             raise UndecodableBody(message, url=_safe_url(url)) from None

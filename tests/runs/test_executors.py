@@ -385,6 +385,19 @@ def test_a_50_mb_body_is_a_config_error_and_is_not_read_whole(agent):
     assert agent.bytes_sent < 25 * MiB
 
 
+@pytest.mark.parametrize("declare_length", [True, False])
+@pytest.mark.parametrize(("status", "code"), [(503, "server_error"), (429, "rate_limited")])
+def test_a_huge_error_page_is_still_the_infra_error_its_status_says(agent, status, code, declare_length):
+    # Only its excerpt is kept, yet the whole body was held to the 10 MiB cap of a reply:
+    # past it, a 503 became the config_error response_too_large and was never retried.
+    agent.default = huge(50 * MiB, status=status, declare_length=declare_length)
+    outcome = execute(make_request(target(agent.url, timeout_seconds=30)))
+    assert (outcome.category, outcome.status_code, outcome.error_code) == ("infra_error", status, code)
+    assert outcome.body_excerpt == " " * EXCERPT_BYTES
+    agent.wait_idle(timeout=20)
+    assert agent.bytes_sent < 25 * MiB
+
+
 def test_an_endpoint_on_a_private_address_is_refused_in_a_workspace_without_private_endpoints():
     request = make_request(target("http://10.0.0.1:8080/agent", allow_private=False))
     with loopback_only() as attempts:
