@@ -630,7 +630,7 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL, *, cut:
                 raise zlib.error("the stream ends early")
     except (OutboundError, zlib.error) as exc:
         resp.close()  # drops the connection: the rest of the body is never read
-        if cut and isinstance(exc, ResponseTooLarge):
+        if cut:  # an error page cut at the limit, or as far as it decodes
             return bytes(buf[:cap])
         if isinstance(exc, zlib.error):
             message = f"the {encoding}-encoded response is not valid {encoding}: {exc}"

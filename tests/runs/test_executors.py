@@ -370,6 +370,16 @@ def test_a_gzip_reply_sent_though_identity_was_asked_for_is_graded(agent):
     assert outcome.body_excerpt == '{"final_output": "36"}'
 
 
+@pytest.mark.parametrize(("encoding", "body"), [("br", b"\x0b\x02\x80{}\x03"), ("gzip", b"\x1f\x8b broken")])
+def test_an_error_page_in_an_encoding_we_cannot_read_is_still_its_statuss_infra_error(agent, encoding, body):
+    async def behaviour(request, recorded, agent):
+        return web.Response(status=503, body=body, headers={"Content-Encoding": encoding})
+
+    agent.default = behaviour
+    outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.status_code, outcome.error_code) == ("infra_error", 503, "server_error")
+
+
 def test_a_reply_in_an_encoding_we_cannot_read_is_a_config_error_naming_it(agent):
     agent.default = _encoded(b"\x0b\x02\x80{}\x03", "br")
     outcome = execute(make_request(target(agent.url)))
