@@ -1,6 +1,6 @@
 """When to try an attempt again (spec/agent-protocol.md "Outcomes").
 
-Only infra errors (timeout, connection error, 5xx, 429) are retried, up to the
+Only infra errors (timeout, a 408 included; connection error, 5xx, 429) are retried, up to the
 deployment's ``max_attempts`` (which counts every attempt: 3 = the first + 2 retries).
 The wait before attempt n+1 is full jitter over 1 s × 2^(n−1), capped at 30 s, and at
 least the agent's ``Retry-After`` when it sent one; no retry is scheduled when the next

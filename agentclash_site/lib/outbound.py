@@ -17,10 +17,13 @@ Why it exists (ARCHITECTURE.md "Safe by default", "Measured facts"):
   goes through the same checks. Credentials are dropped when a redirect changes origin.
   A 301, 302 or 303 answer to a request with a body raises :class:`RedirectChangesMethod`
   instead of following it as a GET without the body (307 and 308 keep method and body).
-- **Bounded bodies.** A response bigger than ``max_body_bytes`` (default 10 MiB) raises
+- **Bounded bodies.** A 2xx response bigger than ``max_body_bytes`` (default 10 MiB) raises
   :class:`ResponseTooLarge` as soon as the declared length or the bytes read so far pass
-  the cap; the rest is never read. Compression is not negotiated, so a small compressed
-  body cannot inflate past the cap.
+  the cap; the rest is never read. Of an error status only the first ``ERROR_BODY_BYTES``
+  are read, so its status, not its size, says what happened. Compression is not negotiated (``Accept-Encoding:
+  identity``); a gzip or deflate body a server sends anyway is decoded within the cap (a
+  small compressed body cannot inflate past it), any other encoding is an
+  :class:`UndecodableBody`.
 - **Typed errors** (:class:`BlockedAddress`, :class:`ResponseTooLarge`, :class:`Timeout`,
   :class:`ConnectionFailed`, ...) so executors map them to attempt categories.
 
@@ -41,6 +44,7 @@ import re
 import socket
 import time
 import weakref
+import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -56,6 +60,9 @@ DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_REDIRECTS = 5
+# What is read of a response that is neither 2xx nor a redirect (an error page): callers keep
+# an excerpt of it, so a huge page is cut here, not refused as too large.
+ERROR_BODY_BYTES = 64 * 1024
 USER_AGENT = "AgentClash/1 (outbound)"
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -151,6 +158,12 @@ class RedirectChangesMethod(OutboundError):
 
 class ResponseTooLarge(OutboundError):
     code = "response_too_large"
+
+
+class UndecodableBody(OutboundError):
+    """The body's Content-Encoding is not one the client reads, or it does not decode."""
+
+    code = "undecodable_body"
 
 
 class Timeout(OutboundError):
@@ -526,7 +539,10 @@ class OutboundClient:
                     if resp.status in REDIRECT_STATUSES and location:
                         resp.close()  # do not read (or drain) a redirect's body
                     else:
-                        payload = await _read_capped(resp, cap, current)
+                        if 200 <= resp.status < 300:
+                            payload = await _read_capped(resp, cap, current)
+                        else:  # an error page: its start says why, and its size is no fault of the call
+                            payload = await _read_capped(resp, min(cap, ERROR_BODY_BYTES), current, cut=True)
                         return OutboundResponse(
                             status=resp.status,
                             headers=CIMultiDictProxy(CIMultiDict(resp.headers)),
@@ -583,29 +599,88 @@ class OutboundClient:
         )
 
 
-async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL) -> bytes:
+# Content-Encoding -> zlib window bits: 31 reads gzip, 47 a zlib stream or gzip (servers
+# label either as deflate).
+_DECODERS = {"gzip": 31, "x-gzip": 31, "deflate": 47}
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL, *, cut: bool = False) -> bytes:
+    """The body, decoded; over ``cap`` bytes :class:`ResponseTooLarge`, or with ``cut`` its
+    first ``cap`` bytes (the rest is never read)."""
     declared = resp.content_length
-    if declared is not None and declared > cap:
+    if declared is not None and declared > cap and not cut:
         resp.close()
         raise ResponseTooLarge(
             f"the response declares {declared} bytes, over the {cap}-byte limit", url=_safe_url(url)
         )
+    encoding = resp.headers.get("Content-Encoding", "").strip().lower()
     buf = bytearray()
-    async for chunk in resp.content.iter_chunked(64 * 1024):
-        buf += chunk
-        if len(buf) > cap:
-            # Closing drops the connection: the rest of the body is never read.
-            resp.close()
-            raise ResponseTooLarge(f"the response is over the {cap}-byte limit", url=_safe_url(url))
+    try:
+        decoder = _decoder(encoding) if encoding not in ("", "identity") else None
+        async for chunk in resp.content.iter_chunked(64 * 1024):
+            if decoder is None:
+                buf += chunk
+            else:
+                _inflate(decoder, chunk, buf, cap)
+            if len(buf) > cap:
+                raise ResponseTooLarge(f"the response is over the {cap}-byte limit", url=_safe_url(url))
+        if decoder is not None:
+            _inflate(decoder, decoder.flush(), buf, cap)
+            if not decoder.eof:
+                raise zlib.error("the stream ends early")
+    except (OutboundError, zlib.error) as exc:
+        resp.close()  # drops the connection: the rest of the body is never read
+        if cut:  # an error page cut at the limit, or as far as it decodes
+            return bytes(buf[:cap])
+        if isinstance(exc, zlib.error):
+            message = f"the {encoding}-encoded response is not valid {encoding}: {exc}"
+            raise UndecodableBody(message, url=_safe_url(url)) from None
+        exc.url = _safe_url(url)
+        raise
     return bytes(buf)
 
 
+def _decoder(encoding: str) -> Any:
+    """A decoder for a body compressed though the client asked for ``identity`` (a proxy
+    that compresses anyway), or :class:`UndecodableBody` for an encoding it cannot read."""
+    if encoding not in _DECODERS:
+        raise UndecodableBody(
+            f"the response has Content-Encoding {encoding}, which AgentClash does not decode "
+            "(it asks for identity, and reads gzip or deflate)"
+        )
+    return zlib.decompressobj(wbits=_DECODERS[encoding])
+
+
+def _inflate(decoder: Any, data: bytes, buf: bytearray, cap: int) -> None:
+    """Decode ``data`` into ``buf``, never past ``cap`` + 1 bytes (a small compressed body
+    can inflate a thousandfold)."""
+    while data:
+        buf += decoder.decompress(data, cap + 1 - len(buf))
+        if len(buf) > cap:
+            raise ResponseTooLarge(f"the response is over the {cap}-byte limit once decompressed")
+        data = decoder.unconsumed_tail
+
+
 def _describe(exc: aiohttp.ClientError, url: URL) -> str:
+    """The failure in words, for a stored attempt: never the URL's query (aiohttp's own
+    messages carry the whole URL) nor aiohttp's internal 400 for a reply it cannot parse."""
     if isinstance(exc, aiohttp.ClientConnectorError):
         return f"cannot connect to {url.raw_host}:{url.port}: {exc.os_error.strerror or exc.os_error}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return f"{url.raw_host} closed the connection without a response"
-    return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        # aiohttp's parser error (Content-Length or chunking not satisfied) is the cause.
+        reason = getattr(exc.__cause__, "message", None) or exc
+        return f"the response from {url.raw_host} was cut off: {_short(reason)}"
+    if isinstance(exc, aiohttp.ClientResponseError):  # never a status: raise_for_status is not used
+        return f"{url.raw_host} did not answer with valid HTTP: {_short(exc.message)}"
+    return _short(f"{type(exc).__name__}: {exc}".replace(str(url), _safe_url(url)))
+
+
+def _short(text: object, limit: int = 160) -> str:
+    """One line of at most ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _loggable(url: str) -> str:

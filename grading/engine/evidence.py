@@ -385,6 +385,15 @@ def _metrics(response: Mapping[str, Any], timing: Timing) -> Metrics:
     return m
 
 
+def _execution_error(value: Any) -> str | None:
+    """The agent's report that it could not finish, or None: ``false`` and a blank text
+    report nothing (agents write ``"execution_error": false``); anything else is the
+    report, as text."""
+    if value is None or value is False or (isinstance(value, str) and not value.strip()):
+        return None
+    return _text(value)
+
+
 def _timing(timing: Any) -> Timing:
     if timing is None:
         return Timing()
@@ -433,7 +442,6 @@ def evidence_from_response(
     limit_hit = response.get("limit_hit", False)
     if not isinstance(limit_hit, bool) and limit_hit is not None:
         raise ProtocolError("limit_hit must be a boolean")
-    error = response.get("execution_error")
     return Evidence(
         final_output=final_output,
         final_output_value="" if value is None else value,
@@ -450,7 +458,7 @@ def evidence_from_response(
             system=system_prompt, instructions=rendered_instructions, tool_policy=dict(tool_policy or {})
         ),
         channels=channels,
-        execution_error=None if error in (None, "") else _text(error),
+        execution_error=_execution_error(response.get("execution_error")),
         limit_hit=bool(limit_hit),
         attempt_ok=True,
         raw=dict(response),

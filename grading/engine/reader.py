@@ -156,7 +156,7 @@ def read_results(
             problems.append(f"repetition must be at most {MAX_REPETITION:,}, got {_shown(repetition)}")
         if "final_output" not in obj:
             problems.append("final_output is required")
-        if "invocations" in obj and obj.get("tool_calls"):
+        if obj.get("invocations") is not None and obj.get("tool_calls"):
             problems.append(
                 "both invocations and a non-empty tool_calls: group the calls in invocations only"
             )

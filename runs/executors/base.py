@@ -16,7 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from agentclash_site.lib.outbound import (
     ResponseTooLarge,
     Timeout,
     TooManyRedirects,
+    UndecodableBody,
 )
 from agentclash_site.lib.signing import signature_headers
 from grading.engine import jsontext
@@ -207,14 +208,22 @@ class ExecutionRequest:
         """Seconds one attempt may take: the case's override, else the deployment's."""
         return float(self.timeout_seconds or self.deployment.timeout_seconds)
 
-    def protocol_body(self) -> dict[str, Any]:
-        """The hosted_http request document of spec/agent-protocol.md, exactly."""
+    def attempt_deadline(self, started_at: datetime) -> datetime:
+        """When an attempt that started at ``started_at`` is given up: its timeout, or the
+        item's deadline when that comes first."""
+        return min(self.deadline, started_at + timedelta(seconds=self.attempt_timeout))
+
+    def protocol_body(self, *, deadline: datetime | None = None) -> dict[str, Any]:
+        """The hosted_http request document of spec/agent-protocol.md, exactly.
+
+        ``deadline_at`` is ``deadline``, the attempt's (:meth:`attempt_deadline`): the agent
+        is told when its answer stops being awaited, not the end of the item's retries."""
         return {
             "protocol_version": PROTOCOL_VERSION,
             "run_id": str(self.run_id),
             "item_id": str(self.item_id),
             "attempt": self.attempt,
-            "deadline_at": iso_z(self.deadline),
+            "deadline_at": iso_z(deadline or self.deadline),
             "challenge": self.challenge.to_json(),
             "case": self.case.to_json(),
             "tool_policy": dict(self.tool_policy),
@@ -295,10 +304,23 @@ def without_secrets(outcome: AttemptOutcome, target: DeploymentTarget) -> Attemp
     for name in ("body_excerpt", "error"):
         text = original = getattr(outcome, name)
         for secret in secrets:
-            text = text.replace(secret, REDACTED)
+            text = _cut_secret_redacted(text.replace(secret, REDACTED), secret)
         if text != original:
             changes[name] = text
     return replace(outcome, **changes) if changes else outcome
+
+
+def _cut_secret_redacted(text: str, secret: str) -> str:
+    """``text`` with a trailing start of ``secret`` (4 characters or more) redacted: both
+    texts are cut (the excerpt at ``EXCERPT_BYTES``, a quoted error message at its limit),
+    and a secret echoed across the cut was otherwise stored up to it."""
+    head = secret[:4]
+    at = text.find(head, max(0, len(text) - len(secret) + 1))
+    while at != -1:
+        if secret.startswith(text[at:]):
+            return text[:at] + REDACTED
+        at = text.find(head, at + 1)
+    return text
 
 
 # --- shared HTTP attempt plumbing -----------------------------------------------------------
@@ -342,6 +364,7 @@ _CONFIG_ERRORS: tuple[type[OutboundError], ...] = (
     RedirectChangesMethod,
     TooManyRedirects,
     ResponseTooLarge,
+    UndecodableBody,
 )
 _INFRA_ERRORS: tuple[type[OutboundError], ...] = (Timeout, ConnectionFailed)
 
@@ -383,7 +406,7 @@ class Executor(ABC):
     ) -> tuple[OutboundResponse | None, AttemptOutcome | None]:
         """POST ``payload`` as signed JSON; returns the 2xx response, or the failed outcome."""
         target = request.deployment
-        remaining = (request.deadline - timer.started_at).total_seconds()
+        remaining = (request.attempt_deadline(timer.started_at) - timer.started_at).total_seconds()
         if remaining <= 0:
             timer.stop()
             return None, self.outcome(
@@ -406,7 +429,7 @@ class Executor(ABC):
                 url,
                 body=body,
                 headers=headers,
-                timeout=min(request.attempt_timeout, remaining),
+                timeout=remaining,
                 allow_private=target.allow_private,
                 sensitive_headers=target.sensitive_headers(),
             )
@@ -434,6 +457,14 @@ class Executor(ABC):
                 timer,
                 error="the agent is rate limiting (HTTP 429)",
                 error_code="rate_limited",
+                **common,
+            )
+        if status == 408:  # the server gave up waiting for the request: a timeout
+            return self.outcome(
+                AttemptCategory.INFRA_ERROR,
+                timer,
+                error="the agent's server timed out waiting for the request (HTTP 408)",
+                error_code="request_timeout",
                 **common,
             )
         if status >= 500:
@@ -468,9 +499,7 @@ class Executor(ABC):
                 timer,
                 status_code=response.status,
                 body=response.body,
-                error="the response body's JSON is nested too deeply to read"
-                if isinstance(exc, jsontext.JSONTooDeep)
-                else "the response body is not JSON",
+                error=_not_json(response, exc),
                 error_code="invalid_json",
             )
         if not isinstance(data, dict):
@@ -483,6 +512,19 @@ class Executor(ABC):
                 error_code="not_protocol",
             )
         return data, None
+
+
+def _not_json(response: OutboundResponse, exc: Exception) -> str:
+    """Why a body could not be read as JSON, in the words the case page shows."""
+    if isinstance(exc, jsontext.JSONTooDeep):
+        return "the response body's JSON is nested too deeply to read"
+    if not response.body.strip():
+        return f"the response body is empty (HTTP {response.status}): a JSON object is required"
+    if isinstance(exc, UnicodeDecodeError):
+        return "the response body is not UTF-8 text, as JSON must be"
+    if response.content_type and "json" not in response.content_type:
+        return f"the response body is not JSON (Content-Type {response.content_type})"
+    return "the response body is not JSON"
 
 
 def _json_body(payload: Any) -> bytes:

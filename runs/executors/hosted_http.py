@@ -12,8 +12,9 @@ class HostedHttpExecutor(Executor):
 
     async def execute(self, request: ExecutionRequest, *, client: OutboundClient) -> AttemptOutcome:
         timer = AttemptTimer(self.clock)
+        payload = request.protocol_body(deadline=request.attempt_deadline(timer.started_at))
         response, failure = await self.post(
-            request, client=client, url=request.deployment.url, payload=request.protocol_body(), timer=timer
+            request, client=client, url=request.deployment.url, payload=payload, timer=timer
         )
         if failure is not None or response is None:
             return failure  # type: ignore[return-value]

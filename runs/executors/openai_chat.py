@@ -21,7 +21,10 @@ from runs.executors.evidence import ProtocolError, build_evidence
 
 
 def chat_completions_url(base_url: str) -> str:
-    return base_url.rstrip("/") + "/chat/completions"
+    """``{base_url}/chat/completions``, the path appended before the base URL's query (Azure
+    OpenAI's ``?api-version=``); base URLs have no fragment (``runs.services.deployments``)."""
+    path, mark, query = base_url.partition("?")
+    return path.rstrip("/") + "/chat/completions" + mark + query
 
 
 def chat_messages(request: ExecutionRequest) -> list[dict[str, str]]:
@@ -51,13 +54,14 @@ def _content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def _tool_call(raw: Any) -> dict[str, Any] | None:
+def _tool_call(raw: Any) -> dict[str, Any] | str:
+    """The call in the protocol's shape, or what is wrong with it."""
     if not isinstance(raw, dict):
-        return None
+        return "must be an object"
     function = raw.get("function") if isinstance(raw.get("function"), dict) else {}
     name = function.get("name", raw.get("name"))
     if not isinstance(name, str):
-        return None
+        return "has no function name"
     args: Any = function.get("arguments", raw.get("args", {}))
     if isinstance(args, str):
         # Unparseable arguments stay text: the engine records them as args_unparsed.
@@ -83,7 +87,15 @@ def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[
     if not isinstance(message, dict):
         return "choices[0].message is missing: not a chat completion"
     content = _content_text(message.get("content"))
-    calls = [c for c in (_tool_call(raw) for raw in message.get("tool_calls") or []) if c is not None]
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        return "choices[0].message.tool_calls must be an array: not a chat completion"
+    calls: list[dict[str, Any]] = []
+    for k, raw in enumerate(raw_calls):
+        call = _tool_call(raw)
+        if isinstance(call, str):  # the model's calls are evidence: none is dropped unsaid
+            return f"choices[0].message.tool_calls[{k}] {call}: not a chat completion"
+        calls.append(call)
     usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
     metrics: dict[str, Any] = {"model": reply.get("model") or request.deployment.model}
     for ours, theirs in (

@@ -207,6 +207,13 @@ def clean_config(config: Any, kind: str) -> dict[str, Any]:
         )
         if problem:
             raise DeploymentError("invalid_config", f"config.{key}: {problem}", field=f"config.{key}")
+    for where, params in (("stream", typed.model_extra or {}), ("extra_body.stream", typed.extra_body)):
+        if params.get("stream"):
+            raise DeploymentError(
+                "invalid_config",
+                f"config.{where}: a streamed reply cannot be read; AgentClash reads one chat completion per case",
+                field=f"config.{where}",
+            )
     if kind != DeploymentKind.OPENAI_CHAT:
         for key in DeploymentConfig.MODEL_KEYS:
             if key in typed.model_fields_set:

@@ -41,9 +41,10 @@ web.StreamResponse`` callable works too):
 - ``slow(seconds, then=ok())``: answers after a server-side wait (cut short by ``stop``).
 - ``invalid_json()``, ``non_protocol_json(body={"answer": 42})``,
   ``raw(body, status=200, content_type=...)``.
-- ``huge(size=50 MiB, declare_length=True)``: streams ``size`` bytes in 64 KiB chunks and
+- ``huge(size=50 MiB, declare_length=True, status=200)``: streams ``size`` bytes in 64 KiB chunks and
   stops as soon as the client goes away; ``agent.bytes_sent`` counts what left the server.
 - ``redirect(location, status=302)``.
+- ``wire(data)``: ``data`` as the raw bytes of the response, then the connection closes.
 
 For address-guard tests pair it with ``tests.fakes.network.loopback_only()``, which makes
 any connection attempt to a non-loopback address fail the test.
@@ -178,6 +179,22 @@ def non_protocol_json(body: Any = None) -> Behaviour:
     return ok({"answer": 42} if body is None else body)
 
 
+def wire(data: bytes) -> Behaviour:
+    """Write ``data`` to the socket as the whole response (a malformed status line, a bad
+    chunk, a body cut short) and close the connection."""
+
+    async def behaviour(
+        request: web.Request, recorded: RecordedRequest, agent: FakeAgent
+    ) -> web.StreamResponse:
+        transport = request.transport
+        assert transport is not None
+        transport.write(data)
+        transport.close()
+        return web.Response()  # never sent: the connection is closed
+
+    return behaviour
+
+
 def redirect(location: str, *, status: int = 302) -> Behaviour:
     async def behaviour(
         request: web.Request, recorded: RecordedRequest, agent: FakeAgent
@@ -215,14 +232,16 @@ def slow(seconds: float, then: Behaviour | None = None) -> Behaviour:
     return behaviour
 
 
-def huge(size: int = 50 * MiB, *, declare_length: bool = True, chunk: int = 64 * 1024) -> Behaviour:
+def huge(
+    size: int = 50 * MiB, *, declare_length: bool = True, chunk: int = 64 * 1024, status: int = 200
+) -> Behaviour:
     """Stream ``size`` bytes; stop as soon as the client disconnects."""
     block = b" " * chunk
 
     async def behaviour(
         request: web.Request, recorded: RecordedRequest, agent: FakeAgent
     ) -> web.StreamResponse:
-        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response = web.StreamResponse(status=status, headers={"Content-Type": "application/json"})
         if declare_length:
             response.content_length = size
         await response.prepare(request)

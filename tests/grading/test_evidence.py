@@ -247,6 +247,25 @@ def test_metrics_and_reliability_figures():
     assert run_failure_count(ev) == 2
 
 
+@pytest.mark.parametrize("reported", [None, "", "  ", False])
+def test_an_execution_error_of_false_or_blank_reports_no_error(reported):
+    # agent-protocol.md: execution_error is the agent reporting it could not finish.
+    # "execution_error": false was read as the error "false": the case counted as the
+    # agent's failure (reliability, job status) though it said it had none.
+    ev = evidence_from_response({"final_output": "x", "execution_error": reported})
+    assert ev.execution_error is None
+    assert run_completed_successfully(ev) == 1 and run_failure_count(ev) == 0
+
+
+@pytest.mark.parametrize(
+    ("reported", "kept"), [("boom", "boom"), (True, "true"), ({"code": 7}, '{"code":7}')]
+)
+def test_any_other_execution_error_is_the_agents_report(reported, kept):
+    ev = evidence_from_response({"final_output": "x", "execution_error": reported})
+    assert ev.execution_error == kept
+    assert run_completed_successfully(ev) == 0
+
+
 @pytest.mark.parametrize(
     ("reported", "count"),
     [

@@ -154,3 +154,12 @@ def test_a_repetition_beyond_the_bound_is_a_bad_line_not_a_crash():
         2: "repetition must be at most 1,000,000, got 1000001",
         4: 'repetition must be a positive integer, got "' + "x" * 58 + "…",
     }
+
+
+def test_a_null_invocations_beside_tool_calls_is_read_as_a_hosted_agents_reply_is():
+    # agent-protocol.md: one response shape for a hosted_http body and a trace-import line.
+    # "invocations": null (not grouped) beside tool_calls was a bad line here and an ok reply
+    # from a hosted agent, so an import of what the same agent answered was refused.
+    line = {"case_key": "crates", "final_output": "x", "invocations": None, "tool_calls": [{"name": "a"}]}
+    [execution] = read_results(jsonl(line), CASES).executions
+    assert [c.name for c in execution.evidence.tool_calls] == ["a"]

@@ -136,6 +136,10 @@ def test_invalid_fields_are_refused_with_a_code_and_the_field(personas, fields, 
         ("openai_chat", {"max_token": 5}, "config.max_token"),
         ("openai_chat", {"messages": []}, "config.messages"),
         ("hosted_http", {"frequency_penalty": 0.1}, "config.frequency_penalty"),
+        # A streamed reply is server-sent events, never the one JSON completion read: every
+        # case of every run was a config_error "the response body is not JSON".
+        ("openai_chat", {"stream": True}, "config.stream"),
+        ("openai_chat", {"extra_body": {"stream": True}}, "config.extra_body.stream"),
     ],
 )
 def test_config_is_validated_against_its_typed_schema(personas, kind, config, field):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gzip
 import json
 import logging
 import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from aiohttp import web
 
 from agentclash_site.lib.outbound import OutboundClient
 from agentclash_site.lib.signing import verify_signature
@@ -26,6 +28,7 @@ from runs.executors import (
     executor_for,
 )
 from runs.executors.attempts import run_attempts
+from runs.executors.base import EXCERPT_BYTES
 from tests.fakes.agent_server import (
     FakeAgent,
     MiB,
@@ -115,7 +118,8 @@ def keys_anywhere(value) -> set[str]:
 
 
 def test_hosted_http_sends_the_protocol_request_exactly(agent):
-    request = make_request(target(agent.url))
+    # The item's deadline comes before its attempt's timeout: it is the deadline_at.
+    request = make_request(target(agent.url, timeout_seconds=600))
     outcome = execute(request)
     assert outcome.category == AttemptCategory.OK
     sent = agent.requests[0]
@@ -145,6 +149,35 @@ def test_hosted_http_sends_the_protocol_request_exactly(agent):
         "tool_policy": {"allow_shell": False},
     }
     assert "expectations" not in keys_anywhere(sent.json)
+
+
+def _sent_deadline(recorded) -> datetime:
+    return datetime.strptime(recorded.json["deadline_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def test_deadline_at_is_when_the_attempt_is_given_up_not_the_end_of_all_its_retries(agent):
+    # The item's deadline covers every attempt (3 x 5 s and the backoffs); the agent was told
+    # it, and so planned for 18 s where it was cut off, as a timeout, after 5.
+    agent.default = server_error(503)
+    request = make_request(target(agent.url, timeout_seconds=5, max_attempts=3))
+    request = dataclasses.replace(request, deadline=datetime.now(UTC) + timedelta(seconds=18))
+    before = datetime.now(UTC).replace(microsecond=0)
+    drive(request)
+    after = datetime.now(UTC)
+    assert [r.json["attempt"] for r in agent.requests] == [1, 2, 3]
+    for sent in agent.requests:
+        assert before + timedelta(seconds=5) <= _sent_deadline(sent) <= after + timedelta(seconds=5)
+        assert _sent_deadline(sent) < request.deadline - timedelta(seconds=1)
+
+
+def test_a_case_timeout_sets_the_deadline_at_of_its_attempts(agent):
+    request = make_request(target(agent.url, timeout_seconds=5), timeout_seconds=60.0)
+    before = datetime.now(UTC).replace(microsecond=0)
+    execute(request)
+    after = datetime.now(UTC)
+    assert (
+        before + timedelta(seconds=60) <= _sent_deadline(agent.requests[0]) <= after + timedelta(seconds=60)
+    )
 
 
 def test_hosted_http_authenticates_and_signs_the_exact_body(agent):
@@ -233,6 +266,16 @@ def test_429_is_an_infra_error_carrying_retry_after(agent):
     assert second.retry_after > 1e9 / 1000  # an HTTP-date far in the future, in seconds
 
 
+def test_a_408_request_timeout_is_an_infra_error_retried_like_a_timeout(agent):
+    # A server or proxy that gave up waiting for the request (nginx's client_body_timeout):
+    # a timeout (agent-protocol.md Outcomes), which was a config_error, never retried.
+    agent.queue(server_error(408, "<html>408 Request Time-out</html>"), ok())
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [(o.category, o.status_code) for o in outcomes] == [("infra_error", 408), ("ok", 200)]
+    assert outcomes[0].error_code == "request_timeout" and "408" in outcomes[0].error
+    assert len(waits) == 1
+
+
 def test_a_slow_agent_times_out_as_an_infra_error(agent):
     agent.default = hang()
     outcome = execute(make_request(target(agent.url, timeout_seconds=0.3)))
@@ -293,10 +336,74 @@ def test_bodies_that_are_not_the_protocols_are_config_errors(agent, behaviour, c
     assert outcome.error
 
 
+def _encoded(body: bytes, encoding: str):
+    async def behaviour(request, recorded, agent):
+        headers = {"Content-Type": "application/json", "Content-Encoding": encoding}
+        return web.Response(body=body, headers=headers)
+
+    return behaviour
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "says"),
+    [
+        (raw(b"", status=200), "the response body is empty"),
+        (raw(b"", status=204), "the response body is empty"),
+        (raw(b"<html>Bad gateway</html>", content_type="text/html"), "not JSON (Content-Type text/html)"),
+        (raw('{"final_output": "café"}'.encode("latin-1")), "not UTF-8"),
+        (invalid_json(), "the response body is not JSON"),
+    ],
+)
+def test_a_body_that_is_not_json_says_what_it_is(agent, behaviour, says):
+    # Each was "the response body is not JSON", an empty excerpt beside it for the first two.
+    agent.default = behaviour
+    outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.error_code) == ("config_error", "invalid_json")
+    assert says in outcome.error
+
+
+def test_a_gzip_reply_sent_though_identity_was_asked_for_is_graded(agent):
+    # It was the config_error "the response body is not JSON", its excerpt gzip bytes.
+    agent.default = _encoded(gzip.compress(b'{"final_output": "36"}'), "gzip")
+    outcome = execute(make_request(target(agent.url)))
+    assert outcome.ok and outcome.evidence.final_output == "36"
+    assert outcome.body_excerpt == '{"final_output": "36"}'
+
+
+@pytest.mark.parametrize(("encoding", "body"), [("br", b"\x0b\x02\x80{}\x03"), ("gzip", b"\x1f\x8b broken")])
+def test_an_error_page_in_an_encoding_we_cannot_read_is_still_its_statuss_infra_error(agent, encoding, body):
+    async def behaviour(request, recorded, agent):
+        return web.Response(status=503, body=body, headers={"Content-Encoding": encoding})
+
+    agent.default = behaviour
+    outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.status_code, outcome.error_code) == ("infra_error", 503, "server_error")
+
+
+def test_a_reply_in_an_encoding_we_cannot_read_is_a_config_error_naming_it(agent):
+    agent.default = _encoded(b"\x0b\x02\x80{}\x03", "br")
+    outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.error_code) == (AttemptCategory.CONFIG_ERROR, "undecodable_body")
+    assert "Content-Encoding br" in outcome.error
+
+
 def test_a_50_mb_body_is_a_config_error_and_is_not_read_whole(agent):
     agent.default = huge(50 * MiB, declare_length=False)
     outcome = execute(make_request(target(agent.url, timeout_seconds=30)))
     assert (outcome.category, outcome.error_code) == ("config_error", "response_too_large")
+    agent.wait_idle(timeout=20)
+    assert agent.bytes_sent < 25 * MiB
+
+
+@pytest.mark.parametrize("declare_length", [True, False])
+@pytest.mark.parametrize(("status", "code"), [(503, "server_error"), (429, "rate_limited")])
+def test_a_huge_error_page_is_still_the_infra_error_its_status_says(agent, status, code, declare_length):
+    # Only its excerpt is kept, yet the whole body was held to the 10 MiB cap of a reply:
+    # past it, a 503 became the config_error response_too_large and was never retried.
+    agent.default = huge(50 * MiB, status=status, declare_length=declare_length)
+    outcome = execute(make_request(target(agent.url, timeout_seconds=30)))
+    assert (outcome.category, outcome.status_code, outcome.error_code) == ("infra_error", status, code)
+    assert outcome.body_excerpt == " " * EXCERPT_BYTES
     agent.wait_idle(timeout=20)
     assert agent.bytes_sent < 25 * MiB
 
@@ -365,6 +472,13 @@ def test_a_429_burst_is_retried_honouring_retry_after(agent):
     assert [r.json["attempt"] for r in agent.requests] == [1, 2, 3]
 
 
+def test_a_503s_retry_after_is_honoured_too(agent):
+    agent.queue(server_error(503, retry_after="5"), ok())
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [o.category for o in outcomes] == ["infra_error", "ok"]
+    assert outcomes[0].retry_after == 5.0 and waits == [5.0]
+
+
 def test_retries_stop_at_max_attempts(agent):
     agent.default = server_error(503)
     outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
@@ -428,6 +542,20 @@ def test_openai_chat_posts_model_messages_and_config_params(agent):
     assert "choices" not in outcome.response
 
 
+@pytest.mark.parametrize(
+    "base", ["/openai/deployments/gpt?api-version=2024-06-01", "/v1/?team=evals&region=eu"]
+)
+def test_openai_chat_keeps_the_base_urls_query_after_the_path(agent, base):
+    # Azure OpenAI's base URL carries ?api-version=: the path was appended to the query
+    # ("?api-version=2024-06-01/chat/completions"), so every call went to the wrong place.
+    agent.default = chat_ok("36")
+    path, _, query = base.partition("?")
+    outcome = execute(make_request(target(agent.url_for(base), kind="openai_chat", model="m")))
+    assert outcome.ok
+    assert agent.requests[0].path == path.rstrip("/") + "/chat/completions"
+    assert agent.requests[0].query == query
+
+
 def test_openai_chat_evidence_has_usage_transcript_and_unexecuted_tool_calls(agent):
     agent.default = chat_ok(
         None,
@@ -482,6 +610,26 @@ def test_openai_chat_replies_without_a_message_are_config_errors(agent, body):
     agent.default = ok(body)
     outcome = execute(make_request(chat_target(agent)))
     assert (outcome.category, outcome.error_code) == ("config_error", "not_chat_completion")
+
+
+@pytest.mark.parametrize(
+    ("tool_calls", "says"),
+    [
+        ({"id": "a", "function": {"name": "f"}}, "tool_calls must be an array"),
+        ("f(1)", "tool_calls must be an array"),
+        (["f"], "tool_calls[0] must be an object"),
+        ([{"id": "a", "function": {"arguments": "{}"}}], "tool_calls[0] has no function name"),
+        ([{"id": "a", "function": {"name": 7}}], "tool_calls[0] has no function name"),
+    ],
+)
+def test_openai_chat_tool_calls_of_the_wrong_shape_are_config_errors_not_dropped(agent, tool_calls, says):
+    # They were dropped without a word: a case expecting the call failed as if the model had
+    # not made it (an endpoint's fault counted as the agent's).
+    message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    agent.default = ok({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})
+    outcome = execute(make_request(chat_target(agent)))
+    assert (outcome.category, outcome.error_code) == ("config_error", "not_chat_completion")
+    assert says in outcome.error
 
 
 def test_openai_chat_rate_limits_are_infra_errors(agent):
@@ -557,3 +705,27 @@ def test_a_secret_in_a_custom_header_is_redacted_too(agent):
     )
     outcomes, _ = drive(make_request(deployment))
     assert SECRET not in outcomes[-1].body_excerpt
+
+
+@pytest.mark.parametrize("shown", [4, 12, len(SECRET) - 1])
+def test_a_secret_cut_by_the_excerpt_limit_is_redacted_too(agent, shown):
+    # The excerpt is the body's first 2,048 bytes: a secret echoed across that limit was
+    # stored (and shown to every member) up to the cut, "sk-test-SECR" of it.
+    prefix = "Authorization: Bearer "
+    body = "x" * (EXCERPT_BYTES - len(prefix) - shown) + prefix + SECRET + " and more"
+    agent.route("/agent", raw(body, status=502, content_type="text/plain"))
+    outcomes, _ = drive(make_request(target(agent.url_for("/agent"), max_attempts=1)))
+    excerpt = outcomes[-1].body_excerpt
+    assert excerpt.endswith(prefix + "[redacted]")
+    assert SECRET[:shown] not in excerpt
+
+
+def test_a_secret_cut_in_a_model_endpoints_error_message_is_redacted_too(agent):
+    # The error message quotes at most 300 characters of the endpoint's own error.
+    message = "y" * 290 + " key " + SECRET
+    agent.default = ok({"error": {"message": message}})
+    deployment = target(agent.url, kind="openai_chat", model="m", max_attempts=1)
+    outcomes, _ = drive(make_request(deployment))
+    assert outcomes[-1].error_code == "not_chat_completion"
+    assert outcomes[-1].error.endswith(" key [redacted]")
+    assert SECRET[:4] not in outcomes[-1].error

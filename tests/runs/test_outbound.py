@@ -8,10 +8,13 @@ attempt to such an address fails the test before a packet leaves.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import socket
 import time
+import zlib
 
 import pytest
+from aiohttp import web
 
 from agentclash_site.lib import outbound
 from agentclash_site.lib.outbound import (
@@ -23,10 +26,11 @@ from agentclash_site.lib.outbound import (
     ResponseTooLarge,
     Timeout,
     TooManyRedirects,
+    UndecodableBody,
     address_refusal,
     check_url,
 )
-from tests.fakes.agent_server import FakeAgent, MiB, hang, huge, ok, raw, redirect
+from tests.fakes.agent_server import FakeAgent, MiB, hang, huge, ok, raw, redirect, wire
 from tests.fakes.network import loopback_only
 from tests.processes import free_port
 
@@ -387,6 +391,63 @@ def test_the_body_cap_is_configurable(agent):
     assert run(go(2000)).body == b"x" * 2000
 
 
+def encoded(body: bytes, encoding: str):
+    async def behaviour(request, recorded, agent):
+        headers = {"Content-Type": "application/json", "Content-Encoding": encoding}
+        return web.Response(body=body, headers=headers)
+
+    return behaviour
+
+
+def fetch(url: str, **options):
+    async def go():
+        async with OutboundClient(**options) as client:
+            return await client.request("POST", url, body=b"{}", allow_private=True)
+
+    return run(go())
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [("gzip", gzip.compress), ("x-gzip", gzip.compress), ("deflate", zlib.compress), ("GZIP", gzip.compress)],
+)
+def test_a_body_compressed_though_identity_was_asked_for_is_decoded(agent, encoding, compress):
+    # A proxy that compresses whatever the client asks: the JSON reply was read as binary
+    # and stored as "the response body is not JSON", naming no cause.
+    reply = b'{"final_output": "' + b"36 " * 1000 + b'"}'
+    agent.default = encoded(compress(reply), encoding)
+    response = fetch(agent.url)
+    assert agent.requests[0].headers["Accept-Encoding"] == "identity"
+    assert response.body == reply
+
+
+def test_a_compressed_body_is_held_to_the_cap_once_decoded(agent):
+    bomb = gzip.compress(b" " * (20 * MiB))  # about 20 kB on the wire
+    assert len(bomb) < 100_000
+    agent.default = encoded(bomb, "gzip")
+    with pytest.raises(ResponseTooLarge) as info:
+        fetch(agent.url, max_body_bytes=MiB)
+    assert "decompressed" in info.value.message
+    agent.default = encoded(gzip.compress(b" " * MiB), "gzip")
+    assert len(fetch(agent.url, max_body_bytes=MiB).body) == MiB  # exactly the cap is fine
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "says"),
+    [
+        ("br", b"\x0b\x02\x80{}\x03", "Content-Encoding br"),
+        ("gzip, br", gzip.compress(b"{}"), "Content-Encoding gzip, br"),
+        ("gzip", b"\x1f\x8b not really gzip", "is not valid gzip"),
+        ("gzip", gzip.compress(b'{"final_output": "x"}')[:-12], "is not valid gzip"),
+    ],
+)
+def test_a_body_that_cannot_be_decoded_says_why(agent, encoding, body, says):
+    agent.default = encoded(body, encoding)
+    with pytest.raises(UndecodableBody) as info:
+        fetch(agent.url)
+    assert says in info.value.message
+
+
 # --- time and connection failures ------------------------------------------------------------
 
 
@@ -423,6 +484,35 @@ def test_a_refused_connection_is_a_connection_failure():
 
     with pytest.raises(ConnectionFailed):
         run(go())
+
+
+@pytest.mark.parametrize(
+    ("reply", "says"),
+    [
+        (b"HTTP/1.1 abc OK\r\nContent-Length: 2\r\n\r\n{}", "did not answer with valid HTTP"),
+        (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", "did not answer with valid HTTP"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nab\r\n",
+            "did not answer with valid HTTP",
+        ),
+        (b'HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{"final', "cut off"),
+    ],
+)
+def test_a_malformed_reply_is_a_connection_failure_naming_the_cause_without_the_query(agent, reply, says):
+    # It read "ClientResponseError: 400, message=..., url='http://...?code=...'": a 400 the
+    # agent never sent, and the URL's query (an Azure Functions key, say) in a stored message.
+    agent.default = wire(reply)
+
+    async def go():
+        async with OutboundClient() as client:
+            await client.request("POST", agent.url + "?code=fn-key-123", body=b"{}", allow_private=True)
+
+    with pytest.raises(ConnectionFailed) as caught:
+        run(go())
+    message = caught.value.message
+    assert says in message
+    assert "fn-key-123" not in message and "400" not in message
+    assert len(message) < 300
 
 
 # --- sharing -------------------------------------------------------------------------------
