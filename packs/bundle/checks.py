@@ -667,7 +667,8 @@ def _check_tool(
         impl = {}
     elif not isinstance(impl, dict):
         return None
-    if c.text(impl, "type", ip) == "mock":
+    kind = c.text(impl, "type", ip)
+    if kind is not None and kind.lower() == "mock":  # upstream ignores case here
         return None
     primitive = c.text(impl, "primitive", ip)
     target = None

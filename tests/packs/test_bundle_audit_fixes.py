@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 
 from packs.bundle.schema import pack_json_schema
@@ -95,9 +96,11 @@ def test_an_empty_implementation_is_placed_at_its_own_mapping():
     assert {(e.line, e.column) for e in report.errors} == {pos_of(text, "{}")}
 
 
-def test_a_mock_tool_needs_nothing_else():
+@pytest.mark.parametrize("kind", [" mock ", "Mock", "MOCK"])
+def test_a_mock_tool_needs_nothing_else(kind):
+    # Upstream compares the type ignoring case (§1: what upstream accepts publishes here).
     doc = native()
-    doc["tools"] = {"custom": [{"name": "lookup", "implementation": {"type": " mock "}}]}
+    doc["tools"] = {"custom": [{"name": "lookup", "implementation": {"type": kind}}]}
     assert check(doc).valid
 
 
