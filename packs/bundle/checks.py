@@ -24,6 +24,7 @@ from grading.engine.modelcheck import Anchor, Issue, Path
 from . import archive, limits
 from .models import (
     ACTORS,
+    ARENA_COMPARISONS,
     BUILTIN_PRIMITIVES,
     EXECUTION_MODES,
     TRANSPORTS,
@@ -552,6 +553,11 @@ def _check_user_simulator(
                 "must be greater than 0 and at most 1 when calibration is enabled",
                 anchor=c.anchor_for(calibration, "sample_rate"),
             )
+    arena = c.get(c.get(sim, "post_run", up, dict), "arena", up + ("post_run",), dict)
+    if arena is not MISSING and arena.get("enabled") is True:
+        comparison = c.text(arena, "comparison", up + ("post_run", "arena"))
+        if comparison and comparison not in ARENA_COMPARISONS:
+            c.err(up + ("post_run", "arena", "comparison"), 'must be one of "pairwise"')
     phases = list(entries(c, sim, "phases", up))
     if not phases and not c.bad(up + ("phases",)):
         c.err(up + ("phases",), "must contain at least one phase", anchor=c.anchor_for(sim, "phases"))

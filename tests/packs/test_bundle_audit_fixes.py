@@ -104,6 +104,31 @@ def test_a_mock_tool_needs_nothing_else(kind):
     assert check(doc).valid
 
 
+@pytest.mark.parametrize(
+    ("arena", "comparison"),
+    [
+        ({"enabled": False, "comparison": "elo"}, "elo"),  # not checked while the arena is off
+        ({"enabled": True, "comparison": "  "}, "pairwise"),  # blank is the default
+        ({"enabled": True}, "pairwise"),
+    ],
+)
+def test_the_arena_comparison_is_checked_as_upstream_checks_it(arena, comparison):
+    # Upstream checks the comparison only of an enabled arena, a blank one being pairwise
+    # (§1: every pack upstream accepts publishes here; §4.5 default pairwise).
+    doc = native()
+    doc["version"]["execution_mode"] = "multi_turn"
+    doc["input_sets"][0]["cases"][0]["user_simulator"] = {
+        "schema_version": 1,
+        "kind": "hybrid",
+        "phases": [{"id": "p", "actor": "scripted", "turns": [{"message": "hi"}]}],
+        "post_run": {"arena": arena},
+    }
+    report = check(doc)
+    assert report.valid, report.to_body()
+    case = report.manifest["input_sets"][0]["cases"][0]
+    assert case["user_simulator"]["post_run"]["arena"]["comparison"] == comparison
+
+
 # --- 2. no cascades from a case whose payload or inputs failed (§3) ----------------------
 
 
