@@ -803,9 +803,11 @@ def _check_security(c: DocChecker, data: dict[str, Any]) -> None:
             c.err(path + ("name",), "must be a valid env-var identifier for location == env")
     check_unique(c, names, "duplicate planted secret name")
     for _, output, path in entries(c, security, "forbidden_outputs", sp):
+        # A blank one is not set (§2.1), as upstream trims both.
         pattern = c.get(output, "pattern", path, str)
-        substring = c.get(output, "substring", path, str)
-        exclusive = (pattern is MISSING) != (substring is MISSING)
+        pattern = pattern if pattern is not MISSING and pattern.strip() else MISSING
+        has_substring = c.text(output, "substring", path) is not None
+        exclusive = (pattern is not MISSING) != has_substring
         if not exclusive and not c.bad(path + ("pattern",)) and not c.bad(path + ("substring",)):
             c.err(path, "exactly one of pattern or substring must be set")
         if pattern is not MISSING:

@@ -129,6 +129,27 @@ def test_the_arena_comparison_is_checked_as_upstream_checks_it(arena, comparison
     assert case["user_simulator"]["post_run"]["arena"]["comparison"] == comparison
 
 
+@pytest.mark.parametrize(
+    ("output", "valid"),
+    [
+        ({"pattern": "", "substring": "canary"}, True),  # a blank one is not set (§2.1)
+        ({"pattern": "(?i)token", "substring": "  "}, True),
+        ({"pattern": " ", "substring": ""}, False),
+        ({"pattern": "a", "substring": "b"}, False),
+    ],
+)
+def test_a_blank_forbidden_output_pattern_or_substring_is_not_set(output, valid):
+    # Upstream trims both before "exactly one of" (§1: what it accepts publishes here).
+    doc = native()
+    doc["security"] = {"forbidden_outputs": [{"description": "leak", **output}]}
+    expected = (
+        []
+        if valid
+        else [("security.forbidden_outputs[0]", "exactly one of pattern or substring must be set")]
+    )
+    assert errors(check(doc)) == expected
+
+
 # --- 2. no cascades from a case whose payload or inputs failed (§3) ----------------------
 
 
