@@ -20,6 +20,7 @@ from typing import Any
 
 from grading.engine.configs.checks import MISSING, Checker
 from grading.engine.modelcheck import Anchor, Issue, Path
+from grading.engine.registry import json_schema_problem
 
 from . import archive, limits
 from .models import (
@@ -676,6 +677,11 @@ def _check_tool(
     kind = c.text(impl, "type", ip)
     if kind is not None and kind.lower() == "mock":  # upstream ignores case here
         return None
+    parameters = tool.get("parameters")
+    if isinstance(parameters, dict) and not c.bad(path + ("parameters",)):
+        problem = json_schema_problem(parameters)
+        if problem:
+            c.err(path + ("parameters",), "must be a valid JSON Schema", detail=problem)
     primitive = c.text(impl, "primitive", ip)
     target = None
     if primitive is None:

@@ -96,6 +96,29 @@ def test_an_empty_implementation_is_placed_at_its_own_mapping():
     assert {(e.line, e.column) for e in report.errors} == {pos_of(text, "{}")}
 
 
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {"type": 5},
+        {"type": "object", "properties": {"path": {"type": "text"}}},
+        {"type": "object", "required": "path"},
+    ],
+)
+def test_tool_parameters_must_be_a_valid_json_schema(parameters):
+    # §4.6: parameters is a JSON Schema; upstream refuses one that does not resolve. Before,
+    # it published and the model provider refused the tool at run time.
+    doc = native()
+    tool = {
+        "name": "lookup",
+        "parameters": parameters,
+        "implementation": {"primitive": "read_file", "args": {}},
+    }
+    doc["tools"] = {"custom": [tool]}
+    report = check(doc)
+    assert errors(report) == [("tools.custom[0].parameters", "must be a valid JSON Schema")]
+    assert report.errors[0].detail  # the engine's text says what is wrong
+
+
 @pytest.mark.parametrize("kind", [" mock ", "Mock", "MOCK"])
 def test_a_mock_tool_needs_nothing_else(kind):
     # Upstream compares the type ignoring case (§1: what upstream accepts publishes here).
