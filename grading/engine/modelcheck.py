@@ -379,6 +379,11 @@ class _Walker:
         if isinstance(data, (Mapping, list)):
             self.report(path, "must be a string")
             return data
+        if data is None:
+            # Only an item of a list or a map value gets here (a null field is absent): a
+            # null is empty text whatever its spelling (``null``, ``~``, nothing), as
+            # upstream's zero value, never the word "null".
+            return ""
         if not isinstance(data, str):
             text = self.scalar_text(path) if self.scalar_text is not None else None
             if text is None:

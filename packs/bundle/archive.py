@@ -87,9 +87,17 @@ def _is_special(info: zipfile.ZipInfo) -> bool:
     return file_type != 0 and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def _parents(name: str) -> list[str]:
+    """The directories a normalized member name lies in: ``a/b/c`` -> ``["", "a", "a/b"]``."""
+    parts = name.split("/")
+    return ["/".join(parts[:end]) for end in range(len(parts))]
+
+
 def _structure_issues(infos: list[zipfile.ZipInfo]) -> list[BundleIssue]:
     issues: list[BundleIssue] = []
     seen: set[str] = set()
+    directories: set[str] = set()  # every directory a member lies in, the root ("") included
+    regular: list[tuple[str, str]] = []  # (normalized, original) of each file not yet refused
     files = 0
     for info in infos:
         # zipfile cuts names at the first NUL; the original name keeps it.
@@ -105,9 +113,15 @@ def _structure_issues(infos: list[zipfile.ZipInfo]) -> list[BundleIssue]:
         elif not _is_directory(info):
             files += 1
         normalized = normalize_member(name)
+        directories.update(_parents(normalized))
         if normalized in seen:
             issues.append(_issue(DUPLICATE, name))
+        elif not _is_directory(info) and not _is_special(info):
+            regular.append((normalized, name))
         seen.add(normalized)
+    # A file whose path is also a directory of the archive (``data`` beside ``data/x.json``,
+    # or a name that normalizes to the root itself): no file system can unpack both.
+    issues += [_issue(DUPLICATE, name) for normalized, name in regular if normalized in directories]
     if files > MAX_MEMBERS:
         issues.append(_issue(TOO_MANY, f"{files} files"))
     if PACK_YAML not in seen:

@@ -20,10 +20,12 @@ from typing import Any
 
 from grading.engine.configs.checks import MISSING, Checker
 from grading.engine.modelcheck import Anchor, Issue, Path
+from grading.engine.registry import json_schema_problem
 
 from . import archive, limits
 from .models import (
     ACTORS,
+    ARENA_COMPARISONS,
     BUILTIN_PRIMITIVES,
     EXECUTION_MODES,
     TRANSPORTS,
@@ -552,6 +554,11 @@ def _check_user_simulator(
                 "must be greater than 0 and at most 1 when calibration is enabled",
                 anchor=c.anchor_for(calibration, "sample_rate"),
             )
+    arena = c.get(c.get(sim, "post_run", up, dict), "arena", up + ("post_run",), dict)
+    if arena is not MISSING and arena.get("enabled") is True:
+        comparison = c.text(arena, "comparison", up + ("post_run", "arena"))
+        if comparison and comparison not in ARENA_COMPARISONS:
+            c.err(up + ("post_run", "arena", "comparison"), 'must be one of "pairwise"')
     phases = list(entries(c, sim, "phases", up))
     if not phases and not c.bad(up + ("phases",)):
         c.err(up + ("phases",), "must contain at least one phase", anchor=c.anchor_for(sim, "phases"))
@@ -667,8 +674,14 @@ def _check_tool(
         impl = {}
     elif not isinstance(impl, dict):
         return None
-    if c.text(impl, "type", ip) == "mock":
+    kind = c.text(impl, "type", ip)
+    if kind is not None and kind.lower() == "mock":  # upstream ignores case here
         return None
+    parameters = tool.get("parameters")
+    if isinstance(parameters, dict) and not c.bad(path + ("parameters",)):
+        problem = json_schema_problem(parameters)
+        if problem:
+            c.err(path + ("parameters",), "must be a valid JSON Schema", detail=problem)
     primitive = c.text(impl, "primitive", ip)
     target = None
     if primitive is None:
@@ -796,9 +809,11 @@ def _check_security(c: DocChecker, data: dict[str, Any]) -> None:
             c.err(path + ("name",), "must be a valid env-var identifier for location == env")
     check_unique(c, names, "duplicate planted secret name")
     for _, output, path in entries(c, security, "forbidden_outputs", sp):
+        # A blank one is not set (§2.1), as upstream trims both.
         pattern = c.get(output, "pattern", path, str)
-        substring = c.get(output, "substring", path, str)
-        exclusive = (pattern is MISSING) != (substring is MISSING)
+        pattern = pattern if pattern is not MISSING and pattern.strip() else MISSING
+        has_substring = c.text(output, "substring", path) is not None
+        exclusive = (pattern is not MISSING) != has_substring
         if not exclusive and not c.bad(path + ("pattern",)) and not c.bad(path + ("substring",)):
             c.err(path, "exactly one of pattern or substring must be set")
         if pattern is not MISSING:

@@ -33,7 +33,6 @@ from pydantic import (
 
 from grading.engine.configs.fields import (
     Bool,
-    Choice,
     FreeForm,
     Key,
     NonNegativeInt,
@@ -393,9 +392,17 @@ class Calibration(Closed):
     sample_rate: float | None = None
 
 
+ARENA_COMPARISONS = ("pairwise",)
+
+
+def _arena_comparison(value: str) -> str:
+    return value or ARENA_COMPARISONS[0]  # blank is the default, as upstream
+
+
 class Arena(Closed):
     enabled: Bool = False
-    comparison: Choice("pairwise", message='must be one of "pairwise"') = "pairwise"  # type: ignore[valid-type]
+    # Checked only when the arena is enabled, as upstream checks it (``checks.py``).
+    comparison: _scalar_text(_arena_comparison) = ARENA_COMPARISONS[0]  # type: ignore[valid-type]
 
 
 class PostRun(Closed):

@@ -7,8 +7,9 @@ regenerating changes it. Regenerate with::
     python manage.py pack schema > packs/schemas/challenge-pack.v1.json
 
 It is never stricter than the validator: every optional key also admits ``null`` (null
-means absent), and objects outside ``version.evaluation_spec`` stay open (an unknown key
-there is a warning, see ``packs.bundle.models``).
+means absent), so does an item of a text list or map (it is empty text), and objects
+outside ``version.evaluation_spec`` stay open (an unknown key there is a warning, see
+``packs.bundle.models``).
 """
 
 from __future__ import annotations
@@ -55,9 +56,27 @@ def _optional_nulls(node: Any) -> Any:
     return out
 
 
+_TEXT = ["string", "number", "boolean"]  # a text value: a YAML scalar keeps its text
+
+
+def _null_text_items(node: Any) -> Any:
+    """An item of a text list, or a value of a text map, also admits null: the validator
+    takes a null there as empty text (pack-format §2.1), and so must the schema."""
+    if isinstance(node, list):
+        return [_null_text_items(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _null_text_items(value) for key, value in node.items()}
+    for key in ("items", "additionalProperties"):
+        inner = out.get(key)
+        if isinstance(inner, dict) and inner.get("type") == _TEXT:
+            out[key] = {**inner, "type": [*_TEXT, "null"]}
+    return out
+
+
 def pack_json_schema() -> dict[str, Any]:
     """The pack JSON Schema (draft 2020-12) as a dict."""
-    schema = _optional_nulls(Bundle.model_json_schema())
+    schema = _null_text_items(_optional_nulls(Bundle.model_json_schema()))
     return {"$schema": SCHEMA_DIALECT, "$id": SCHEMA_ID, **schema}
 
 

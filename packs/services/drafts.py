@@ -8,8 +8,6 @@ deterministically, so the same draft always yields the same bytes and the same r
 from __future__ import annotations
 
 import contextlib
-import io
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from django.utils import timezone
 
 from agentclash_site.workspaces.models import Workspace
 from packs import bundle as pack_bundle
+from packs.bundle import archive
 from packs.bundle.archive import build_zip  # reproducible: equal members, equal bytes
 from packs.models import Artifact, Draft, PackVersion
 from packs.services import yaml_edit
@@ -293,16 +292,18 @@ def version_members(version: PackVersion) -> dict[str, bytes]:
 
 
 def bundle_members(source: bytes) -> dict[str, bytes]:
-    """``{member: bytes}`` of a validated bundle: a zip's regular members, or its YAML alone."""
-    if not source.startswith(b"PK\x03\x04"):
+    """``{member: bytes}`` of a validated bundle: a zip's regular members, or its YAML alone.
+
+    A zip is read as the validator read it (``archive.read_zip``), so each member has the
+    normalized name its assets bound (pack-format §2.2: ``./data//x.json`` is
+    ``data/x.json``), and a draft of the version binds the same files."""
+    if not archive.is_zip(source):
         return {"pack.yaml": source}
-    members = {}
-    with zipfile.ZipFile(io.BytesIO(source)) as archive:
-        for info in archive.infolist():
-            if not info.is_dir():
-                name = info.filename[2:] if info.filename.startswith("./") else info.filename
-                members[name] = archive.read(info)
-    return members
+    bundle, issues = archive.read_zip(source)
+    if bundle is None:  # not a bundle that validated: nothing to edit
+        first = issues[0]
+        raise DraftError(f"the bundle {first.message}" + (f" ({first.detail})" if first.detail else ""))
+    return {"pack.yaml": bundle.pack_yaml, **bundle.files}
 
 
 def draft_case_upsert(*, draft: Draft, edit: yaml_edit.CaseEdit) -> Draft:

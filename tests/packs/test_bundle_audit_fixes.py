@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 
 from packs.bundle.schema import pack_json_schema
@@ -95,10 +96,81 @@ def test_an_empty_implementation_is_placed_at_its_own_mapping():
     assert {(e.line, e.column) for e in report.errors} == {pos_of(text, "{}")}
 
 
-def test_a_mock_tool_needs_nothing_else():
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {"type": 5},
+        {"type": "object", "properties": {"path": {"type": "text"}}},
+        {"type": "object", "required": "path"},
+    ],
+)
+def test_tool_parameters_must_be_a_valid_json_schema(parameters):
+    # §4.6: parameters is a JSON Schema; upstream refuses one that does not resolve. Before,
+    # it published and the model provider refused the tool at run time.
     doc = native()
-    doc["tools"] = {"custom": [{"name": "lookup", "implementation": {"type": " mock "}}]}
+    tool = {
+        "name": "lookup",
+        "parameters": parameters,
+        "implementation": {"primitive": "read_file", "args": {}},
+    }
+    doc["tools"] = {"custom": [tool]}
+    report = check(doc)
+    assert errors(report) == [("tools.custom[0].parameters", "must be a valid JSON Schema")]
+    assert report.errors[0].detail  # the engine's text says what is wrong
+
+
+@pytest.mark.parametrize("kind", [" mock ", "Mock", "MOCK"])
+def test_a_mock_tool_needs_nothing_else(kind):
+    # Upstream compares the type ignoring case (§1: what upstream accepts publishes here).
+    doc = native()
+    doc["tools"] = {"custom": [{"name": "lookup", "implementation": {"type": kind}}]}
     assert check(doc).valid
+
+
+@pytest.mark.parametrize(
+    ("arena", "comparison"),
+    [
+        ({"enabled": False, "comparison": "elo"}, "elo"),  # not checked while the arena is off
+        ({"enabled": True, "comparison": "  "}, "pairwise"),  # blank is the default
+        ({"enabled": True}, "pairwise"),
+    ],
+)
+def test_the_arena_comparison_is_checked_as_upstream_checks_it(arena, comparison):
+    # Upstream checks the comparison only of an enabled arena, a blank one being pairwise
+    # (§1: every pack upstream accepts publishes here; §4.5 default pairwise).
+    doc = native()
+    doc["version"]["execution_mode"] = "multi_turn"
+    doc["input_sets"][0]["cases"][0]["user_simulator"] = {
+        "schema_version": 1,
+        "kind": "hybrid",
+        "phases": [{"id": "p", "actor": "scripted", "turns": [{"message": "hi"}]}],
+        "post_run": {"arena": arena},
+    }
+    report = check(doc)
+    assert report.valid, report.to_body()
+    case = report.manifest["input_sets"][0]["cases"][0]
+    assert case["user_simulator"]["post_run"]["arena"]["comparison"] == comparison
+
+
+@pytest.mark.parametrize(
+    ("output", "valid"),
+    [
+        ({"pattern": "", "substring": "canary"}, True),  # a blank one is not set (§2.1)
+        ({"pattern": "(?i)token", "substring": "  "}, True),
+        ({"pattern": " ", "substring": ""}, False),
+        ({"pattern": "a", "substring": "b"}, False),
+    ],
+)
+def test_a_blank_forbidden_output_pattern_or_substring_is_not_set(output, valid):
+    # Upstream trims both before "exactly one of" (§1: what it accepts publishes here).
+    doc = native()
+    doc["security"] = {"forbidden_outputs": [{"description": "leak", **output}]}
+    expected = (
+        []
+        if valid
+        else [("security.forbidden_outputs[0]", "exactly one of pattern or substring must be set")]
+    )
+    assert errors(check(doc)) == expected
 
 
 # --- 2. no cascades from a case whose payload or inputs failed (§3) ----------------------

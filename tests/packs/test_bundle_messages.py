@@ -363,7 +363,7 @@ ERRORS: list[tuple[str, Doc, list[tuple[str, str]]]] = [
                     "schema_version": 2,
                     "kind": "scripted",
                     "calibration": {"enabled": True},
-                    "post_run": {"arena": {"comparison": "elo"}},
+                    "post_run": {"arena": {"enabled": True, "comparison": "elo"}},
                 },
             ),
         ),

@@ -294,6 +294,28 @@ def test_null_means_absent_except_in_free_form_values():
     assert defs.inputs[1].value is MISSING
 
 
+@pytest.mark.parametrize("spelling", ["null", "~", "NULL", ""])
+def test_a_null_item_of_a_text_list_or_map_is_empty_text_never_the_word_null(spelling):
+    # §2.1: a null is not a string; it used to take its scalar text, so `[null]` installed
+    # the apt package "null" and `default: [~]` named the deployment "~".
+    doc = base_pack()
+    doc["version"]["sandbox"] = {"env_vars": {"TOKEN": "N"}, "additional_packages": ["N"]}
+    doc["version"]["filesystem"] = {"readable_roots": ["N"]}
+    doc["version"]["deployment_defaults"] = {"aliases": {"fast": "N"}, "lineups": {"default": ["a", "N"]}}
+    text = dump(doc).replace("- N\n", f"- {spelling}\n").replace(": N\n", f": {spelling}\n")
+    report = check(text)
+    assert errors(report) == [
+        ("version.sandbox.additional_packages[0]", "must be a valid apt package name"),
+        ("version.deployment_defaults.aliases.fast", "selector is required"),
+        ("version.deployment_defaults.lineups.default[1]", "selector is required"),
+    ]
+    del doc["version"]["sandbox"]["additional_packages"], doc["version"]["deployment_defaults"]
+    report = check(dump(doc).replace("- N\n", f"- {spelling}\n").replace(": N\n", f": {spelling}\n"))
+    assert report.valid, report.to_body()
+    assert report.manifest["sandbox"]["env_vars"] == {"TOKEN": ""}  # as upstream's zero value
+    assert report.manifest["filesystem"]["readable_roots"] == [""]
+
+
 def test_a_null_payload_and_definition_become_empty_objects():
     text = dump(base_pack()).replace("    payload:\n      a: 1\n      b: 2\n", "    payload: ~\n")
     text = text.replace("  instructions: Add them.\n", "  definition: null\n")

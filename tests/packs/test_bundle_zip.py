@@ -237,6 +237,29 @@ def test_duplicate_normalized_names_are_refused(second):
     assert archive_errors(buffer.getvalue()) == [("bundle", "must not contain duplicate paths", second)]
 
 
+@pytest.mark.parametrize(
+    ("names", "file"),
+    [
+        (["data", "data/x.txt"], "data"),  # a file where another member needs a directory
+        (["data/x.txt", "data"], "data"),  # in either order
+        (["data/x.txt/y.txt", "data/x.txt"], "data/x.txt"),
+        (["a/b/c.txt", "./a/b"], "./a/b"),
+        ([""], ""),  # a file at the archive root's own path
+        (["."], "."),
+    ],
+)
+def test_a_file_at_the_path_of_a_directory_is_a_duplicate_path(names, file):
+    # No file system can unpack both: the runner could not place the assets (§2.2).
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("pack.yaml", dump(base_pack()))
+        for name in names:
+            info = zipfile.ZipInfo("x")
+            info.filename = info.orig_filename = name  # zipfile refuses an empty name otherwise
+            archive.writestr(info, "a")
+    assert archive_errors(buffer.getvalue()) == [("bundle", "must not contain duplicate paths", file)]
+
+
 @pytest.mark.filterwarnings("ignore:Duplicate name")
 def test_an_exact_duplicate_name_is_refused():
     buffer = io.BytesIO()

@@ -12,7 +12,7 @@ from packs import services
 from packs.models import Draft, PackVersion
 from packs.services import yaml_edit
 from packs.services.yaml_edit import CaseEdit
-from tests.packs.publish_fixtures import INVOICE_PACK, INVOICES_JSON, invoice_zip, mental_math
+from tests.packs.publish_fixtures import INVOICE_PACK, INVOICES_JSON, invoice_zip, make_zip, mental_math
 
 pytestmark = pytest.mark.django_db
 
@@ -157,6 +157,22 @@ def test_a_new_version_from_a_zip_version_keeps_its_files(personas):
     assert list(draft.files) == ["data/invoices.json"]
     assert yaml.safe_load(draft.bundle_text)["version"]["number"] == 2
     assert services.draft_publish(draft=draft, user=personas.owner).version.number == 2
+
+
+def test_a_new_version_from_a_zip_binds_its_files_under_their_normalized_names(personas):
+    # pack-format §2.2: members are compared by their normalized names, so a zip written
+    # with "./data//invoices.json" binds the asset "data/invoices.json" and publishes; its
+    # next draft must bind the file the same way (it was a DraftError, a 500 on the page).
+    published = services.pack_version_publish(
+        workspace=personas.workspace,
+        data=make_zip({"./pack.yaml": INVOICE_PACK, "./data//invoices.json": INVOICES_JSON}),
+        user=personas.owner,
+    )
+    draft = services.draft_from_version(version=published.version, user=personas.owner)
+    assert list(draft.files) == ["data/invoices.json"]
+    assert draft.bundle_text.startswith("pack: {slug: invoice-totals")
+    report = services.draft_validate(draft=draft)
+    assert report.valid and report.warnings == []
 
 
 def test_every_example_pack_is_a_template(personas):

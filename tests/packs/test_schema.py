@@ -111,10 +111,19 @@ def _many_options() -> dict:
     return doc
 
 
+def _null_text_items() -> dict:
+    # A null (or an empty `- `) item of a text list or map is empty text (§2.1).
+    doc = base_pack()
+    doc["version"]["sandbox"] = {"env_vars": {"TOKEN": None}}
+    doc["version"]["filesystem"] = {"readable_roots": [None], "writable_roots": ["out", None]}
+    doc["security"] = {"forbidden_egress": [{"host": "*.example.com", "allow": [None]}]}
+    return doc
+
+
 @pytest.mark.parametrize(
     "make",
-    [base_pack, _snippet_2, _snippet_3, _snippet_9, _lenient_scalars, _many_options],
-    ids=["base", "snippet-2", "snippet-3", "snippet-9", "lenient-scalars", "many-options"],
+    [base_pack, _snippet_2, _snippet_3, _snippet_9, _lenient_scalars, _many_options, _null_text_items],
+    ids=["base", "snippet-2", "snippet-3", "snippet-9", "lenient-scalars", "many-options", "null-text-items"],
 )
 def test_documents_the_validator_accepts_pass_the_schema(make):
     document = make()
