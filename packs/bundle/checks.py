@@ -13,6 +13,8 @@ legacy item is reported at ``input_sets[i].items[j]...``.
 
 from __future__ import annotations
 
+import difflib
+
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +113,7 @@ class Normalized:
     sets: dict[int, list[NormCase]] = field(default_factory=dict)  # input set index -> cases
     set_challenges: dict[int, str | None] = field(default_factory=dict)
     bound_members: set[str] = field(default_factory=set)
+    member_hints_left: int = 50  # "did you mean" searches (_member_hint): bounded per pack
 
 
 def entries(c: Checker, parent: Any, key: str, path: Path) -> Iterator[tuple[int, dict[str, Any], Path]]:
@@ -240,9 +243,32 @@ def _check_assets(
             if has_id:
                 c.err(asset_path + ("artifact_id",), "must not be set for a file shipped in the bundle")
         elif not has_id:
-            c.err(asset_path + ("path",), "must name a file in the bundle")
+            c.err(
+                asset_path + ("path",),
+                "must name a file in the bundle",
+                detail=_member_hint(asset_file, member, files, norm),
+            )
     check_unique(c, keyed)
     return {key for _, key in keyed if key is not None}, complete(c, owner, "assets", path, keyed)
+
+
+def _member_hint(written: str, member: str, files: dict[str, bytes], norm: Normalized) -> str | None:
+    """What the bundle has that the author probably meant: the path with ``/`` for ``\\``
+    (written on Windows), the name in its own case (binding is case-sensitive), or the
+    closest name. Only for the first ``member_hints_left`` missing files of a pack: each
+    search reads every name of the bundle."""
+    if norm.member_hints_left <= 0:
+        return None
+    norm.member_hints_left -= 1
+    slashed = archive.normalize_asset_path(written.replace("\\", "/"))
+    if slashed != member and slashed in files:
+        return f"the bundle has {slashed}: separate the path's parts with / (not \\)"
+    folded = member.casefold()
+    same = sorted(name for name in files if name.casefold() == folded)
+    if same:
+        return f"the bundle has {same[0]}: names are case-sensitive"
+    close = difflib.get_close_matches(member, list(files), n=1, cutoff=0.8)
+    return f"did you mean {close[0]}?" if close else None
 
 
 def _check_version(c: DocChecker, version: dict[str, Any], norm: Normalized) -> None:

@@ -372,3 +372,31 @@ def test_a_bundle_at_the_entry_limit_is_read():
             out.writestr(zipfile.ZipInfo(f"{i:x}/"), "")
     bundle, issues = archive.read_zip(buffer.getvalue())
     assert issues == [] and bundle is not None
+
+
+@pytest.mark.parametrize(
+    ("written", "hint"),
+    [
+        ("data\\gold.json", "the bundle has data/gold.json: separate the path's parts with / (not \\)"),
+        ("data/Gold.json", "the bundle has data/gold.json: names are case-sensitive"),
+        ("data/gold.jsn", "did you mean data/gold.json?"),
+        ("elsewhere/other.csv", ""),
+    ],
+)
+def test_a_missing_member_names_the_file_the_author_probably_meant(written, hint):
+    """"must name a file in the bundle" said nothing of the file that was there: a path
+    written with backslashes (on Windows) or in another case read as if the file were absent."""
+    report = check(zip_bytes({"pack.yaml": pack_with_asset(written), "data/gold.json": b"{}"}))
+    assert errors(report) == [("version.assets[0].path", "must name a file in the bundle")]
+    assert report.errors[0].detail == hint
+
+
+def test_the_hints_are_bounded_per_pack():
+    doc = base_pack()
+    doc["version"]["assets"] = [{"key": f"a{i}", "path": f"data/Gold{i}.json"} for i in range(60)]
+    members = {f"data/gold{i}.json": b"{}" for i in range(60)}
+    report = check(zip_bytes({"pack.yaml": dump(doc), **members}))
+    details = [e.detail for e in report.errors]
+    assert len(details) == 60
+    assert details[0] == "the bundle has data/gold0.json: names are case-sensitive"
+    assert sum(bool(d) for d in details) == 50 and details[50:] == [""] * 10
