@@ -14,7 +14,6 @@ legacy item is reported at ``input_sets[i].items[j]...``.
 from __future__ import annotations
 
 import difflib
-
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
