@@ -530,9 +530,13 @@ def _publish_locked(plan: _Publish, staged: _Staged) -> PublishResult:
         files=plan.files,
     )
     if not created:
-        Pack.objects.filter(pk=pack.pk).update(
-            description=_get(meta, "description") or "", updated_at=timezone.now()
-        )
+        # The pack reads as its highest version: back-filling an older number (publishing 2
+        # after 5) must not put version 2's description back on the pack.
+        newest = not PackVersion.objects.filter(pack=pack, number__gt=number).exists()
+        fields: dict[str, Any] = {"updated_at": timezone.now()}
+        if newest:
+            fields["description"] = _get(meta, "description") or ""
+        Pack.objects.filter(pk=pack.pk).update(**fields)
     ids = {s.key: str(s.public_id) for s in input_sets}
     return PublishResult(pack, version, ids, warnings, already_published=False)
 

@@ -122,6 +122,17 @@ def test_a_different_description_does_not_conflict(personas):
     assert Pack.objects.get().description == "second"
 
 
+def test_the_pack_keeps_its_highest_versions_description(personas):
+    """Publishing an older number after a newer one (back-filling version 2 after 3) put the
+    older version's description on the pack: the last publish won, not the highest version."""
+    publish(personas, mental_math(number=1, description="one"))
+    publish(personas, mental_math(number=3, description="three"))
+    publish(personas, mental_math(number=2, description="two"))
+    assert Pack.objects.get().description == "three"
+    publish(personas, mental_math(number=4, description="four"))
+    assert Pack.objects.get().description == "four"
+
+
 def test_the_same_slug_in_another_workspace_is_another_pack(personas):
     publish(personas, mental_math())
     other = services.pack_version_publish(
