@@ -6,6 +6,7 @@ creation: ``select_input_set(manifest, selector, input_set_ids=...)``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,7 +86,8 @@ def select_input_set(
             [str(s.get("key")) for s in sets],
         )
     wanted = str(selector).strip()
-    by_id = [s for s in sets if ids.get(str(s.get("key"))) is not None and ids[str(s.get("key"))] == wanted]
+    as_id = _canonical_id(wanted)
+    by_id = [s for s in sets if ids.get(str(s.get("key"))) is not None and ids[str(s.get("key"))] == as_id]
     if by_id:
         return _selection(by_id[0], ids)
     folded = wanted.casefold()
@@ -98,9 +100,18 @@ def select_input_set(
         )
     if matches:
         return _selection(matches[0], ids)
-    if wanted in other_version_ids:
+    if as_id in other_version_ids:
         raise SelectionError(INVALID, "must belong to the selected pack version")
     raise SelectionError(INVALID, "matches no input set of the selected pack version")
+
+
+def _canonical_id(text: str) -> str:
+    """An id as stored (a UUID's lower-case hyphenated form: a UUID is read ignoring case,
+    RFC 9562 §4), or the text itself when it is not a UUID."""
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        return text
 
 
 def _selection(input_set: Mapping[str, Any], ids: Mapping[str, str]) -> Selection:

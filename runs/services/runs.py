@@ -95,12 +95,12 @@ def pack_version_for(workspace: Any, slug: str, number: int | None) -> PackVersi
     return version
 
 
-def _is_uuid(text: str) -> bool:
+def _canonical_uuid(text: str) -> str | None:
+    """A UUID's stored form (read ignoring case), or None when ``text`` is not one."""
     try:
-        uuid.UUID(text)
+        return str(uuid.UUID(text))
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def select_run_input_set(pack_version: PackVersion, selector: Any) -> InputSet | None:
@@ -112,10 +112,10 @@ def select_run_input_set(pack_version: PackVersion, selector: Any) -> InputSet |
     ids = {s.key: str(s.public_id) for s in sets}
     text = None if selector is None else str(selector).strip()
     other: set[str] = set()
+    as_id = _canonical_uuid(text) if text else None
     if (
-        text
-        and _is_uuid(text)
-        and text not in ids.values()
+        as_id is not None
+        and as_id not in ids.values()
         # Only this workspace's sets: an id of another workspace is answered as unknown, so
         # the answer never tells that it exists.
         and InputSet.objects.filter(
@@ -124,7 +124,7 @@ def select_run_input_set(pack_version: PackVersion, selector: Any) -> InputSet |
         .exclude(version=pack_version)
         .exists()
     ):
-        other.add(text)
+        other.add(as_id)
     manifest = {"input_sets": [{"key": s.key, "name": s.name} for s in sets]}
     try:
         selection = select_input_set(manifest, text, input_set_ids=ids, other_version_ids=other)
@@ -148,7 +148,7 @@ def resolve_deployments(workspace: Any, deployments: Iterable[Any]) -> list[Depl
         else:
             text = str(ref).strip()
             query = Q(name=text)
-            if _is_uuid(text):
+            if _canonical_uuid(text) is not None:
                 query |= Q(public_id=text)
             found = Deployment.objects.filter(query, workspace=workspace).first()
         if found is None:

@@ -56,6 +56,21 @@ def test_input_set_selection(personas):
     )
 
 
+def test_an_input_set_id_is_read_as_a_uuid_whatever_its_case(personas):
+    """An id is compared as a UUID (read ignoring case): an upper-case or brace-wrapped id, as
+    some tools print them, matched nothing, and another version's said "matches no input set"."""
+    ws = personas.workspace
+    version = publish(ws, cases=1, sets=2)
+    dep = hosted(ws, "http://127.0.0.1:9/a")
+    chosen = InputSet.objects.get(version=version, key="set1")
+    for written in (str(chosen.public_id).upper(), "{%s}" % chosen.public_id, chosen.public_id.hex):
+        assert create_run(ws, version, [dep], input_set=written).input_set == chosen
+    other = publish(ws, slug="other", cases=1)
+    foreign = InputSet.objects.get(version=other)
+    err = _error(workspace=ws, version=version, deployments=[dep], input_set=str(foreign.public_id).upper())
+    assert err.code == "invalid_challenge_input_set_id" and "must belong" in err.message
+
+
 def test_zero_set_run_has_one_empty_case_per_challenge(personas):
     ws = personas.workspace
     version = publish(ws, cases=2, sets=0)
