@@ -384,7 +384,7 @@ def test_a_bundle_at_the_entry_limit_is_read():
     ],
 )
 def test_a_missing_member_names_the_file_the_author_probably_meant(written, hint):
-    """"must name a file in the bundle" said nothing of the file that was there: a path
+    """The bare "must name a file in the bundle" said nothing of the file that was there: a path
     written with backslashes (on Windows) or in another case read as if the file were absent."""
     report = check(zip_bytes({"pack.yaml": pack_with_asset(written), "data/gold.json": b"{}"}))
     assert errors(report) == [("version.assets[0].path", "must name a file in the bundle")]

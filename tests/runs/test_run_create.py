@@ -63,7 +63,7 @@ def test_an_input_set_id_is_read_as_a_uuid_whatever_its_case(personas):
     version = publish(ws, cases=1, sets=2)
     dep = hosted(ws, "http://127.0.0.1:9/a")
     chosen = InputSet.objects.get(version=version, key="set1")
-    for written in (str(chosen.public_id).upper(), "{%s}" % chosen.public_id, chosen.public_id.hex):
+    for written in (str(chosen.public_id).upper(), f"{{{chosen.public_id}}}", chosen.public_id.hex):
         assert create_run(ws, version, [dep], input_set=written).input_set == chosen
     other = publish(ws, slug="other", cases=1)
     foreign = InputSet.objects.get(version=other)
