@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentclash_site.lib.outbound import OutboundClient, OutboundError
+from agentclash_site.lib.outbound import OutboundClient, OutboundError, url_path_endswith, url_with_path
 from grading.engine.evidence import MAX_TOKEN_COUNT
 from runs.retry import parse_retry_after
 
@@ -87,10 +87,13 @@ class ProviderError(Exception):
 
 
 def endpoint(config: ProviderConfig) -> str:
+    """``{base_url}/chat/completions`` or ``{base_url}/v1/messages`` (``/messages`` after a
+    base path ending ``/v1``), the path appended before the base URL's query (Azure OpenAI's
+    ``?api-version=``), as the openai_chat executor does."""
     if config.kind == "anthropic":
-        base = config.base_url
-        return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
-    return config.base_url + "/chat/completions"
+        versioned = url_path_endswith(config.base_url, "/v1")
+        return url_with_path(config.base_url, "/messages" if versioned else "/v1/messages")
+    return url_with_path(config.base_url, "/chat/completions")
 
 
 def build_request(

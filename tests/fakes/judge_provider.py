@@ -46,7 +46,7 @@ def blocks(body: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _completion(body: dict[str, Any], path: str, text: str, usage: tuple[int, int] = (120, 30)) -> Response:
-    if path.endswith("/messages"):
+    if path.partition("?")[0].endswith("/messages"):
         try:
             obj = json.loads(text)
         except ValueError:
