@@ -276,7 +276,8 @@ async def complete(
                 result.retries = attempt - 1
                 result.latency_ms = (time.perf_counter() - started) * 1000.0
                 return result
-            snippet = _without_key(response.text()[:300], config)
+            # cut after the key is cut out: a key echoed across the cut would be kept in part
+            snippet = _without_key(response.text(), config)[:300]
             failure = f"HTTP {status}: {snippet}"
             if status in (401, 403):
                 raise ProviderError(
