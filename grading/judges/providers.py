@@ -67,6 +67,7 @@ class ChatResult:
     output_tokens: int = 0
     latency_ms: float = 0.0
     retries: int = 0
+    usage_reported: bool = True  # False: the provider reported no (usable) token counts
 
 
 @dataclass
@@ -134,13 +135,20 @@ def build_request(
     return headers, body
 
 
-def _int(value: Any) -> int:
+def _count(value: Any) -> int | None:
     """A token count from a provider's usage: a whole number up to the bound the engine puts
-    on an agent's reported counts, else 0 (a larger one would overflow the run's 64-bit spend
-    columns once summed)."""
+    on an agent's reported counts, else None (a larger one would overflow the run's 64-bit
+    spend columns once summed)."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
         return value
-    return 0
+    return None
+
+
+def _usage(result: ChatResult, usage: dict[str, Any], input_key: str, output_key: str) -> ChatResult:
+    tokens_in, tokens_out = _count(usage.get(input_key)), _count(usage.get(output_key))
+    result.input_tokens, result.output_tokens = tokens_in or 0, tokens_out or 0
+    result.usage_reported = tokens_in is not None and tokens_out is not None
+    return result
 
 
 def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResult:
@@ -171,12 +179,8 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
             text = "".join(
                 str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
             )
-        return ChatResult(
-            text=text,
-            model=str(data.get("model") or model),
-            input_tokens=_int(usage.get("input_tokens")),
-            output_tokens=_int(usage.get("output_tokens")),
-        )
+        result = ChatResult(text=text, model=str(data.get("model") or model))
+        return _usage(result, usage, "input_tokens", "output_tokens")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ProviderError("chat completion has no choices", "evaluator_error", "judge_bad_response")
@@ -184,12 +188,8 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
         raise ProviderError("chat completion has no message content", "evaluator_error", "judge_bad_response")
-    return ChatResult(
-        text=content,
-        model=str(data.get("model") or model),
-        input_tokens=_int(usage.get("prompt_tokens")),
-        output_tokens=_int(usage.get("completion_tokens")),
-    )
+    result = ChatResult(text=content, model=str(data.get("model") or model))
+    return _usage(result, usage, "prompt_tokens", "completion_tokens")
 
 
 def backoff_delay(
