@@ -339,6 +339,26 @@ def test_non_json_number_in_confidence_is_unparseable(fake):
     assert r.status.value == "ERROR" and r.reason_code == "unparseable_output"
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"pass": true, "pass": false, "citations": [{"id": "final_output"}]}',
+        '{"pass": false, "citations": [{"id": "final_output"}], "pass": true}',
+        '{"pass": true, "citations": [{"id": "final_output", "id": "invented"}]}',
+    ],
+)
+def test_an_answer_with_a_repeated_key_is_unparseable_never_its_last_value(fake, answer):
+    """grading.md §6.2: one JSON object that validates against the schema. A repeated key
+    has no defined value (RFC 8259 §4); Python's json kept the last one, so the verdict was
+    whichever "pass" came last, and a citation whichever "id"."""
+    fake.default = content(answer)
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert (r.status.value, r.reason_code) == ("ERROR", "unparseable_output")
+    assert "repeated key" in r.evidence
+    assert fake.calls == 2  # the invalid answer was retried once
+
+
 def test_reference_from_an_unavailable_channel_is_unavailable_not_a_pack_error(fake):
     """grading.md §1.4 rule 4: a reference into a channel the lane does not report is
     UNAVAILABLE / channel_unavailable (the pack is fine; only references into case data that
