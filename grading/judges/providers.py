@@ -2,9 +2,10 @@
 Anthropic Messages, over the shared outbound client (address guard, body cap).
 
 No Django import: the offline ``grade`` command uses these clients without a database.
-Every call goes through :func:`complete`, which retries timeouts, connection errors, 429
-and 5xx up to ``max_retries`` times (exponential backoff, 1 s base, factor 2, full
-jitter, 60 s cap, at least ``Retry-After``; ``runs.retry.parse_retry_after`` reads it) and
+Every call goes through :func:`complete`, which retries timeouts (a 408 among them),
+connection errors, 429 and 5xx up to ``max_retries`` times (exponential backoff, 1 s base,
+factor 2, full jitter, 60 s cap, at least ``Retry-After``; ``runs.retry.parse_retry_after``
+reads it) and
 raises :class:`ProviderError` with the outcome class the judge result must carry:
 401/403 and exhausted retries are ``infra_error``, any other 4xx is ``evaluator_error``.
 """
@@ -33,6 +34,9 @@ MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 DEFAULT_MAX_OUTPUT_TOKENS = 1024
 # The Anthropic tool whose input is the verdict: its input schema forces a JSON object.
 VERDICT_TOOL = "record_verdict"
+# Retried like a 5xx: 408 is a timeout (a proxy or server that gave up waiting for the
+# request), 429 a rate limit.
+RETRIED_4XX = frozenset({408, 429})
 
 
 @dataclass(slots=True)
@@ -293,7 +297,7 @@ async def complete(
                 body = {k: v for k, v in body.items() if k != "response_format"}
                 attempt -= 1
                 continue
-            if status != 429 and status < 500:
+            if status not in RETRIED_4XX and status < 500:
                 raise ProviderError(
                     f"judge provider rejected the request ({failure})",
                     "evaluator_error",

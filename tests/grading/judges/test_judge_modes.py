@@ -138,6 +138,19 @@ def test_4xx_is_not_retried(fake, code, klass):
     assert r.status.value == "ERROR" and r.outcome_class.value == klass and fake.calls == 1
 
 
+def test_a_408_is_a_timeout_retried_then_infra_error(fake):
+    """grading.md §6.5: timeouts are retried. A 408 (a proxy or server that gave up waiting
+    for the request) was an "other 4xx": never retried, and ERROR / evaluator_error."""
+    fake.queue(status(408), verdict({"pass": True}))
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert r.status.value == "PASSED" and fake.calls == 2
+    fake.default = status(408)
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1, max_retries=1))))
+    assert (r.status.value, r.outcome_class.value) == ("ERROR", "infra_error") and fake.calls == 4
+
+
 def test_timeout_is_infra_error(fake):
     fake.default = hang(5)
     with make_judge(fake) as judge:
