@@ -385,6 +385,7 @@ def give_back_claims(lane_id: int, owner: str, failure: BaseException, requeue: 
             owner=owner,
             error_code="dispatcher_failed",
             message=GAVE_UP_MESSAGE,
+            cause="the item's dispatcher failed while it held the item",
             reason="dispatcher failed",
         )
         RunLane.objects.filter(pk=lane_id).update(dispatch_until=None)

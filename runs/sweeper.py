@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 STUCK_SCORING_SECONDS = 300.0
 LOST_CLAIM_MESSAGE = "the item's claim expired {n} times (its worker was lost); giving up"
+LOST_CLAIM_CAUSE = "the item's claim expired (its worker was lost)"
 
 
 class _Errors:
@@ -91,13 +92,20 @@ def return_claims(
     owner: str | None = None,
     error_code: str = "claim_expired",
     message: str = LOST_CLAIM_MESSAGE,
+    cause: str = LOST_CLAIM_CAUSE,
     reason: str = "claim expired",
 ) -> tuple[int, int]:
     """One lane's claims, in one transaction: those past their deadline or, with ``owner``,
     those of that dispatcher (it failed and gives its claims back at once). Each goes back to
-    pending, or ends infra_error (``error_code``, ``message`` with ``{n}`` claims) once it
-    was claimed ``max_attempts`` times: an item that always ends its slice cannot loop.
-    Returns (returned to pending, ended infra_error)."""
+    pending, or ends infra_error (``message`` with ``{n}`` claims) once it was claimed
+    ``max_attempts`` times: an item that always ends its slice cannot loop.
+
+    Either way the lost claim is stored as one infra_error attempt (``error_code``; ``cause``
+    when the item goes out again) and keeps the attempt numbers it owned: its first, and the
+    in-place retries it may have sent (up to ``max_attempts``). Nothing of what it sent came
+    back, so the item's next attempt is numbered after all of them: an agent never sees the
+    same (item_id, attempt) twice (agent-protocol.md), and the stored attempts say where
+    the numbers went. Returns (returned to pending, ended infra_error)."""
     with transaction.atomic():
         lane_q = RunLane.objects.filter(pk=lane_id)
         if connection.features.has_select_for_update:
@@ -107,12 +115,31 @@ def return_claims(
         rows = rows.filter(claim_owner=owner) if owner is not None else rows.filter(claim_deadline__lt=now)
         if connection.features.has_select_for_update:
             rows = rows.select_for_update()
-        items = list(rows.only("id", "claims", "attempt_count", "run_id"))
-        give_up = [i for i in items if i.claims >= lane.deployment.max_attempts]
-        back = [i.pk for i in items if i.claims < lane.deployment.max_attempts]
+        items = list(rows.only("id", "claims", "attempt_count", "run_id", "claimed_at"))
+        max_attempts = lane.deployment.max_attempts
+        give_up = [i for i in items if i.claims >= max_attempts]
+        back = [i.pk for i in items if i.claims < max_attempts]
+        ending = {i.pk for i in give_up}
         if back:
             RunItem.objects.filter(pk__in=back).update(
                 state=ItemState.PENDING, claim_owner="", claimed_at=None, claim_deadline=None
+            )
+        if items:
+            Attempt.objects.bulk_create(
+                [
+                    _lost_attempt(
+                        i,
+                        now,
+                        max_attempts,
+                        error_code,
+                        message if i.pk in ending else cause,
+                        gives_up=i.pk in ending,
+                    )
+                    for i in items
+                ]
+            )
+            RunItem.objects.filter(pk__in=[i.pk for i in items]).update(
+                attempt_count=F("attempt_count") + max_attempts
             )
         if give_up:
             RunItem.objects.filter(pk__in=[i.pk for i in give_up]).update(
@@ -121,23 +148,6 @@ def return_claims(
                 claim_deadline=None,
                 last_category="infra_error",
                 finished_at=now,
-            )
-            Attempt.objects.bulk_create(
-                [
-                    Attempt(
-                        item_id=i.pk,
-                        number=i.attempt_count + 1,
-                        category="infra_error",
-                        error_code=error_code,
-                        error=message.format(n=i.claims),
-                        started_at=now,
-                        finished_at=now,
-                    )
-                    for i in give_up
-                ]
-            )
-            RunItem.objects.filter(pk__in=[i.pk for i in give_up]).update(
-                attempt_count=F("attempt_count") + 1
             )
             RunLane.objects.filter(pk=lane_id).update(
                 pending=F("pending") - len(give_up), infra_error=F("infra_error") + len(give_up)
@@ -151,6 +161,29 @@ def return_claims(
             reason=reason,
         )
     return len(back), len(give_up)
+
+
+def _lost_attempt(
+    item: RunItem, now: Any, max_attempts: int, error_code: str, text: str, *, gives_up: bool
+) -> Attempt:
+    """The attempt row of a claim lost with what it sent: numbered as its first attempt, its
+    error naming every number it may have used. ``text`` is the cause, or (``gives_up``) the
+    give-up message with ``{n}`` claims."""
+    first, last = item.attempt_count + 1, item.attempt_count + max_attempts
+    span = f"attempt {first}" if first == last else f"attempts {first} to {last}"
+    note = f"{span} may have reached the agent, what came back is unknown"
+    error = (
+        f"{text.format(n=item.claims)} ({note})" if gives_up else f"{text}; {note}; the item goes out again"
+    )
+    return Attempt(
+        item_id=item.pk,
+        number=first,
+        category="infra_error",
+        error_code=error_code,
+        error=error,
+        started_at=item.claimed_at or now,
+        finished_at=now,
+    )
 
 
 def _redispatch(now: Any, errors: _Errors) -> int:

@@ -119,6 +119,20 @@ _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated; :: and ::1 are t
 _NUMERIC_HOST = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]+)){0,3}\.?", re.IGNORECASE)
 
 
+def url_with_path(base_url: str, path: str) -> str:
+    """``base_url`` with ``path`` appended to its path, before its query: an API base URL may
+    carry one (Azure OpenAI's ``?api-version=``), and appending to the whole URL put the path
+    inside the query. A fragment is never sent, so it is dropped."""
+    head = base_url.partition("#")[0]
+    head, mark, query = head.partition("?")
+    return head.rstrip("/") + path + mark + query
+
+
+def url_path_endswith(base_url: str, suffix: str) -> bool:
+    """Whether the path of ``base_url`` (its query and fragment aside) ends with ``suffix``."""
+    return base_url.partition("#")[0].partition("?")[0].rstrip("/").endswith(suffix)
+
+
 # --- errors --------------------------------------------------------------------------------
 
 

@@ -120,16 +120,28 @@ class JudgeBudget:
         return Reservation(tokens, usd)
 
     def settle(
-        self, reservation: Reservation, model: str, input_tokens: int, output_tokens: int
+        self,
+        reservation: Reservation,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        reported: bool = True,
     ) -> float | None:
-        """Replace the reservation by the reported usage; the call's cost (None: unknown price)."""
-        cost = self.prices.cost(model, input_tokens, output_tokens)
+        """Replace the reservation by the reported usage; the call's cost (None: unknown
+        price). A call whose usage was not ``reported`` is charged what was reserved for it
+        (at most the prompt estimate plus the output cap): settled at zero, a server that
+        reports no usage would never reach a limit. Its cost is unknown (None)."""
+        cost = self.prices.cost(model, input_tokens, output_tokens) if reported else None
         with self._lock:
             self._reserved_tokens -= reservation.tokens
             self._reserved_usd -= reservation.usd
-            self.spent_tokens += input_tokens + output_tokens
-            if cost is not None:
-                self.spent_usd += cost
+            if reported:
+                self.spent_tokens += input_tokens + output_tokens
+                self.spent_usd += cost or 0.0
+            else:
+                self.spent_tokens += reservation.tokens
+                self.spent_usd += reservation.usd
         return cost
 
     def release(self, reservation: Reservation) -> None:
@@ -224,10 +236,21 @@ class SharedBudget:
             parts.append((b, r))
         return parts
 
-    def settle(self, reservation: Any, model: str, input_tokens: int, output_tokens: int) -> float | None:
+    def settle(
+        self,
+        reservation: Any,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        reported: bool = True,
+    ) -> float | None:
         n = len(self.budgets)
-        costs = [b.settle(r, model, input_tokens // n, output_tokens // n) for b, r in reservation]
-        total = self.prices.cost(model, input_tokens, output_tokens)
+        costs = [
+            b.settle(r, model, input_tokens // n, output_tokens // n, reported=reported)
+            for b, r in reservation
+        ]
+        total = self.prices.cost(model, input_tokens, output_tokens) if reported else None
         return None if total is None or any(c is None for c in costs) else total
 
     def release(self, reservation: Any) -> None:

@@ -167,7 +167,9 @@ async def run_sample(
             return sample
         if breaker is not None:
             breaker.record(True)
-        cost = budget.settle(reservation, model, result.input_tokens, result.output_tokens)
+        cost = budget.settle(
+            reservation, model, result.input_tokens, result.output_tokens, reported=result.usage_reported
+        )
         record = CallRecord(
             spec.purpose,
             spec.key,

@@ -177,6 +177,21 @@ def _refuse_constant(name: str) -> Any:
     raise _NotJsonConstant(name)
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # A repeated name has no defined value (RFC 8259 §4); Python's json keeps the last, so
+    # {"pass": true, "pass": false} was a fail and a citation's second "id" the one checked.
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _RepeatedKey(key)
+        obj[key] = value
+    return obj
+
+
 def loads_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
     """Exactly one JSON object, optionally wrapped in one markdown fence."""
     s = text.strip()
@@ -186,11 +201,13 @@ def loads_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
             return None, "a code fence that does not wrap the whole response"
         s = m.group("body").strip()
     try:
-        value = json.loads(s, parse_constant=_refuse_constant)
+        value = json.loads(s, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         return None, f"not a single JSON object ({exc.msg} at character {exc.pos})"
     except _NotJsonConstant as exc:
         return None, f"not a single JSON object ({exc} is not a JSON value)"
+    except _RepeatedKey as exc:
+        return None, f"a JSON object with a repeated key {str(exc)[:80]!r}"
     except RecursionError:
         return None, "JSON nested too deeply"
     if not isinstance(value, dict):

@@ -2,9 +2,10 @@
 Anthropic Messages, over the shared outbound client (address guard, body cap).
 
 No Django import: the offline ``grade`` command uses these clients without a database.
-Every call goes through :func:`complete`, which retries timeouts, connection errors, 429
-and 5xx up to ``max_retries`` times (exponential backoff, 1 s base, factor 2, full
-jitter, 60 s cap, at least ``Retry-After``; ``runs.retry.parse_retry_after`` reads it) and
+Every call goes through :func:`complete`, which retries timeouts (a 408 among them),
+connection errors, 429 and 5xx up to ``max_retries`` times (exponential backoff, 1 s base,
+factor 2, full jitter, 60 s cap, at least ``Retry-After``; ``runs.retry.parse_retry_after``
+reads it) and
 raises :class:`ProviderError` with the outcome class the judge result must carry:
 401/403 and exhausted retries are ``infra_error``, any other 4xx is ``evaluator_error``.
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentclash_site.lib.outbound import OutboundClient, OutboundError
+from agentclash_site.lib.outbound import OutboundClient, OutboundError, url_path_endswith, url_with_path
 from grading.engine.evidence import MAX_TOKEN_COUNT
 from runs.retry import parse_retry_after
 
@@ -33,6 +34,9 @@ MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 DEFAULT_MAX_OUTPUT_TOKENS = 1024
 # The Anthropic tool whose input is the verdict: its input schema forces a JSON object.
 VERDICT_TOOL = "record_verdict"
+# Retried like a 5xx: 408 is a timeout (a proxy or server that gave up waiting for the
+# request), 429 a rate limit.
+RETRIED_4XX = frozenset({408, 429})
 
 
 @dataclass(slots=True)
@@ -67,6 +71,7 @@ class ChatResult:
     output_tokens: int = 0
     latency_ms: float = 0.0
     retries: int = 0
+    usage_reported: bool = True  # False: the provider reported no (usable) token counts
 
 
 @dataclass
@@ -87,10 +92,13 @@ class ProviderError(Exception):
 
 
 def endpoint(config: ProviderConfig) -> str:
+    """``{base_url}/chat/completions`` or ``{base_url}/v1/messages`` (``/messages`` after a
+    base path ending ``/v1``), the path appended before the base URL's query (Azure OpenAI's
+    ``?api-version=``), as the openai_chat executor does."""
     if config.kind == "anthropic":
-        base = config.base_url
-        return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
-    return config.base_url + "/chat/completions"
+        versioned = url_path_endswith(config.base_url, "/v1")
+        return url_with_path(config.base_url, "/messages" if versioned else "/v1/messages")
+    return url_with_path(config.base_url, "/chat/completions")
 
 
 def build_request(
@@ -131,13 +139,20 @@ def build_request(
     return headers, body
 
 
-def _int(value: Any) -> int:
+def _count(value: Any) -> int | None:
     """A token count from a provider's usage: a whole number up to the bound the engine puts
-    on an agent's reported counts, else 0 (a larger one would overflow the run's 64-bit spend
-    columns once summed)."""
+    on an agent's reported counts, else None (a larger one would overflow the run's 64-bit
+    spend columns once summed)."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
         return value
-    return 0
+    return None
+
+
+def _usage(result: ChatResult, usage: dict[str, Any], input_key: str, output_key: str) -> ChatResult:
+    tokens_in, tokens_out = _count(usage.get(input_key)), _count(usage.get(output_key))
+    result.input_tokens, result.output_tokens = tokens_in or 0, tokens_out or 0
+    result.usage_reported = tokens_in is not None and tokens_out is not None
+    return result
 
 
 def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResult:
@@ -168,12 +183,8 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
             text = "".join(
                 str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
             )
-        return ChatResult(
-            text=text,
-            model=str(data.get("model") or model),
-            input_tokens=_int(usage.get("input_tokens")),
-            output_tokens=_int(usage.get("output_tokens")),
-        )
+        result = ChatResult(text=text, model=str(data.get("model") or model))
+        return _usage(result, usage, "input_tokens", "output_tokens")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ProviderError("chat completion has no choices", "evaluator_error", "judge_bad_response")
@@ -181,12 +192,8 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
         raise ProviderError("chat completion has no message content", "evaluator_error", "judge_bad_response")
-    return ChatResult(
-        text=content,
-        model=str(data.get("model") or model),
-        input_tokens=_int(usage.get("prompt_tokens")),
-        output_tokens=_int(usage.get("completion_tokens")),
-    )
+    result = ChatResult(text=content, model=str(data.get("model") or model))
+    return _usage(result, usage, "prompt_tokens", "completion_tokens")
 
 
 def backoff_delay(
@@ -273,7 +280,8 @@ async def complete(
                 result.retries = attempt - 1
                 result.latency_ms = (time.perf_counter() - started) * 1000.0
                 return result
-            snippet = _without_key(response.text()[:300], config)
+            # cut after the key is cut out: a key echoed across the cut would be kept in part
+            snippet = _without_key(response.text(), config)[:300]
             failure = f"HTTP {status}: {snippet}"
             if status in (401, 403):
                 raise ProviderError(
@@ -289,7 +297,7 @@ async def complete(
                 body = {k: v for k, v in body.items() if k != "response_format"}
                 attempt -= 1
                 continue
-            if status != 429 and status < 500:
+            if status not in RETRIED_4XX and status < 500:
                 raise ProviderError(
                     f"judge provider rejected the request ({failure})",
                     "evaluator_error",

@@ -35,7 +35,7 @@ from agentclash_site.lib.outbound import (
     TooManyRedirects,
     UndecodableBody,
 )
-from agentclash_site.lib.signing import signature_headers
+from agentclash_site.lib.signing import SIGNATURE_HEADER, signature_headers
 from grading.engine import jsontext
 from grading.engine.types import Evidence, Timing
 from runs.retry import parse_retry_after
@@ -181,8 +181,15 @@ class DeploymentTarget:
         return {"Authorization": f"Bearer {self.secret}"}
 
     def sensitive_headers(self) -> tuple[str, ...]:
+        """What a redirect to another origin must not carry, besides Authorization and
+        cookies (the outbound client drops those itself): the secret's own header, every
+        configured extra header (an ``x-api-key`` is as much a credential as the secret) and
+        the request's signature (a third party could replay the signed body to the agent)."""
+        names = [SIGNATURE_HEADER, *(self.config.extra_headers if self.config else ())]
         header = self.config.secret_header if self.config else None
-        return (header,) if header else ()
+        if header:
+            names.append(header)
+        return tuple(names)
 
     def extra_headers(self) -> dict[str, str]:
         return dict(self.config.extra_headers) if self.config else {}

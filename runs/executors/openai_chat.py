@@ -14,7 +14,7 @@ import contextlib
 import json
 from typing import Any
 
-from agentclash_site.lib.outbound import OutboundClient
+from agentclash_site.lib.outbound import OutboundClient, url_with_path
 from grading.engine import jsontext
 from runs.executors.base import AttemptCategory, AttemptOutcome, AttemptTimer, ExecutionRequest, Executor
 from runs.executors.evidence import ProtocolError, build_evidence
@@ -22,9 +22,8 @@ from runs.executors.evidence import ProtocolError, build_evidence
 
 def chat_completions_url(base_url: str) -> str:
     """``{base_url}/chat/completions``, the path appended before the base URL's query (Azure
-    OpenAI's ``?api-version=``); base URLs have no fragment (``runs.services.deployments``)."""
-    path, mark, query = base_url.partition("?")
-    return path.rstrip("/") + "/chat/completions" + mark + query
+    OpenAI's ``?api-version=``)."""
+    return url_with_path(base_url, "/chat/completions")
 
 
 def chat_messages(request: ExecutionRequest) -> list[dict[str, str]]:

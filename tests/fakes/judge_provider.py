@@ -12,6 +12,7 @@ Behaviours are callables ``(body: dict, path: str) -> (status, headers, bytes)``
 - ``verdict(obj, cite=True)``: a completion whose content is ``obj`` as JSON; with ``cite``
   the first evidence block of the prompt is cited with a short verbatim quote.
 - ``content(text)``: any content text (malformed JSON, prose...).
+- ``without_usage(behaviour)``: the same answer with no ``usage`` reported.
 - ``cite(ids)``: a passing assertion answer citing these ids (e.g. an unknown one).
 - ``status(code, body=b"", headers=None)``, ``rate_limited(retry_after)``.
 - ``hang(seconds)``: answers only after ``seconds`` (cut short by ``stop``): a client timeout.
@@ -46,7 +47,7 @@ def blocks(body: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _completion(body: dict[str, Any], path: str, text: str, usage: tuple[int, int] = (120, 30)) -> Response:
-    if path.endswith("/messages"):
+    if path.partition("?")[0].endswith("/messages"):
         try:
             obj = json.loads(text)
         except ValueError:
@@ -78,6 +79,18 @@ def verdict(obj: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]], ci
                 quote = text.strip().split("\n")[0][:20]
                 data["citations"] = [{"id": bid, "quote": quote}] if quote else [{"id": bid}]
         return _completion(body, path, json.dumps(data))
+
+    return behave
+
+
+def without_usage(behaviour: Behaviour) -> Behaviour:
+    """``behaviour`` with the completion's ``usage`` left out (servers that report none)."""
+
+    def behave(body: dict[str, Any], path: str) -> Response:
+        code, headers, payload = behaviour(body, path)
+        data = json.loads(payload)
+        data.pop("usage", None)
+        return code, headers, json.dumps(data).encode()
 
     return behave
 

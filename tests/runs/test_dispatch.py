@@ -309,9 +309,16 @@ def test_a_failed_slice_gives_its_claims_back_at_once(personas, monkeypatch):
         assert RunLane.objects.get(pk=lane.pk).dispatch_until is None
         lost[0] = False  # the database is back
         run = drive(run)
+        sent = [(r.json["item_id"], r.json["attempt"]) for r in agent.requests]
     assert run.status == "completed"
     assert RunItem.objects.filter(run=run, status="PASSED").count() == 6
-    assert sorted(Attempt.objects.filter(item__run=run).values_list("number", flat=True)) == [1] * 6
+    # the items given back went out again under new attempt numbers, never a repeated one
+    assert len(sent) > 6 and len(set(sent)) == len(sent)
+    attempts = Attempt.objects.filter(item__run=run)
+    assert attempts.filter(category="ok").count() == 6  # graded once each
+    assert set(attempts.exclude(category="ok").values_list("category", "error_code")) == {
+        ("infra_error", "dispatcher_failed")
+    }
 
 
 def test_an_item_whose_slices_keep_failing_ends_infra_error(personas, monkeypatch):
@@ -341,10 +348,22 @@ def test_an_item_whose_slices_keep_failing_ends_infra_error(personas, monkeypatc
         monkeypatch.undo()
     items = list(RunItem.objects.filter(run=run))
     assert [(i.state, i.last_category, i.claims) for i in items] == [("done", "infra_error", 2)] * 2
-    attempts = Attempt.objects.filter(item__run=run)
-    assert {(a.error_code, a.error) for a in attempts} == {
-        ("dispatcher_failed", "the item's dispatcher failed 2 times while it held the item; giving up")
-    }
+    for item in items:  # one attempt per lost claim, each keeping the numbers it may have sent
+        assert list(item.attempts.values_list("number", "error_code", "error")) == [
+            (
+                1,
+                "dispatcher_failed",
+                "the item's dispatcher failed while it held the item; attempts 1 to 2 may have"
+                " reached the agent, what came back is unknown; the item goes out again",
+            ),
+            (
+                3,
+                "dispatcher_failed",
+                "the item's dispatcher failed 2 times while it held the item; giving up"
+                " (attempts 3 to 4 may have reached the agent, what came back is unknown)",
+            ),
+        ]
+        assert item.attempt_count == 4
     run.refresh_from_db()
     lane.refresh_from_db()
     assert (lane.infra_error, lane.pending, run.items_open) == (2, 0, 0)

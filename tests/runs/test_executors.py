@@ -442,6 +442,41 @@ def test_a_redirect_to_another_loopback_url_is_followed_with_the_body(agent):
     )
 
 
+@pytest.mark.parametrize("kind", ["hosted_http", "openai_chat"])
+@pytest.mark.parametrize("status", [307, 308])
+def test_a_cross_origin_redirect_drops_every_deployment_credential(agent, kind, status):
+    # Only Authorization, cookies and the secret header were dropped: an x-api-key in
+    # extra_headers (and the request's signature) went on to whatever origin the agent named.
+    config = DeploymentConfig(extra_headers={"x-api-key": "k-EXTRA-credential", "X-Team": "evals"})
+    with FakeAgent() as other:
+        other.default = chat_ok("36") if kind == "openai_chat" else ok({"final_output": "x"})
+        agent.default = chat_ok("36") if kind == "openai_chat" else ok({"final_output": "x"})
+        agent.route(
+            "/same/chat/completions", redirect(agent.url_for("/here/chat/completions"), status=status)
+        )
+        agent.route(
+            "/away/chat/completions", redirect(other.url_for("/there/chat/completions"), status=status)
+        )
+        for where in ("same", "away"):
+            url = (
+                agent.url_for(f"/{where}")
+                if kind == "openai_chat"
+                else agent.url_for(f"/{where}/chat/completions")
+            )
+            assert execute(make_request(target(url, kind=kind, model="m", config=config))).ok
+        kept = next(r for r in agent.requests if r.path.startswith("/here")).headers
+        assert (kept["x-api-key"], kept["X-Team"], kept["Authorization"]) == (
+            "k-EXTRA-credential",
+            "evals",
+            f"Bearer {SECRET}",
+        )
+        sent = other.requests[-1].headers
+        away = next(r for r in agent.requests if r.path.startswith("/away"))
+        assert other.requests[-1].body == away.body  # 307/308 keep the body
+    for name in ("x-api-key", "X-Team", "Authorization", "X-AgentClash-Signature"):
+        assert name not in sent
+
+
 # --- retries -------------------------------------------------------------------------------
 
 

@@ -54,13 +54,20 @@ def _graded(run: Run) -> int:
     return RunItem.objects.filter(run=run).exclude(status="").count()
 
 
-def _assert_graded_exactly_once(run: Run, cases: int) -> None:
+def _assert_graded_exactly_once(run: Run, cases: int, agent: FakeAgent) -> None:
     run.refresh_from_db()
     assert run.status == "completed"
     assert RunItem.objects.filter(run=run, status="PASSED").count() == cases
-    # one recorded attempt per item (a second grading would have written a second one)
-    assert Attempt.objects.filter(item__run=run).count() == cases
-    assert set(Attempt.objects.filter(item__run=run).values_list("number", flat=True)) == {1}
+    # one ok attempt per item (a second grading would have written a second one); a lost
+    # claim is an infra_error attempt of its own, and its numbers are never sent again
+    attempts = Attempt.objects.filter(item__run=run)
+    assert attempts.filter(category="ok").count() == cases
+    assert set(attempts.exclude(category="ok").values_list("category", "error_code")) <= {
+        ("infra_error", "claim_expired"),
+        ("infra_error", "dispatcher_failed"),
+    }
+    sent = [(r.json["item_id"], r.json["attempt"]) for r in agent.requests]
+    assert len(set(sent)) == len(sent), "an agent saw the same attempt of an item twice"
     assert GradeRevision.objects.filter(item__run=run).count() == 0
     lane = RunLane.objects.get(run=run)
     assert (lane.passed, lane.pending, lane.infra_error) == (cases, 0, 0)
@@ -94,7 +101,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_grades_nothing_twice(personas
         finally:
             second.stop()
         assert agent.calls >= cases + 1  # the lost claims were sent again
-    _assert_graded_exactly_once(run, cases)
+    _assert_graded_exactly_once(run, cases, agent)
 
 
 def test_the_run_completes_when_its_broker_restarts_mid_run(personas, tmp_path):
@@ -119,7 +126,7 @@ def test_the_run_completes_when_its_broker_restarts_mid_run(personas, tmp_path):
                 _wait_completed(run, worker, "the broker restart")
         finally:
             worker.stop()
-    _assert_graded_exactly_once(run, cases)
+    _assert_graded_exactly_once(run, cases, agent)
 
 
 def test_the_run_completes_when_the_workers_database_connections_are_terminated(personas, tmp_path):
@@ -153,4 +160,4 @@ def test_the_run_completes_when_the_workers_database_connections_are_terminated(
             _wait_completed(run, worker, "its connections were terminated")
         finally:
             worker.stop()
-    _assert_graded_exactly_once(run, cases)
+    _assert_graded_exactly_once(run, cases, agent)

@@ -218,6 +218,35 @@ def test_sweeper_returns_expired_claims_and_gives_up_after_max_attempts(personas
     assert (lane.passed, lane.infra_error, lane.pending) == (1, 1, 0)
 
 
+def test_an_item_given_out_again_after_a_lost_claim_gets_a_higher_attempt_number(personas):
+    """After a lost claim the item went out again as attempt 1: the agent saw (item_id,
+    attempt 1) twice (agent-protocol.md: attempt numbers count every try, max_attempts
+    counts them). The lost claim is now an infra_error attempt (claim_expired) and its
+    numbers (the first and the in-place retries it may have sent) are never sent again."""
+    version = publish(personas.workspace, cases=1)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, max_attempts=2)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        (row,) = claim_items(lane=lane, run=run, deployment=dep, owner="dead-worker")
+        # what the lost worker may have sent: its attempt and its in-place retry
+        lost = set(range(row["attempt_count"] + 1, row["attempt_count"] + dep.max_attempts + 1))
+        RunItem.objects.filter(run=run).update(claim_deadline=timezone.now() - timedelta(seconds=1))
+        assert sweep()["returned_claims"] == 1
+        run = drive(run)
+        sent = [r.json["attempt"] for r in agent.requests]
+    assert run.status == "completed"
+    assert sent and not lost & set(sent)
+    item = RunItem.objects.get(run=run)
+    attempts = list(item.attempts.values_list("number", "category", "error_code"))
+    assert attempts == [(1, "infra_error", "claim_expired"), (3, "ok", "")]
+    assert "attempts 1 to 2 may have reached the agent" in item.attempts.get(number=1).error
+    assert (item.status, item.attempt_count, item.last_category) == ("PASSED", 3, "ok")
+    lane.refresh_from_db()
+    assert (lane.passed, lane.infra_error, lane.pending) == (1, 0, 0)
+
+
 def test_a_run_or_lane_that_raises_costs_the_sweep_only_itself(personas, monkeypatch, caplog):
     """One run whose scoring raises, or one lane whose claims cannot be returned, used to end
     the sweep: no later claim returned, no later run closed, the sweep's status not stored,

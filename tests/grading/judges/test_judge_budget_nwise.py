@@ -10,7 +10,7 @@ from grading.engine import evidence_from_response, grade_case
 from grading.judges import JudgeBudget, lane_share
 from grading.judges.budget import LaneBudgets
 from grading.judges.nwise import LaneAnswer, apply_rank, label_orders, rank_case
-from tests.fakes.judge_provider import blocks, cite, rank, verdict
+from tests.fakes.judge_provider import blocks, cite, rank, verdict, without_usage
 from tests.grading.judges.helpers import CTX, assertion, case, grade, judge_result, make_judge, spec
 
 
@@ -46,6 +46,25 @@ def test_budget_hit_half_way_leaves_the_rest_not_evaluated(fake):
     assert all(r.reason_code == "judge_budget_exhausted" for r in results[graded:])
     assert "judge token budget exhausted" in results[-1].evidence
     assert fake.calls == graded and budget.spent_tokens == graded * 150 <= 1500
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_call_whose_usage_is_not_reported_is_charged_its_reservation(fake, kind):
+    # A server that reports no usage (some local and proxy servers) settled every call at 0
+    # tokens and $0: max_tokens and max_calls_usd were never reached, however many calls.
+    fake.default = without_usage(verdict({"pass": True}))
+    budget = JudgeBudget(max_tokens=1500, max_usd=1.0)
+    results = []
+    with make_judge(fake, kind=kind, budget=budget, max_output_tokens=200) as judge:
+        for i in range(8):
+            results.append(judge_result(grade(judge, spec(assertion(samples=1)), c=case(f"c{i}"))))
+    statuses = [r.status.value for r in results]
+    graded = statuses.count("PASSED")
+    assert 0 < graded < 8, statuses
+    assert statuses == ["PASSED"] * graded + ["NOT_EVALUATED"] * (8 - graded)
+    assert fake.calls == graded and 0 < budget.spent_tokens <= 1500 and budget.spent_usd > 0
+    usage = results[0].details["samples"][0]["calls"][0]
+    assert (usage["input_tokens"], usage["output_tokens"], usage["cost_usd"]) == (0, 0, None)  # unknown
 
 
 def test_usd_budget_and_unknown_price(fake):

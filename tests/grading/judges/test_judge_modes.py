@@ -138,6 +138,19 @@ def test_4xx_is_not_retried(fake, code, klass):
     assert r.status.value == "ERROR" and r.outcome_class.value == klass and fake.calls == 1
 
 
+def test_a_408_is_a_timeout_retried_then_infra_error(fake):
+    """grading.md §6.5: timeouts are retried. A 408 (a proxy or server that gave up waiting
+    for the request) was an "other 4xx": never retried, and ERROR / evaluator_error."""
+    fake.queue(status(408), verdict({"pass": True}))
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert r.status.value == "PASSED" and fake.calls == 2
+    fake.default = status(408)
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1, max_retries=1))))
+    assert (r.status.value, r.outcome_class.value) == ("ERROR", "infra_error") and fake.calls == 4
+
+
 def test_timeout_is_infra_error(fake):
     fake.default = hang(5)
     with make_judge(fake) as judge:
@@ -337,6 +350,26 @@ def test_non_json_number_in_confidence_is_unparseable(fake):
     with make_judge(fake) as judge:
         r = judge_result(grade(judge, spec(assertion(samples=1))))
     assert r.status.value == "ERROR" and r.reason_code == "unparseable_output"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"pass": true, "pass": false, "citations": [{"id": "final_output"}]}',
+        '{"pass": false, "citations": [{"id": "final_output"}], "pass": true}',
+        '{"pass": true, "citations": [{"id": "final_output", "id": "invented"}]}',
+    ],
+)
+def test_an_answer_with_a_repeated_key_is_unparseable_never_its_last_value(fake, answer):
+    """grading.md §6.2: one JSON object that validates against the schema. A repeated key
+    has no defined value (RFC 8259 §4); Python's json kept the last one, so the verdict was
+    whichever "pass" came last, and a citation whichever "id"."""
+    fake.default = content(answer)
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert (r.status.value, r.reason_code) == ("ERROR", "unparseable_output")
+    assert "repeated key" in r.evidence
+    assert fake.calls == 2  # the invalid answer was retried once
 
 
 def test_reference_from_an_unavailable_channel_is_unavailable_not_a_pack_error(fake):

@@ -32,3 +32,27 @@ def test_an_echoed_api_key_is_cut_out_of_the_providers_error(code):
             asyncio.run(go())
     assert KEY not in str(info.value)
     assert "[redacted]" in str(info.value)
+
+
+@pytest.mark.parametrize("at", [260, 280, 296])
+def test_a_key_echoed_across_the_cut_of_the_error_excerpt_is_not_kept_in_part(at):
+    # The excerpt was cut at 300 characters before the key was cut out: a key echoed across
+    # the cut was kept up to it ("sk-judge-KEY-do-not-sh...").
+    echo = ("x" * at + KEY + " and more").encode()
+    with FakeJudgeProvider() as fake:
+        fake.default = status(500, echo)
+        config = ProviderConfig(
+            kind="anthropic",
+            base_url=fake.base_url,
+            api_key=KEY,
+            allow_private=True,
+            backoff_base_seconds=0.001,
+        )
+
+        async def go():
+            async with OutboundClient() as client:
+                await complete(client, config, model="m", system="s", user="u", max_retries=0)
+
+        with pytest.raises(ProviderError) as info:
+            asyncio.run(go())
+    assert KEY[:4] not in str(info.value)
