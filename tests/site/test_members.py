@@ -41,7 +41,9 @@ class TestTheList:
         page = response.content.decode()
         for name, label in (("olive", "Owner"), ("eddie", "Editor"), ("vera", "Viewer")):
             assert re.search(
-                rf'<tr data-member="{name}">\s*<th scope="row">{name}.*?<td>{label}</td>', page, re.S
+                rf'<tr data-member="{name}">\s*<th scope="row"><bdi>{name}</bdi>.*?<td>{label}</td>',
+                page,
+                re.S,
             )
         assert [m.user.username for m in response.context["members"]] == ["olive", "eddie", "vera"]
         since = Membership.objects.get(workspace=personas.workspace, user=personas.viewer).created_at
