@@ -103,6 +103,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "agentclash_site.workspaces.context_processors.workspaces",
             ],
+            "builtins": ["agentclash_site.workspaces.templatetags.names"],
         },
     }
 ]

@@ -58,6 +58,17 @@ def check_write(request: Any, workspace: Workspace) -> Membership:
     return membership
 
 
+def check_owner(request: Any, workspace: Workspace) -> Membership:
+    """The requester's membership if they own ``workspace``: 404 to outsiders, 403 to editors
+    and viewers (managing members is the owners' alone)."""
+    membership = membership_for(request, workspace)
+    if membership is None:
+        raise Http404("No such workspace.")
+    if not membership.is_owner:
+        raise PermissionDenied("Only the workspace's owners manage its members.")
+    return membership
+
+
 def get_workspace_for_user(request: Any, slug: str, *, write: bool = False) -> Workspace:
     workspace = visible_workspaces(request).filter(slug=slug).first()
     if workspace is None:

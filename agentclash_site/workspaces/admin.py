@@ -1,10 +1,57 @@
-from django.contrib import admin
+from __future__ import annotations
 
-from agentclash_site.workspaces.models import ApiToken, Membership, WorkerHeartbeat, Workspace
+from django import forms
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.forms.models import BaseInlineFormSet
+
+from agentclash_site.workspaces.models import ApiToken, Membership, Role, WorkerHeartbeat, Workspace
+from agentclash_site.workspaces.services import (
+    LAST_OWNER_FIX,
+    MembershipError,
+    is_last_owner,
+    last_owner_memberships,
+    last_owner_message,
+    lock_workspaces_of,
+    memberships_delete,
+    users_delete,
+)
+
+# The last-owner rule (services: a workspace keeps at least one owner) in the admin. Forms
+# and the "cannot delete" page say why with the fix; the saves and deletions themselves go
+# through the locked service checks, so a race between two operators fails (rolled back)
+# rather than leave a workspace ownerless.
+
+
+def _with_last_owner_reasons(deleted, request_objs):  # type: ignore[no-untyped-def]
+    deleted_objects, model_count, perms_needed, protected = deleted
+    reasons = [last_owner_message(m) for m in last_owner_memberships(request_objs)]
+    return deleted_objects, model_count, perms_needed, [*protected, *reasons]
+
+
+class MembershipInlineFormSet(BaseInlineFormSet):
+    def clean(self) -> None:
+        super().clean()
+        if any(self.errors) or self.instance.pk is None:
+            return
+        if not self.instance.memberships.filter(role=Role.OWNER).exists():
+            return  # a workspace without owners yet: nothing to keep
+        kept = [
+            form
+            for form in self.forms
+            if form.cleaned_data and not self._should_delete_form(form)
+            and form.cleaned_data.get("role") == Role.OWNER
+        ]  # fmt: skip
+        if not kept:
+            raise ValidationError(f"A workspace keeps at least one owner: {LAST_OWNER_FIX}.")
 
 
 class MembershipInline(admin.TabularInline):
     model = Membership
+    formset = MembershipInlineFormSet
     extra = 0
     autocomplete_fields = ["user"]
 
@@ -17,6 +64,38 @@ class WorkspaceAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
     readonly_fields = ["public_id", "created_at"]
 
+    def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
+        if formset.model is not Membership or not change:
+            return super().save_formset(request, form, formset, change)
+        with transaction.atomic():
+            memberships = Membership.objects.filter(workspace=form.instance)
+            lock_workspaces_of(memberships)
+            had_owner = memberships.filter(role=Role.OWNER).exists()
+            super().save_formset(request, form, formset, change)
+            if had_owner and not memberships.filter(role=Role.OWNER).exists():
+                raise MembershipError(
+                    "last_owner", f"A workspace keeps at least one owner: {LAST_OWNER_FIX}."
+                )
+
+
+class MembershipAdminForm(forms.ModelForm):
+    class Meta:
+        model = Membership
+        fields = ["workspace", "user", "role", "created_at"]
+
+    def clean_role(self) -> str:
+        role = self.cleaned_data["role"]
+        if (
+            self.instance.pk
+            and role != Role.OWNER
+            and is_last_owner(Membership.objects.get(pk=self.instance.pk))
+        ):
+            raise ValidationError(
+                f"{self.instance.user.get_username()} is the last owner of {self.instance.workspace.slug}: "
+                f"a workspace keeps at least one owner; {LAST_OWNER_FIX}."
+            )
+        return role
+
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
@@ -24,6 +103,53 @@ class MembershipAdmin(admin.ModelAdmin):
     list_filter = ["role", "workspace"]
     search_fields = ["workspace__slug", "user__username", "user__email"]
     autocomplete_fields = ["workspace", "user"]
+    form = MembershipAdminForm
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        # Moving a membership to another workspace or user would take an owner away unseen.
+        return ["workspace", "user"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            if change:
+                lock_workspaces_of(Membership.objects.filter(pk=obj.pk))
+                if obj.role != Role.OWNER and is_last_owner(Membership.objects.get(pk=obj.pk)):
+                    raise MembershipError("last_owner", last_owner_message(obj))
+            super().save_model(request, obj, form, change)
+
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        pks = [obj.pk for obj in objs]
+        return _with_last_owner_reasons(
+            super().get_deleted_objects(objs, request), Membership.objects.filter(pk__in=pks)
+        )
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        memberships_delete(memberships=Membership.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        memberships_delete(memberships=queryset)
+
+
+User = get_user_model()
+
+
+class OwnerKeepingUserAdmin(UserAdmin):
+    """Django's user admin, refusing to delete a workspace's last owner (the membership
+    would go with the user)."""
+
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        memberships = Membership.objects.filter(user__in=[obj.pk for obj in objs])
+        return _with_last_owner_reasons(super().get_deleted_objects(objs, request), memberships)
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        users_delete(users=User.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        users_delete(users=queryset)
+
+
+admin.site.unregister(User)
+admin.site.register(User, OwnerKeepingUserAdmin)
 
 
 @admin.register(ApiToken)

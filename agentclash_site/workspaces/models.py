@@ -48,11 +48,29 @@ class Role(models.TextChoices):
 WRITE_ROLES = frozenset({Role.OWNER, Role.EDITOR})
 
 
+class MembershipQuerySet(models.QuerySet):
+    def for_members_page(self, workspace: Workspace) -> MembershipQuerySet:
+        """The members of ``workspace`` with their users, owners first, then editors and
+        viewers, each by username: one query whatever the count."""
+        rank = models.Case(
+            *(models.When(role=role, then=models.Value(i)) for i, role in enumerate(Role.values)),
+            default=models.Value(len(Role.values)),
+        )
+        return (
+            self.filter(workspace=workspace)
+            .select_related("user")
+            .alias(role_rank=rank)
+            .order_by("role_rank", "user__username")
+        )
+
+
 class Membership(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.EDITOR)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = MembershipQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -68,6 +86,10 @@ class Membership(models.Model):
     @property
     def can_write(self) -> bool:
         return self.role in WRITE_ROLES
+
+    @property
+    def is_owner(self) -> bool:
+        return self.role == Role.OWNER
 
 
 TOKEN_PREFIX = "acl_"

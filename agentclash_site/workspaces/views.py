@@ -1,5 +1,5 @@
-"""Home, workspace switcher and API token pages, and the page every section shows a member
-of no workspace (``member_page``)."""
+"""Home, workspace switcher, members and API token pages, and the page every section shows
+a member of no workspace (``member_page``)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,33 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
-from agentclash_site.workspaces.access import get_workspace_for_user, visible_workspaces
+from agentclash_site.workspaces.access import (
+    check_owner,
+    get_workspace_for_user,
+    membership_for,
+    visible_workspaces,
+)
+from agentclash_site.workspaces.forms import MemberAddForm, MemberRoleForm
 from agentclash_site.workspaces.middleware import SESSION_KEY
-from agentclash_site.workspaces.models import ApiToken
-from agentclash_site.workspaces.services import token_create, token_revoke
+from agentclash_site.workspaces.models import ApiToken, Membership, Role, Workspace
+from agentclash_site.workspaces.services import (
+    LAST_OWNER_FIX,
+    MembershipError,
+    membership_add,
+    membership_remove,
+    membership_set_role,
+    token_create,
+    token_revoke,
+)
 
 # --- helpers of every HTML view -------------------------------------------------------------
 
@@ -143,3 +158,141 @@ def token_revoke_view(request: HttpRequest, token_id) -> HttpResponse:  # type: 
     token_revoke(token=token)
     messages.success(request, f"Token {token.hint}… revoked.")
     return redirect("token-list")
+
+
+# --- members ----------------------------------------------------------------------------------
+# Every member sees the list; owners add, re-role and remove members; anyone may leave. The
+# workspace is resolved before the method is checked, so an outsider gets 404 on every URL.
+
+
+def _members_page(
+    request: HttpRequest,
+    workspace: Workspace,
+    *,
+    add_form: MemberAddForm | None = None,
+    error: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    me = membership_for(request, workspace)
+    members = list(Membership.objects.for_members_page(workspace))
+    context = {
+        "workspace": workspace,
+        "me": me,
+        "members": members,
+        "sole_owner": me is not None and me.is_owner and sum(m.is_owner for m in members) == 1,
+        "roles": Role.choices,
+        "add_form": add_form or MemberAddForm(),
+        "error": error,
+    }
+    return render(request, "workspaces/members.html", context, status=status)
+
+
+def _post_only(request: HttpRequest) -> HttpResponse | None:
+    return None if request.method == "POST" else HttpResponseNotAllowed(["POST"])
+
+
+def _target(workspace: Workspace, request: HttpRequest):  # type: ignore[no-untyped-def]
+    """The user the POST's ``member`` names, if a member of ``workspace``."""
+    username_field = get_user_model().USERNAME_FIELD
+    membership = (
+        Membership.objects.filter(
+            workspace=workspace, **{f"user__{username_field}": request.POST.get("member", "")}
+        )
+        .select_related("user")
+        .first()
+    )
+    return membership.user if membership else None
+
+
+def _done(request: HttpRequest, workspace: Workspace, text: str, *, left: bool = False) -> HttpResponse:
+    messages.success(request, text)
+    return redirect("home") if left else redirect("workspace-members", slug=workspace.slug)
+
+
+@login_required
+def member_list(request: HttpRequest, slug: str) -> HttpResponse:
+    """The members page; a POST adds a member (owners only)."""
+    workspace = get_workspace_for_user(request, slug)
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponseNotAllowed(["GET", "POST"])
+    if request.method != "POST":
+        return _members_page(request, workspace)
+    check_owner(request, workspace)
+    form = MemberAddForm(request.POST)
+    if form.is_valid():
+        user = form.cleaned_data["member"]
+        try:
+            membership_add(workspace=workspace, user=user, role=form.cleaned_data["role"])
+        except MembershipError as exc:
+            form.add_error(exc.field, exc.message)
+        else:
+            return _done(request, workspace, f"{user.get_username()} added as {form.cleaned_data['role']}.")
+    return _members_page(request, workspace, add_form=form, status=400)
+
+
+@login_required
+def member_role(request: HttpRequest, slug: str) -> HttpResponse:
+    workspace = get_workspace_for_user(request, slug)
+    if refused := _post_only(request):
+        return refused
+    me = check_owner(request, workspace)
+    user = _target(workspace, request)
+    form = MemberRoleForm(request.POST)
+    if user is None:
+        error = (
+            f"{request.POST.get('member', '')!r} is not a member of this workspace; pick one from the list."
+        )
+    elif not form.is_valid():
+        error = " ".join(form.errors["role"])
+    else:
+        role = form.cleaned_data["role"]
+        try:
+            membership_set_role(workspace=workspace, user=user, role=role)
+        except MembershipError as exc:
+            error = exc.message
+        else:
+            who = "You are" if user.pk == me.user_id else f"{user.get_username()} is"
+            return _done(request, workspace, f"{who} now {role}.")
+    return _members_page(request, workspace, error=error, status=400)
+
+
+@login_required
+def member_remove(request: HttpRequest, slug: str) -> HttpResponse:
+    workspace = get_workspace_for_user(request, slug)
+    if refused := _post_only(request):
+        return refused
+    me = check_owner(request, workspace)
+    user = _target(workspace, request)
+    if user is None:
+        error = (
+            f"{request.POST.get('member', '')!r} is not a member of this workspace; pick one from the list."
+        )
+    else:
+        try:
+            membership_remove(workspace=workspace, user=user)
+        except MembershipError as exc:
+            error = exc.message
+        else:
+            if user.pk == me.user_id:
+                return _done(request, workspace, f"You left {workspace.name}.", left=True)
+            return _done(request, workspace, f"{user.get_username()} removed from {workspace.name}.")
+    return _members_page(request, workspace, error=error, status=400)
+
+
+@login_required
+def member_leave(request: HttpRequest, slug: str) -> HttpResponse:
+    """Any member may leave; the last owner is refused (``membership_remove``)."""
+    workspace = get_workspace_for_user(request, slug)
+    if refused := _post_only(request):
+        return refused
+    try:
+        membership_remove(workspace=workspace, user=request.user)
+    except MembershipError as exc:
+        error = exc.message
+        if exc.code == "last_owner":
+            error = (
+                f"You are the last owner of {workspace.name}, so you cannot leave it: "
+                f"a workspace keeps at least one owner; {LAST_OWNER_FIX}."
+            )
+        return _members_page(request, workspace, error=error, status=400)
+    return _done(request, workspace, f"You left {workspace.name}.", left=True)

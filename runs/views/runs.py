@@ -107,7 +107,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         return render(request, TEMPLATES + "run_list.html", context, status=400)
     context.update(page=page, runs=page.items)
     if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
-        return render(request, TEMPLATES + "run_list.html#rows", context)
+        return render(request, TEMPLATES + "run_list.html#rows", {**context, "more": True})
     return render(request, TEMPLATES + "run_list.html", context)
 
 

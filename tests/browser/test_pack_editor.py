@@ -202,3 +202,20 @@ def test_an_autosave_after_the_session_ended_says_so_and_keeps_the_text(personas
     draft.refresh_from_db()
     assert draft.bundle_text == typed + "# and saved\n"
     assert page.js_errors == []
+
+
+def test_an_autosaved_rename_updates_the_heading_and_the_page_title(personas, login, page):
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Math draft")
+    expect(page).to_have_title("Math · editor · AgentClash")
+
+    page.locator("#draft-name").fill("Mental math")
+    expect(page.locator("#save-status")).to_have_text("Saved and validated.")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Mental math draft")
+    expect(page).to_have_title("Mental math · editor · AgentClash")
+    assert page.locator("h1").count() == 1
+    assert page.js_errors == []

@@ -137,3 +137,20 @@ def test_the_header_badge_follows_the_live_status_and_cancel_asks_first(personas
     expect(page.get_by_role("link", name="Cancel run")).to_have_count(0)
     assert page.url.endswith(f"/runs/{run.id}/")
     assert page.js_errors == []
+
+
+def test_older_runs_moves_the_keyboard_focus_to_the_first_loaded_run(personas, login, page, monkeypatch):
+    from runs.views import runs as run_views
+
+    monkeypatch.setattr(run_views, "RUN_PAGE", 2)
+    for i in range(3):  # created in order: run-0 is the oldest, alone on the second page
+        seed_run(workspace=personas.workspace, items=1, lanes=1, name=f"run-{i}")
+    login(personas.viewer)
+    page.goto("/runs/")
+    older = page.get_by_role("link", name="Older runs")
+    older.focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("link", name="run-0")).to_be_visible()
+    expect(older).to_have_count(0)
+    expect(page.get_by_role("link", name="run-0")).to_be_focused()
+    assert page.js_errors == []

@@ -135,6 +135,8 @@ def test_typing_saves_and_answers_the_report_partial(personas, draft):
     assert "version.number" in html and "must be greater than 0" in html
     assert 'class="issue-jump" data-line="' in html
     assert 'id="structure" class="panel" hx-swap-oob="true"' in html
+    assert "<title>Renamed · editor · AgentClash</title>" in html  # htmx sets the page's title
+    assert '<h1 id="draft-heading" hx-swap-oob="true"><bdi>Renamed</bdi> ' in html
     assert "<html" not in html
     draft.refresh_from_db()
     assert draft.bundle_text == broken and draft.name == "Renamed"

@@ -61,3 +61,10 @@ def test_a_member_sees_the_pages_themselves(personas, url):
     client.force_login(personas.owner)
     response = client.get(url)
     assert response.status_code == 200 and MESSAGE not in response.content.decode()
+
+
+def test_it_says_how_an_owner_adds_them(lonely):
+    page = lonely.get("/").content.decode()
+    assert (
+        "add you on their workspace's Members page: give them your username, <strong>lonely</strong>" in page
+    )

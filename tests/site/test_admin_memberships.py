@@ -1,0 +1,172 @@
+"""The admin console keeps the last-owner rule: a workspace that has an owner keeps one, whether
+an operator edits a membership, the workspace's member rows, or deletes a user."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from agentclash_site.workspaces.models import Membership, Role
+from agentclash_site.workspaces.services import membership_set_role
+from tests.clients import logged_in
+
+pytestmark = pytest.mark.django_db
+
+FIX = "make another member an owner first"
+
+
+@pytest.fixture
+def root(personas):
+    return logged_in(get_user_model().objects.create_superuser("root", password="pw-root-123"))
+
+
+def role_of(personas, user) -> str | None:
+    return (
+        Membership.objects.filter(workspace=personas.workspace, user=user)
+        .values_list("role", flat=True)
+        .first()
+    )
+
+
+def membership(personas, user) -> Membership:
+    return Membership.objects.get(workspace=personas.workspace, user=user)
+
+
+class TestTheMembershipPages:
+    def test_the_last_owner_cannot_be_demoted(self, personas, root):
+        m = membership(personas, personas.owner)
+        response = root.post(
+            f"/admin/workspaces/membership/{m.pk}/change/",
+            {"role": "editor", "created_at_0": "2024-01-01", "created_at_1": "00:00:00"},
+        )
+        assert response.status_code == 200
+        assert FIX in response.content.decode()
+        assert role_of(personas, personas.owner) == "owner"
+
+    def test_another_owner_makes_the_demotion_possible(self, personas, root):
+        membership_set_role(workspace=personas.workspace, user=personas.editor, role=Role.OWNER)
+        m = membership(personas, personas.owner)
+        response = root.post(
+            f"/admin/workspaces/membership/{m.pk}/change/",
+            {"role": "viewer", "created_at_0": "2024-01-01", "created_at_1": "00:00:00"},
+        )
+        assert response.status_code == 302
+        assert role_of(personas, personas.owner) == "viewer"
+
+    def test_a_membership_cannot_be_moved_to_another_workspace_or_user(self, personas, root):
+        m = membership(personas, personas.owner)
+        root.post(
+            f"/admin/workspaces/membership/{m.pk}/change/",
+            {
+                "workspace": personas.other_workspace.pk,
+                "user": personas.viewer.pk,
+                "role": "owner",
+                "created_at_0": "2024-01-01",
+                "created_at_1": "00:00:00",
+            },
+        )
+        m.refresh_from_db()
+        assert (m.workspace_id, m.user_id) == (personas.workspace.pk, personas.owner.pk)
+
+    def test_the_last_owner_cannot_be_deleted(self, personas, root):
+        m = membership(personas, personas.owner)
+        page = root.get(f"/admin/workspaces/membership/{m.pk}/delete/").content.decode()
+        assert FIX in page
+        root.post(f"/admin/workspaces/membership/{m.pk}/delete/", {"post": "yes"})
+        assert role_of(personas, personas.owner) == "owner"
+
+    def test_the_bulk_delete_refuses_a_selection_holding_the_last_owner(self, personas, root):
+        ids = [membership(personas, u).pk for u in (personas.owner, personas.viewer)]
+        response = root.post(
+            "/admin/workspaces/membership/",
+            {"action": "delete_selected", "_selected_action": ids, "post": "yes"},
+        )
+        assert FIX in response.content.decode()
+        assert role_of(personas, personas.owner) == "owner" and role_of(personas, personas.viewer) == "viewer"
+
+    def test_the_bulk_delete_of_other_members_goes_ahead(self, personas, root):
+        ids = [membership(personas, u).pk for u in (personas.editor, personas.viewer)]
+        response = root.post(
+            "/admin/workspaces/membership/",
+            {"action": "delete_selected", "_selected_action": ids, "post": "yes"},
+        )
+        assert response.status_code == 302
+        assert list(
+            Membership.objects.filter(workspace=personas.workspace).values_list("role", flat=True)
+        ) == ["owner"]
+
+
+def inline_data(personas, **changes) -> dict[str, str]:
+    """The workspace change form with its member rows; ``changes`` maps a username to a
+    role, or to ``None`` to tick the row's delete box."""
+    ws = personas.workspace
+    rows = list(Membership.objects.filter(workspace=ws).select_related("user").order_by("pk"))
+    data = {
+        "slug": ws.slug,
+        "name": ws.name,
+        "memberships-TOTAL_FORMS": str(len(rows)),
+        "memberships-INITIAL_FORMS": str(len(rows)),
+        "memberships-MIN_NUM_FORMS": "0",
+        "memberships-MAX_NUM_FORMS": "1000",
+    }
+    for i, row in enumerate(rows):
+        name = row.user.get_username()
+        role = changes.get(name, row.role)
+        data.update(
+            {
+                f"memberships-{i}-id": str(row.pk),
+                f"memberships-{i}-workspace": str(ws.pk),
+                f"memberships-{i}-user": str(row.user_id),
+                f"memberships-{i}-role": role or row.role,
+                f"memberships-{i}-created_at_0": "2024-01-01",
+                f"memberships-{i}-created_at_1": "00:00:00",
+            }
+        )
+        if name in changes and role is None:
+            data[f"memberships-{i}-DELETE"] = "on"
+    return data
+
+
+class TestTheWorkspaceMemberRows:
+    def url(self, personas) -> str:
+        return f"/admin/workspaces/workspace/{personas.workspace.pk}/change/"
+
+    @pytest.mark.parametrize("change", ["viewer", None], ids=["demoted", "deleted"])
+    def test_the_last_owner_row_cannot_go(self, personas, root, change):
+        response = root.post(self.url(personas), inline_data(personas, olive=change))
+        assert response.status_code == 200
+        assert FIX in response.content.decode()
+        assert role_of(personas, personas.owner) == "owner"
+
+    def test_handing_ownership_over_in_one_save_is_fine(self, personas, root):
+        response = root.post(self.url(personas), inline_data(personas, olive="editor", eddie="owner"))
+        assert response.status_code == 302
+        assert (role_of(personas, personas.owner), role_of(personas, personas.editor)) == ("editor", "owner")
+
+
+class TestDeletingAUser:
+    def test_the_last_owner_of_a_workspace_cannot_be_deleted(self, personas, root):
+        url = f"/admin/auth/user/{personas.owner.pk}/delete/"
+        page = root.get(url).content.decode()
+        assert "last owner of workspace acme" in page and FIX in page
+        root.post(url, {"post": "yes"})
+        assert get_user_model().objects.filter(pk=personas.owner.pk).exists()
+
+    def test_nor_with_the_bulk_delete(self, personas, root):
+        response = root.post(
+            "/admin/auth/user/",
+            {
+                "action": "delete_selected",
+                "_selected_action": [personas.owner.pk, personas.viewer.pk],
+                "post": "yes",
+            },
+        )
+        assert FIX in response.content.decode()
+        assert get_user_model().objects.filter(pk__in=[personas.owner.pk, personas.viewer.pk]).count() == 2
+
+    def test_a_user_who_is_no_last_owner_can_be_deleted(self, personas, root):
+        membership_set_role(workspace=personas.workspace, user=personas.editor, role=Role.OWNER)
+        response = root.post(f"/admin/auth/user/{personas.owner.pk}/delete/", {"post": "yes"})
+        assert response.status_code == 302
+        assert not get_user_model().objects.filter(pk=personas.owner.pk).exists()
+        assert role_of(personas, personas.editor) == "owner"
