@@ -43,7 +43,8 @@ class Command(JsonCommand):
                     f"--workspace: user {user.get_username()!r} is not a member of workspace "
                     f"{workspace.slug!r}, so the token could reach nothing; add them first with "
                     f"`python manage.py workspace create {workspace.slug} --owner {user.get_username()}` "
-                    "(as an owner) or in the admin console",
+                    "(as an owner), on the workspace's Members page (an owner adds them) or in the "
+                    "admin console",
                     field="workspace",
                 )
         try:
