@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from grading.engine import jsontext
 from grading.engine.reader import DEFAULT_DEPLOYMENT, Execution, InvalidResults, read_results
+from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.models import (
     DeploymentKind,
     ItemState,
@@ -41,7 +42,6 @@ from runs.models import (
     RunLane,
     RunStatus,
 )
-from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.recording import ItemKey, ItemResult, grade_outcomes
 from runs.services.runs import RunError
 from runs.states import transition_lane, transition_run
