@@ -201,8 +201,11 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
         rows.append(row)
     if ranking:
         rows.sort(key=lambda r: (r.rank is None, r.rank or 0, r.lane.position))
-        if rows and rows[0].rank == 1 and rows[0].graded:
-            rows[0].winner = True
+        # lanes tied for first place share rank 1 (§10.4): each of them is a winner, not
+        # just the first by name
+        for row in rows:
+            if row.rank == 1 and row.graded:
+                row.winner = True
     return rows
 
 

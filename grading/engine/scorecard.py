@@ -13,6 +13,17 @@ from .validators.common import cfg
 
 GRADED = (Status.PASSED, Status.FAILED)
 
+# Scores are computed in binary floating point: weights 0.3 and 0.1 over scores 1 and 0 give
+# 0.7499999999999999 for an exact 0.75, and a cost of 0.02 against a max of 0.1 gives
+# 0.7999999999999999 for 0.8. A score within this distance of its threshold meets it
+# (§2, §10.2: thresholds are inclusive); real differences in [0, 1] are far larger.
+THRESHOLD_TOLERANCE = 1e-9
+
+
+def meets(score: float, threshold: float) -> bool:
+    """``score >= threshold``, inclusive up to floating-point rounding."""
+    return score >= threshold - THRESHOLD_TOLERANCE
+
 
 @dataclass(slots=True)
 class DimPlan:
@@ -169,7 +180,11 @@ def _dim_result(
     d: DimPlan, score: float | None, status: Status | None = None, klass: OutcomeClass | None = None
 ) -> DimensionResult:
     if score is not None and status is None:
-        status = Status.FAILED if d.pass_threshold is not None and score < d.pass_threshold else Status.PASSED
+        status = (
+            Status.FAILED
+            if d.pass_threshold is not None and not meets(score, d.pass_threshold)
+            else Status.PASSED
+        )
         klass = OutcomeClass.PASS if status is Status.PASSED else OutcomeClass.FAIL
     return DimensionResult(
         d.key,
@@ -304,7 +319,7 @@ def _weighted(dims: Sequence[DimensionResult]) -> float | None:
 
 def _gate_input(d: DimensionResult) -> GatingInput:
     if d.score is not None and d.status in GRADED:
-        ok = d.pass_threshold is None or d.score >= d.pass_threshold
+        ok = d.pass_threshold is None or meets(d.score, d.pass_threshold)
         return GatingInput(
             f"dimension {d.key}",
             Status.PASSED if ok else Status.FAILED,
@@ -324,7 +339,7 @@ def _overall_input(dims: Sequence[DimensionResult], overall: float | None, thres
             weighted_graded = True
             break
     if weighted_graded and overall is not None:
-        return _OVERALL_PASSED if overall >= threshold else _OVERALL_FAILED
+        return _OVERALL_PASSED if meets(overall, threshold) else _OVERALL_FAILED
     worst = _worst(dims)
     if worst is not None:
         return GatingInput("overall threshold", worst[0], worst[1])

@@ -292,3 +292,44 @@ def test_unknown_collector_is_a_pack_error_and_missing_value_unavailable():
     assert dims(g)["odd"]["status"] == "NOT_EVALUATED"
     assert dims(g)["ttft"]["status"] == "UNAVAILABLE"
     assert g.status.value == "PASSED"
+
+
+def test_an_overall_score_at_the_threshold_up_to_float_rounding_passes():
+    """§2 / §10.2: thresholds are inclusive. Weights 0.3 and 0.1 over scores 1 and 0 give
+    exactly 0.75, which floats compute as 0.7499999999999999: the document shows 0.75, so
+    a pass_threshold of 0.75 must pass (it failed)."""
+    sc = {
+        "dimensions": [
+            {"key": "a", "source": "validators", "validators": ["a"], "weight": 0.3},
+            {"key": "b", "source": "validators", "validators": ["b"], "weight": 0.1},
+        ],
+        "pass_threshold": 0.75,
+    }
+    g = grade({"a": PASS, "b": FAIL}, sc)
+    assert round(g.scorecard["overall_score"], 4) == 0.75
+    assert (g.status.value, g.scorecard["passed"]) == ("PASSED", True)
+    # just below stays below: 0.3 and 0.1001 give 0.7498...
+    below = {**sc, "dimensions": [sc["dimensions"][0], {**sc["dimensions"][1], "weight": 0.1001}]}
+    assert grade({"a": PASS, "b": FAIL}, below).status.value == "FAILED"
+
+
+def test_a_gate_dimension_at_its_threshold_up_to_float_rounding_passes():
+    """A cost of $0.02 against target 0 and max 0.10 normalises to exactly 0.8 (computed
+    0.7999999999999999); the gate's pass_threshold 0.8 is met, under every strategy."""
+    cost = {
+        "key": "cost",
+        "source": "cost",
+        "better_direction": "lower",
+        "normalization": {"target": 0.0, "max": 0.1},
+        "gate": True,
+        "pass_threshold": 0.8,
+    }
+    resp = {"metrics": {"cost_usd": 0.02}}
+    for strategy in ("weighted", "hybrid", "binary"):
+        dims_ = [cost, {"key": "c", "source": "validators", "pass_threshold": 1.0}]
+        g = grade({"a": PASS}, {"strategy": strategy, "dimensions": dims_}, resp)
+        assert round(dims(g)["cost"]["score"], 4) == 0.8
+        assert dims(g)["cost"]["status"] == "PASSED", strategy
+        assert g.status.value == "PASSED", strategy
+    over = grade({"a": PASS}, {"dimensions": [cost]}, {"metrics": {"cost_usd": 0.0201}})
+    assert dims(over)["cost"]["status"] == "FAILED" and over.status.value == "FAILED"

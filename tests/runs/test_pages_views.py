@@ -164,6 +164,23 @@ def test_lanes_within_noise_of_the_leader_are_marked(run, owner):
     assert "within noise" in owner.get(f"/runs/{run.id}/").content.decode()
 
 
+def test_lanes_tied_for_first_place_are_all_winners(run):
+    """§10.4: ranks are shared when every sort figure is equal (1, 1, 3), and the name only
+    orders the display; the first lane by name alone was marked the winner of a tie."""
+    from runs.results import lanes_of, leaderboard
+
+    stats = dict(run.stats)
+    stats["ranking"] = [dict(r, rank=1) for r in stats["ranking"]]
+    Run.objects.filter(id=run.id).update(stats=stats)
+    run.refresh_from_db()
+    rows = leaderboard(run, lanes_of(run))
+    assert len(rows) == 2 and [r.winner for r in rows] == [True, True]
+    stats["ranking"] = [dict(r, rank=i + 1) for i, r in enumerate(stats["ranking"])]
+    Run.objects.filter(id=run.id).update(stats=stats)
+    run.refresh_from_db()
+    assert [r.winner for r in leaderboard(run, lanes_of(run))] == [True, False]
+
+
 def test_a_running_run_polls_its_progress_until_it_finishes(personas, owner):
     live = seed_run(workspace=personas.workspace, items=20, lanes=2, status="running", done_fraction=0.5)
     body = owner.get(f"/runs/{live.id}/").content.decode()

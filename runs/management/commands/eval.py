@@ -50,6 +50,10 @@ def follow_exit_code(document: dict[str, Any], fail_under: float) -> int:
         rate = lane.get("pass_rate")
         if rate is None or rate < fail_under:
             return 1
+        if fail_under >= 1.0 and lane["counts"].get("FAILED"):
+            # the document's rate has 4 decimals: one failure in 20,000+ cases shows 1.0,
+            # and the default 1.0 means "any failed case"
+            return 1
     return 0
 
 
