@@ -110,10 +110,16 @@ def line_of(text: str, needle: str, occurrence: int = 1) -> int:
 
 
 def zip_bytes(members: dict[str, bytes | str], *, compression: int = zipfile.ZIP_DEFLATED) -> bytes:
+    """The same bytes for the same members: ``writestr(name, ...)`` stamps the current time,
+    so two calls a clock tick apart (zip times have 2 s steps) made different archives and a
+    test comparing a published zip with a fresh one failed now and then."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=compression) as archive:
         for name, data in members.items():
-            archive.writestr(name, data.encode() if isinstance(data, str) else data)
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.compress_type = compression
+            info.external_attr = 0o600 << 16  # as writestr(name) sets it
+            archive.writestr(info, data.encode() if isinstance(data, str) else data)
     return buffer.getvalue()
 
 
