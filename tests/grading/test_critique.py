@@ -412,6 +412,24 @@ def test_judge_disagreement_on_a_low_mean_or_a_case_below_its_threshold():
     assert findings(run_health(fine), "judge_disagreement") == []
 
 
+def test_judge_agreement_at_the_minimum_up_to_float_rounding_is_not_disagreement():
+    """§2: thresholds are inclusive. Agreements 0.6, 0.7 and 0.8 average 0.7 (computed
+    0.6999999999999998): a judge_agreement_min of 0.7 is met, no "0.70 is below 0.70"."""
+    at = [rec("a", f"c{i}", {"tone": "PASSED"}, agreement={"tone": v}) for i, v in enumerate([0.6, 0.7, 0.8])]
+    spec = {
+        "critique": {"judge_agreement_min": 0.7},
+        "llm_judges": [{"key": "tone", "min_agreement_threshold": 0.6}],
+    }
+    assert findings(run_health(at, spec), "judge_disagreement") == []
+    below = {**spec, "critique": {"judge_agreement_min": 0.7001}}
+    [s] = findings(run_health(at, below), "judge_disagreement")
+    assert "mean agreement 0.70 over 3 cases is below 0.70" in s.reason
+    # a case at the judge's own min_agreement_threshold is not below it
+    strict = {**spec, "llm_judges": [{"key": "tone", "min_agreement_threshold": 0.6001}]}
+    [s] = findings(run_health(at, strict), "judge_disagreement")
+    assert "1 case below the judge's min_agreement_threshold 0.60" in s.reason
+
+
 def test_unstable_across_repeats_lists_each_flaky_lane_and_case():
     records = [
         rec("a", "c1", {"v": "PASSED"}, rep=1),
