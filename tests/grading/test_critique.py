@@ -162,6 +162,21 @@ def test_the_echo_output_is_the_instructions_and_every_input_value_joined_by_new
     assert echo_text(case, CTX) == 'Answer the question: What is 2+40?\nx\n{"n":1}'
 
 
+def test_the_echo_output_of_a_case_without_rendered_instructions_is_just_its_input_values():
+    """With no rendered instructions the echo output began with an empty line ("\\nx"), so
+    an exact check of the echoed input did not pass on the echo baseline and was not flagged."""
+    case = dataclasses.replace(CASE, inputs=[CaseInput(key="a", value="x"), CaseInput(key="b", value="y")])
+    bare = dataclasses.replace(CTX, rendered_instructions="")
+    assert echo_text(case, bare) == "x\ny"
+    assert echo_text(case, dataclasses.replace(CTX, rendered_instructions=None)) == "x\ny"
+    spec = spec_of(
+        {"key": "same", "type": "exact_match", "target": "final_output", "expected_from": "case.inputs.q"}
+    )
+    [s] = probe(spec, ctx=bare)
+    assert s.finding == "trivially_satisfied" and s.assertion == "same"
+    assert "passes on the echo baseline (1 case input value echoed back)" in s.reason
+
+
 def test_a_check_that_fails_on_the_reference_output_is_flagged():
     spec = spec_of(
         {
