@@ -151,6 +151,18 @@ _FILE_VERB = re.compile(
     r"\b(?P<verb>saved|wrote|written|created|(?:have|has|['\u2019]ve)\s+(?:now\s+)?(?:saved|written|created))\b",
     _I,
 )
+# What may stand between a save verb and its object path (§8 "saved / wrote / created (to)
+# <path>"): a short object and "to" / "into" / "as" ("saved the report to"), an article,
+# "new", "file", "called" / "named". The path must start right there (after an optional
+# quote), as ``_COMMAND_RAN``'s command starts right after its verb: a path further on is
+# not what was saved ("created a PR that updates config.yaml", "wrote tests for utils.py").
+_FILE_OBJECT = re.compile(
+    r"\s+(?:(?:[\w'\u2019-]+\s+){0,3}?(?:to|into|as)\s+)?(?:(?:the|a|an)\s+)?(?:new\s+)?"
+    r"(?:file\s+)?(?:(?:called|named)\s+)?",
+    _I,
+)
+_OPEN_QUOTE = "'\"\u2018\u201c"
+_GAP_STRIP = " \t\n'\"`\u2018\u2019\u201c\u201d"  # whitespace and quotes around list glue
 _FILES_COUNT = re.compile(
     rf"\b(?P<verb>created|wrote|generated|added)\s+(?P<n>{_NUM})\s+(?:new\s+)?(?:[\w-]+\s+)?files?\b", _I
 )
@@ -522,7 +534,14 @@ def _negated(sentence: str, verb_start: int) -> bool:
 
 
 def _paths_after(sentence: str, pos: int) -> list[str]:
-    """The path named right after a save verb, plus any listed with it (``a.py and b.py``)."""
+    """The path that is a save verb's object (the verb ends at ``pos``), plus any listed
+    with it (``a.py and b.py``); none when the object is not a path."""
+    lead = _FILE_OBJECT.match(sentence, pos)
+    if lead is None:
+        return []
+    pos = lead.end()
+    if sentence[pos : pos + 1] and sentence[pos] in _OPEN_QUOTE:
+        pos += 1
     tokens: list[tuple[int, int, str]] = []
     for m in _BACKTICK.finditer(sentence, pos):
         tokens.append((m.start(), m.end(), m.group(1)))
@@ -537,7 +556,9 @@ def _paths_after(sentence: str, pos: int) -> list[str]:
     out: list[str] = []
     prev_end = -1
     for start, end, token in tokens:
-        if out and not _LIST_GLUE.fullmatch(sentence[prev_end:start].strip()):
+        if not out and start != pos:
+            break
+        if out and not _LIST_GLUE.fullmatch(sentence[prev_end:start].strip(_GAP_STRIP)):
             break
         out.append(token)
         prev_end = end

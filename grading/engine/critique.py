@@ -206,17 +206,20 @@ def empty_evidence(context: GradeContext) -> Evidence:
 
 
 def echo_text(case: CaseDef, context: GradeContext) -> str:
-    parts = [context.rendered_instructions or ""]
+    """The rendered instructions and every case input value, joined by newlines (§9); no
+    instructions contribute no line (the output does not start with an empty one)."""
+    parts = [context.rendered_instructions] if context.rendered_instructions else []
     parts.extend(as_text(i.value) for i in case.inputs if i.value is not MISSING)
     return "\n".join(parts)
 
 
-def _echoed(inputs: int) -> str:
+def _echoed(inputs: int, instructions: bool = True) -> str:
     """What the echo baseline sent back, in words (a payload-only case has no input values:
     its payload reaches the agent through the rendered instructions)."""
     if not inputs:
         return "the rendered instructions"
-    return f"the instructions and {inputs} case input value{'s' if inputs != 1 else ''}"
+    values = f"{inputs} case input value{'s' if inputs != 1 else ''}"
+    return f"the instructions and {values}" if instructions else values
 
 
 def echo_evidence(case: CaseDef, context: GradeContext) -> Evidence:
@@ -363,7 +366,7 @@ def probe_case(
                 flagged.add(key)
                 suggestions.append(
                     Suggestion(
-                        reason=f"{_name(key, labels)} passes on the echo baseline ({_echoed(echoed)} "
+                        reason=f"{_name(key, labels)} passes on the echo baseline ({_echoed(echoed, bool(ctx.rendered_instructions))} "
                         f"echoed back): {_short(result['evidence'])}",
                         finding="trivially_satisfied",
                         assertion=key,

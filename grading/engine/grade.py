@@ -1121,7 +1121,7 @@ def _claims_expectation(claims: list[Claim], failure: str | None) -> Expectation
         text,
         Status.PASSED,
         OutcomeClass.PASS,
-        f"{len(claims)} claims, none contradicted ({verified} verified, {len(claims) - verified} unverifiable)",
+        f"{len(claims)} claim{'s' if len(claims) != 1 else ''}, none contradicted ({verified} verified, {len(claims) - verified} unverifiable)",
         score=1.0,
         gating=True,
     )

@@ -30,7 +30,7 @@ from .critique import (
     assertion_labels,
     eval_feedback,
 )
-from .types import EvalFeedback, Suggestion
+from .types import EvalFeedback, Suggestion, meets
 
 CaseId = tuple[str, str]
 Outcome = tuple[str, str | None, str | None]  # (status, outcome_class, reason_code)
@@ -226,7 +226,7 @@ class RunHealthAccumulator:
                 h.agreement_sum += value
                 h.agreement_n += 1
                 threshold = self._thresholds.get(key)
-                if threshold is not None and value < threshold:
+                if threshold is not None and not meets(value, threshold):
                     h.below += 1
         if outcome_class == "pack_error" and not explained:
             # a case-level pack error no expectation explains (e.g. an unresolved case reference)
@@ -277,12 +277,13 @@ class RunHealthAccumulator:
             threshold = self._thresholds.get(key)
             below = max(h.below, h.low)
             mean_agreement = h.agreement_sum / h.agreement_n if h.agreement_n else None
-            if (mean_agreement is not None and mean_agreement < agreement_min) or below:
+            low_mean = mean_agreement is not None and not meets(mean_agreement, agreement_min)
+            if low_mean or below:
                 parts = []
                 if mean_agreement is not None:
                     parts.append(
                         f"mean agreement {mean_agreement:.2f} over {h.agreement_n} cases"
-                        + (f" is below {agreement_min:.2f}" if mean_agreement < agreement_min else "")
+                        + (f" is below {agreement_min:.2f}" if low_mean else "")
                     )
                 if below:
                     parts.append(

@@ -8,21 +8,10 @@ from typing import Any
 
 from .evidence import run_completed_successfully, run_failure_count
 from .spec import KNOWN_COLLECTORS as SPEC_KNOWN_COLLECTORS
-from .types import DimensionResult, Evidence, ExpectationResult, OutcomeClass, Status, Validity
+from .types import DimensionResult, Evidence, ExpectationResult, OutcomeClass, Status, Validity, meets
 from .validators.common import cfg
 
 GRADED = (Status.PASSED, Status.FAILED)
-
-# Scores are computed in binary floating point: weights 0.3 and 0.1 over scores 1 and 0 give
-# 0.7499999999999999 for an exact 0.75, and a cost of 0.02 against a max of 0.1 gives
-# 0.7999999999999999 for 0.8. A score within this distance of its threshold meets it
-# (§2, §10.2: thresholds are inclusive); real differences in [0, 1] are far larger.
-THRESHOLD_TOLERANCE = 1e-9
-
-
-def meets(score: float, threshold: float) -> bool:
-    """``score >= threshold``, inclusive up to floating-point rounding."""
-    return score >= threshold - THRESHOLD_TOLERANCE
 
 
 @dataclass(slots=True)

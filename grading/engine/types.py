@@ -14,6 +14,19 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# Scores are computed in binary floating point: weights 0.3 and 0.1 over scores 1 and 0 give
+# 0.7499999999999999 for an exact 0.75, a cost of 0.02 against a max of 0.1 gives
+# 0.7999999999999999 for 0.8, and the mean of 0.3 and 0.6 is 0.44999999999999996. A score
+# within this distance of its threshold meets it (§2, §10.2: thresholds are inclusive); real
+# differences in [0, 1] are far larger.
+THRESHOLD_TOLERANCE = 1e-9
+
+
+def meets(score: float, threshold: float) -> bool:
+    """``score >= threshold``, inclusive up to floating-point rounding: the one comparison of
+    a computed score or agreement with its threshold (scorecard, validators, judges, health)."""
+    return score >= threshold - THRESHOLD_TOLERANCE
+
 
 class Status(StrEnum):
     PASSED = "PASSED"

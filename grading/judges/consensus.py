@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grading.engine.types import meets
+
 
 @dataclass(slots=True)
 class Outcome:
@@ -64,7 +66,7 @@ def combine(
     elif agg == "unanimous":
         score = min(vals)
     elif agg == "majority_vote":
-        yes = sum(1 for v in vals if v >= (0.5 if binary else threshold))
+        yes = sum(1 for v in vals if (v >= 0.5 if binary else meets(v, threshold)))
         no = len(vals) - yes
         if yes == no:
             needs_review = True
@@ -73,7 +75,7 @@ def combine(
         score = (1.0 if vote else 0.0) if binary else _median(vals)
     else:  # median
         score = _median(vals)
-    passed = vote if vote is not None else score >= threshold
+    passed = vote if vote is not None else meets(score, threshold)
     if binary:
         verdict = 1.0 if passed else 0.0
         all_values = [v for values in values_by_model.values() for v in values]
@@ -82,7 +84,7 @@ def combine(
         all_values = [v for values in values_by_model.values() for v in values]
         agreement = 1.0 - (max(all_values) - min(all_values))
     variance = float(statistics.pvariance(all_values)) if len(all_values) > 1 else 0.0
-    if len(vals) > 1 and len({v >= threshold for v in vals}) > 1:
+    if len(vals) > 1 and len({meets(v, threshold) for v in vals}) > 1:
         notes.append("models disagree")
         if flag_on_disagreement:
             needs_review = True

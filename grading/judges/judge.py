@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from grading.engine.judging import JudgeRequest
-from grading.engine.types import ExpectationResult, OutcomeClass, ResultKind, Status
+from grading.engine.types import ExpectationResult, OutcomeClass, ResultKind, Status, meets
 from grading.pricing import PriceTable
 
 from . import calls as C
@@ -440,7 +440,7 @@ def decide(
         details["notes"] = out.notes
     minimum = agreement_threshold(decl)
     summary = _summary(mode, out.score, values, kept, low, high, expect, refs)
-    if minimum is not None and out.agreement < minimum:
+    if minimum is not None and not meets(out.agreement, minimum):
         return _result(
             key,
             Status.ERROR,

@@ -32,6 +32,7 @@ from grading.engine.types import (
     JudgeUsage,
     OutcomeClass,
     Status,
+    meets,
 )
 
 from . import calls as C
@@ -312,7 +313,7 @@ def rank_case(
             f"n_wise: label {label} ranked {', '.join(map(str, ranks))} of {len(labels)} "
             f"(Borda score {out.score:.4f}); cites {', '.join(refs)}"
         )
-        if minimum is not None and out.agreement < minimum:
+        if minimum is not None and not meets(out.agreement, minimum):
             results[a.lane] = _result(
                 key,
                 Status.ERROR,

@@ -258,6 +258,47 @@ def test_paths_need_a_slash_a_short_extension_or_backticks():
     assert [c for c in claims if c.kind == "file_saved"] == []
 
 
+def saved_paths(text: str) -> list[str]:
+    return [c.evidence.split(" was not returned")[0] for c in claims_of(text) if c.kind == "file_saved"]
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("Saved the report to out/report.md.", ["out/report.md"]),
+        ("I wrote `src/app.py`.", ["src/app.py"]),
+        ("created file notes.txt", ["notes.txt"]),
+        ("I created a new file called notes.txt.", ["notes.txt"]),
+        ("Wrote the file 'data/out.csv' and b.py.", ["data/out.csv", "b.py"]),
+        ("The output has been written to out.json.", ["out.json"]),
+        ("I have written the output to out.json.", ["out.json"]),
+        ("Saved report.json to disk.", ["report.json"]),
+    ],
+)
+def test_file_saved_names_the_path_that_is_the_verbs_object(text, paths):
+    """§8: "saved / wrote / created (to) <path>": the path directly after the verb, after
+    "to" (a short object may come first: "the report to"), "the file" or a quote."""
+    assert saved_paths(text) == paths
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I created a PR that updates config.yaml.",
+        "I wrote a summary of the Vue.js docs.",
+        "wrote tests for utils.py",
+        "created an issue about setup.cfg",
+        "saved time by caching x.json",
+        "I created a helper that writes to out.json and reads in.json.",
+    ],
+)
+def test_a_path_elsewhere_in_a_save_sentence_is_not_a_file_saved_claim(text):
+    """A path that is not the verb's object is no file_saved claim: the case did not fail
+    under fail_on_contradicted because "I created a PR that updates config.yaml" was read as
+    a claim to have saved config.yaml."""
+    assert saved_paths(text) == []
+
+
 # -- files_created_count -------------------------------------------------------
 
 

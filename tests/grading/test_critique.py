@@ -162,6 +162,21 @@ def test_the_echo_output_is_the_instructions_and_every_input_value_joined_by_new
     assert echo_text(case, CTX) == 'Answer the question: What is 2+40?\nx\n{"n":1}'
 
 
+def test_the_echo_output_of_a_case_without_rendered_instructions_is_just_its_input_values():
+    """With no rendered instructions the echo output began with an empty line ("\\nx"), so
+    an exact check of the echoed input did not pass on the echo baseline and was not flagged."""
+    case = dataclasses.replace(CASE, inputs=[CaseInput(key="a", value="x"), CaseInput(key="b", value="y")])
+    bare = dataclasses.replace(CTX, rendered_instructions="")
+    assert echo_text(case, bare) == "x\ny"
+    assert echo_text(case, dataclasses.replace(CTX, rendered_instructions=None)) == "x\ny"
+    spec = spec_of(
+        {"key": "same", "type": "exact_match", "target": "final_output", "expected_from": "case.inputs.q"}
+    )
+    [s] = probe(spec, ctx=bare)
+    assert s.finding == "trivially_satisfied" and s.assertion == "same"
+    assert "passes on the echo baseline (1 case input value echoed back)" in s.reason
+
+
 def test_a_check_that_fails_on_the_reference_output_is_flagged():
     spec = spec_of(
         {
@@ -410,6 +425,24 @@ def test_judge_disagreement_on_a_low_mean_or_a_case_below_its_threshold():
     assert len(findings(run_health(errored), "judge_disagreement")) == 1
     fine = [rec("a", "c1", {"tone": "PASSED"}, agreement={"tone": 0.9})]
     assert findings(run_health(fine), "judge_disagreement") == []
+
+
+def test_judge_agreement_at_the_minimum_up_to_float_rounding_is_not_disagreement():
+    """§2: thresholds are inclusive. Agreements 0.6, 0.7 and 0.8 average 0.7 (computed
+    0.6999999999999998): a judge_agreement_min of 0.7 is met, no "0.70 is below 0.70"."""
+    at = [rec("a", f"c{i}", {"tone": "PASSED"}, agreement={"tone": v}) for i, v in enumerate([0.6, 0.7, 0.8])]
+    spec = {
+        "critique": {"judge_agreement_min": 0.7},
+        "llm_judges": [{"key": "tone", "min_agreement_threshold": 0.6}],
+    }
+    assert findings(run_health(at, spec), "judge_disagreement") == []
+    below = {**spec, "critique": {"judge_agreement_min": 0.7001}}
+    [s] = findings(run_health(at, below), "judge_disagreement")
+    assert "mean agreement 0.70 over 3 cases is below 0.70" in s.reason
+    # a case at the judge's own min_agreement_threshold is not below it
+    strict = {**spec, "llm_judges": [{"key": "tone", "min_agreement_threshold": 0.6001}]}
+    [s] = findings(run_health(at, strict), "judge_disagreement")
+    assert "1 case below the judge's min_agreement_threshold 0.60" in s.reason
 
 
 def test_unstable_across_repeats_lists_each_flaky_lane_and_case():

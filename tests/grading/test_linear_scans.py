@@ -62,9 +62,13 @@ def test_go_results_in_a_claims_source_are_counted_in_linear_time():
 
 
 def test_paths_listed_after_a_save_verb_are_read_in_linear_time():
+    verb_end = len("I saved")
     sentence = "I saved a.py" + " " * N + "b.py"
-    assert _fast(lambda: claims._paths_after(sentence, 0)) == ["a.py", "b.py"]
-    assert claims._paths_after("I saved a.py ,  AND b.py & c.py, d.py and e.py; f.py", 0) == [
+    assert _fast(lambda: claims._paths_after(sentence, verb_end)) == ["a.py", "b.py"]
+    # the object before "to" is read in linear time too
+    spaced = "I saved" + (" " * N + "the") * 3 + " " * N + "x.py"
+    assert _fast(lambda: claims._paths_after(spaced, verb_end)) == []
+    assert claims._paths_after("I saved a.py ,  AND b.py & c.py, d.py and e.py; f.py", verb_end) == [
         "a.py",
         "b.py",
         "c.py",

@@ -27,6 +27,7 @@ from ..types import (
     OutcomeClass,
     Status,
     canonical_json,
+    meets,
     render_evidence,
 )
 
@@ -117,7 +118,7 @@ def binary(ok: bool, evidence: EvidenceText, **kw: Any) -> VResult:
 
 def graded(score: float, threshold: float, evidence: str, **kw: Any) -> VResult:
     score = min(1.0, max(0.0, score))
-    return VResult(Status.PASSED if score >= threshold else Status.FAILED, score, evidence, **kw)
+    return VResult(Status.PASSED if meets(score, threshold) else Status.FAILED, score, evidence, **kw)
 
 
 def pack_error(evidence: str, reason: str = "invalid_config", **kw: Any) -> VResult:

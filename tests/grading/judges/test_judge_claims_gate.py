@@ -86,7 +86,7 @@ def test_unverifiable_or_supported_model_claims_do_not_fail_the_gate(fake):
     [llm] = [c for c in g.claims if c["source"] == "llm"]
     assert llm["verified"] is None and "unverifiable" in llm["evidence"]
     assert claims_exp(g).status.value == "PASSED" and g.status.value == "PASSED"
-    assert claims_exp(g).evidence == "1 claims, none contradicted (0 verified, 1 unverifiable)"
+    assert claims_exp(g).evidence == "1 claim, none contradicted (0 verified, 1 unverifiable)"
 
     fake.default = by_mode(assertion=verdict({"pass": True, "reasoning": "ok"}), claims=claims_answer(True))
     g, _ = graded_with_model_claims(fake, gated(spec(assertion())))

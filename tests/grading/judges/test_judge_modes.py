@@ -397,3 +397,24 @@ def test_reference_from_an_unavailable_channel_is_unavailable_not_a_pack_error(f
         r = judge_result(grade(judge, spec(missing)))
     assert r.status.value == "NOT_EVALUATED" and r.outcome_class.value == "pack_error"
     assert r.reason_code == "reference_missing"
+
+
+def test_rubric_consensus_at_its_threshold_up_to_float_rounding_passes(fake):
+    """§2: thresholds are inclusive. Two models scoring 3 and 6 of 10 normalise to 0.3 and
+    0.6, whose mean is 0.45 (computed 0.44999999999999996): threshold 0.45 is met."""
+    fake.default = verdict(lambda body: {"score": 3 if body["model"] == "gpt-4o" else 6})
+    j = {
+        "key": "j",
+        "mode": "rubric",
+        "rubric": "correct?",
+        "models": ["gpt-4o", "gpt-4o-mini"],
+        "samples": 1,
+        "score_scale": {"min": 0, "max": 10},
+        "consensus": {"aggregation": "mean"},
+        "threshold": 0.45,
+    }
+    with make_judge(fake) as judge:
+        r = judge_result(grade(judge, spec(j)))
+        assert round(r.score, 4) == 0.45 and r.status.value == "PASSED"
+        below = judge_result(grade(judge, spec({**j, "threshold": 0.4501})))
+    assert below.status.value == "FAILED"
