@@ -211,6 +211,14 @@ class LaneBudgets:
             return budget
 
 
+def reserved(reservation: Any) -> tuple[int, float]:
+    """The tokens and USD a reservation (of a :class:`JudgeBudget` or a :class:`SharedBudget`)
+    holds: what a call whose usage is not reported is charged."""
+    if isinstance(reservation, Reservation):
+        return reservation.tokens, reservation.usd
+    return sum(r.tokens for _, r in reservation), sum(r.usd for _, r in reservation)
+
+
 def _parts(total: int, n: int) -> list[int]:
     """``total`` in ``n`` near-equal whole parts that sum to it (remainders to the first)."""
     q, r = divmod(total, max(1, n))
