@@ -6,8 +6,9 @@ Who calls what (R2 / the lead wire these):
   ``grade_case`` (``LaneContext.judge``). None when the workspace has no judge provider, so
   judge expectations stay NOT_EVALUATED ``no_judge_provider``. The budget is the lane's
   equal share of ``scorecard.judge_limits`` (split over the run's lane count at run start)
-  minus what the lane already spent (its ``judge_*`` counters, which ``runs.recording``
-  keeps from each grade's ``judge_usage``). Every judge shares one process-wide event-loop
+  minus what the lane already charged to it (its ``judge_charged_*`` counters, which
+  ``runs.recording`` keeps from each grade's ``judge_usage``: the reported usage, or a call's
+  reservation when its provider reported none, as the in-memory budget counted it). Every judge shares one process-wide event-loop
   thread, so a judge needs no closing; ``close_judge`` exists for symmetry.
 - ``grade_case_with_judge(evidence, case, spec, context=..., judge=...)``: a drop-in for
   ``grade_case`` in ``runs.recording.grade_evidence``: ``grade_case`` plus, when a judge is
@@ -85,16 +86,13 @@ def judge_for_lane(lane: Any) -> LLMJudge | None:
     run = Run.objects.light().get(pk=lane.run_id)
     lanes = RunLane.objects.filter(run_id=run.pk).count()
     fresh = (
-        RunLane.objects.filter(pk=lane.pk)
-        .values("judge_input_tokens", "judge_output_tokens", "judge_cost_usd")
-        .first()
-        or {}
+        RunLane.objects.filter(pk=lane.pk).values("judge_charged_tokens", "judge_charged_usd").first() or {}
     )
     budget = lane_share(
         judge_limits_of(_spec_of(run)),
         lanes,
-        spent_tokens=int(fresh.get("judge_input_tokens") or 0) + int(fresh.get("judge_output_tokens") or 0),
-        spent_usd=float(fresh.get("judge_cost_usd") or 0.0),
+        spent_tokens=int(fresh.get("judge_charged_tokens") or 0),
+        spent_usd=float(fresh.get("judge_charged_usd") or 0.0),
         prices=price_table(),
     )
     return judge_for_workspace(run.workspace_id, budget=budget)
@@ -188,17 +186,17 @@ def _lane_shares(run: Any, judge: LLMJudge, spec: Any) -> tuple[list[dict[str, A
     from runs.models import RunLane
 
     lanes = list(
-        RunLane.objects.filter(run_id=run.pk).values(
-            "pk", "judge_input_tokens", "judge_output_tokens", "judge_cost_usd"
-        )
+        RunLane.objects.filter(run_id=run.pk)
+        .order_by("pk")  # the order _charge_lanes books the shares in
+        .values("pk", "judge_charged_tokens", "judge_charged_usd")
     )
     limits = judge_limits_of(spec)
     shares = [
         lane_share(
             limits,
             len(lanes),
-            spent_tokens=row["judge_input_tokens"] + row["judge_output_tokens"],
-            spent_usd=row["judge_cost_usd"],
+            spent_tokens=row["judge_charged_tokens"],
+            spent_usd=row["judge_charged_usd"],
             prices=judge.budget.prices,
         )
         for row in lanes
@@ -235,6 +233,8 @@ def _charge_lanes(run: Any, usage: JudgeUsage, lane_ids: list[int]) -> None:
             judge_input_tokens=F("judge_input_tokens") + share.input_tokens,
             judge_output_tokens=F("judge_output_tokens") + share.output_tokens,
             judge_cost_usd=F("judge_cost_usd") + (share.cost_usd or 0.0),
+            judge_charged_tokens=F("judge_charged_tokens") + share.charged()[0],
+            judge_charged_usd=F("judge_charged_usd") + share.charged()[1],
         )
 
 
@@ -259,11 +259,12 @@ def rank_run(run: Any) -> int:
             lane_share(
                 limits,
                 len(lanes),
-                spent_tokens=lane.judge_input_tokens + lane.judge_output_tokens,
-                spent_usd=lane.judge_cost_usd,
+                spent_tokens=lane.judge_charged_tokens,
+                spent_usd=lane.judge_charged_usd,
                 prices=judge.budget.prices,
             )
-            for lane in lanes.values()
+            # in the order the ranking's spend is booked (sorted lane keys, split_usage)
+            for lane in sorted(lanes.values(), key=lambda lane: str(lane.pk))
         ]
     )
     items = (
@@ -296,13 +297,7 @@ def rank_run(run: Any) -> int:
                 sorted(out.results.items()), split_usage(out.usage, len(out.results)), strict=True
             ):
                 ranked.setdefault(lane_key, {})[str(get(decl, "key"))] = result
-                acc = shares.setdefault(lane_key, JudgeUsage())
-                acc.calls += share.calls
-                acc.input_tokens += share.input_tokens
-                acc.output_tokens += share.output_tokens
-                acc.cost_usd = (
-                    None if share.cost_usd is None or acc.cost_usd is None else acc.cost_usd + share.cost_usd
-                )
+                shares.setdefault(lane_key, JudgeUsage()).add(share)
         for item, case, evidence, context in prepared:
             lane_key = str(item.lane_id)
             if lane_key not in ranked:
@@ -378,6 +373,9 @@ def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, column
             updates["judge_input_tokens"] = F("judge_input_tokens") + spend.input_tokens
             updates["judge_output_tokens"] = F("judge_output_tokens") + spend.output_tokens
             updates["judge_cost_usd"] = F("judge_cost_usd") + (spend.cost_usd or 0.0)
+            charged_tokens, charged_usd = spend.charged()
+            updates["judge_charged_tokens"] = F("judge_charged_tokens") + charged_tokens
+            updates["judge_charged_usd"] = F("judge_charged_usd") + charged_usd
         RunLane.objects.filter(pk=lane.pk).update(**updates)
         # the pre-rank grade stays viewable, numbered as a rescore numbers the grade it
         # supersedes (the item's revision); the ranked grade is the item's next revision

@@ -329,6 +329,11 @@ class RunLane(models.Model):
     judge_input_tokens = models.BigIntegerField(default=0)
     judge_output_tokens = models.BigIntegerField(default=0)
     judge_cost_usd = models.FloatField(default=0.0)
+    # What those calls counted against the lane's judge_limits share (grading.md §6.4): the
+    # reported usage, or a call's reservation when its provider reported none. A resumed
+    # lane's budget is rebuilt from these; they are never shown as cost.
+    judge_charged_tokens = models.BigIntegerField(default=0)
+    judge_charged_usd = models.FloatField(default=0.0)
     # grading.engine.aggregate.LaneCounters.to_dict(): per-challenge tallies, the per-case
     # repetition sums of §10.3, dimension means, the latency histogram. Read-modify-write
     # under the lane's row lock, in the same transaction as the grades it counts.

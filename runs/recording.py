@@ -471,6 +471,8 @@ def _add_deltas(deltas: dict[str, Any], counters: LaneCounters, r: ItemResult, i
             ("judge_input_tokens", r.record.judge_input_tokens),
             ("judge_output_tokens", r.record.judge_output_tokens),
             ("judge_cost_usd", r.record.judge_cost_usd),
+            ("judge_charged_tokens", r.record.judge_charged_tokens),
+            ("judge_charged_usd", r.record.judge_charged_usd),
         ):
             if value:
                 deltas[name] = deltas.get(name, 0) + value

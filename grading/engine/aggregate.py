@@ -70,6 +70,10 @@ class CaseRecord:
     judge_input_tokens: int = 0
     judge_output_tokens: int = 0
     judge_cost_usd: float | None = 0.0
+    # what the judge calls counted against judge_limits (JudgeUsage.charged_*): a resumed
+    # lane's budget is rebuilt from these, never shown as cost
+    judge_charged_tokens: int = 0
+    judge_charged_usd: float = 0.0
     content_hash: str | None = None
     pack_version: int | None = None
     run_id: str | None = None
@@ -169,6 +173,12 @@ def record_from_grade(
         m = {k: getattr(m, k, None) for k in ("input_tokens", "output_tokens", "cost_usd", "latency_ms")}
     m = m or {}
     deployment = str(case.get("deployment") or "default")
+    judge_in = finite_int(usage.get("input_tokens")) or 0
+    judge_out = finite_int(usage.get("output_tokens")) or 0
+    judge_cost = finite_float(usage.get("cost_usd")) if "cost_usd" in usage else 0.0
+    # absent (charged as reported, or a grade from before they were kept): the reported usage
+    charged_tokens = finite_int(usage.get("charged_tokens"))
+    charged_usd = finite_float(usage.get("charged_usd"))
     return CaseRecord(
         deployment=deployment,
         lane_id=str(case.get("lane_id") or deployment),
@@ -190,9 +200,11 @@ def record_from_grade(
         cost_usd=finite_float(m.get("cost_usd")),
         latency_ms=finite_float(m.get("latency_ms")),
         judge_calls=finite_int(usage.get("calls")) or 0,
-        judge_input_tokens=finite_int(usage.get("input_tokens")) or 0,
-        judge_output_tokens=finite_int(usage.get("output_tokens")) or 0,
-        judge_cost_usd=finite_float(usage.get("cost_usd")) if "cost_usd" in usage else 0.0,
+        judge_input_tokens=judge_in,
+        judge_output_tokens=judge_out,
+        judge_cost_usd=judge_cost,
+        judge_charged_tokens=charged_tokens if charged_tokens is not None else judge_in + judge_out,
+        judge_charged_usd=charged_usd if charged_usd is not None else (judge_cost or 0.0),
         content_hash=content_hash if content_hash is not None else case.get("content_hash"),
         pack_version=finite_int(case.get("pack_version")),
         run_id=case.get("run_id"),

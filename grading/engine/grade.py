@@ -644,12 +644,7 @@ class CaseGrade:
             "claims": list(self.claims),
             "user_notes_summary": {k: list(v) for k, v in self.user_notes_summary.items()},
             "eval_feedback": dict(self.eval_feedback),
-            "judge_usage": {
-                "calls": self.judge_usage.calls,
-                "input_tokens": self.judge_usage.input_tokens,
-                "output_tokens": self.judge_usage.output_tokens,
-                "cost_usd": self.judge_usage.cost_usd,
-            },
+            "judge_usage": self.judge_usage.to_doc(),
             "scorecard": dict(self.scorecard),
             "gates": dict(self.gates),
         }
@@ -673,12 +668,7 @@ class CaseGrade:
             gates=dict(doc.get("gates") or {}),
             _claims=list(doc.get("claims") or []),
             eval_feedback=dict(doc.get("eval_feedback") or {"suggestions": [], "overall": ""}),
-            judge_usage=JudgeUsage(
-                calls=int(ju.get("calls", 0)),
-                input_tokens=int(ju.get("input_tokens", 0)),
-                output_tokens=int(ju.get("output_tokens", 0)),
-                cost_usd=ju.get("cost_usd", 0.0),
-            ),
+            judge_usage=JudgeUsage.from_doc(ju),
             execution_metrics=dict(doc.get("execution_metrics") or {}),
             timing=dict(doc.get("timing") or {}),
             user_notes_summary={

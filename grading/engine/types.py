@@ -529,7 +529,67 @@ class EvalFeedback:
 
 @dataclass(slots=True)
 class JudgeUsage:
+    """Judge spend. ``input_tokens``, ``output_tokens`` and ``cost_usd`` are what the
+    provider reported (cost None: unknown); ``charged_tokens`` and ``charged_usd`` are what
+    the calls counted against ``judge_limits`` (grading.md §6.4): the reported usage, or for a
+    call whose usage was not reported, its reservation. A resumed lane's budget is rebuilt
+    from the charged amounts; they are never shown as cost."""
+
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
+    charged_tokens: int = 0
+    charged_usd: float = 0.0
+
+    def add(self, part: JudgeUsage) -> None:
+        self.calls += part.calls
+        self.input_tokens += part.input_tokens
+        self.output_tokens += part.output_tokens
+        if self.cost_usd is not None:
+            self.cost_usd = None if part.cost_usd is None else self.cost_usd + part.cost_usd
+        self.charged_tokens += part.charged_tokens
+        self.charged_usd += part.charged_usd
+
+    def charged(self) -> tuple[int, float]:
+        """The tokens and USD charged, never less than the reported usage (a judge that fills
+        in only the reported fields, like the seam's test doubles, is charged those)."""
+        return (
+            max(self.charged_tokens, self.input_tokens + self.output_tokens),
+            max(self.charged_usd, self.cost_usd or 0.0),
+        )
+
+    @property
+    def charged_as_reported(self) -> bool:
+        """True when the charge is exactly the reported usage (every call reported it)."""
+        return self.cost_usd is not None and self.charged() == (
+            self.input_tokens + self.output_tokens,
+            self.cost_usd,
+        )
+
+    def to_doc(self) -> dict[str, Any]:
+        """The ``judge_usage`` document; the charged amounts only when they differ from the
+        reported usage (they default to it when read back)."""
+        doc: dict[str, Any] = {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+        }
+        if not self.charged_as_reported:
+            doc["charged_tokens"], doc["charged_usd"] = self.charged()
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: Any) -> JudgeUsage:
+        doc = doc if isinstance(doc, dict) else {}
+        tokens_in, tokens_out = int(doc.get("input_tokens") or 0), int(doc.get("output_tokens") or 0)
+        cost = doc.get("cost_usd", 0.0)
+        return cls(
+            calls=int(doc.get("calls") or 0),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost_usd=cost,
+            charged_tokens=int(doc.get("charged_tokens", tokens_in + tokens_out) or 0),
+            charged_usd=float(doc.get("charged_usd", cost or 0.0) or 0.0),
+        )

@@ -211,10 +211,25 @@ class LaneBudgets:
             return budget
 
 
+def reserved(reservation: Any) -> tuple[int, float]:
+    """The tokens and USD a reservation (of a :class:`JudgeBudget` or a :class:`SharedBudget`)
+    holds: what a call whose usage is not reported is charged."""
+    if isinstance(reservation, Reservation):
+        return reservation.tokens, reservation.usd
+    return sum(r.tokens for _, r in reservation), sum(r.usd for _, r in reservation)
+
+
+def _parts(total: int, n: int) -> list[int]:
+    """``total`` in ``n`` near-equal whole parts that sum to it (remainders to the first)."""
+    q, r = divmod(total, max(1, n))
+    return [q + (1 if i < r else 0) for i in range(max(1, n))]
+
+
 class SharedBudget:
     """A budget view over several lanes' shares, for calls that serve every lane (n_wise
     rankings): each reservation is split equally between the lanes and fails if any lane
-    cannot afford its part."""
+    cannot afford its part. The reported usage is split the same way, the integer remainders
+    going to the first lanes, so the lanes are charged every token the provider reported."""
 
     def __init__(self, budgets: list[JudgeBudget]) -> None:
         self.budgets = budgets or [JudgeBudget()]
@@ -245,10 +260,9 @@ class SharedBudget:
         *,
         reported: bool = True,
     ) -> float | None:
-        n = len(self.budgets)
+        ins, outs = _parts(input_tokens, len(reservation)), _parts(output_tokens, len(reservation))
         costs = [
-            b.settle(r, model, input_tokens // n, output_tokens // n, reported=reported)
-            for b, r in reservation
+            b.settle(r, model, ins[i], outs[i], reported=reported) for i, (b, r) in enumerate(reservation)
         ]
         total = self.prices.cost(model, input_tokens, output_tokens) if reported else None
         return None if total is None or any(c is None for c in costs) else total

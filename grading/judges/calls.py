@@ -12,7 +12,7 @@ from typing import Any
 
 from agentclash_site.lib.outbound import OutboundClient
 
-from .budget import JudgeBudget, estimate_tokens
+from .budget import JudgeBudget, estimate_tokens, reserved
 from .protocol import TOOL_SCHEMA, Parsed, parse_response
 from .providers import DEFAULT_MAX_OUTPUT_TOKENS, ProviderConfig, ProviderError, Sleep, complete
 
@@ -36,10 +36,18 @@ class CallRecord:
     retries: int = 0
     error: str | None = None
     served_by: str | None = None  # the model name the provider answered with, when different
+    # What the call counted against the budget (grading.md §6.4): the reported usage, or its
+    # reservation when the provider reported none (its tokens and cost above stay as reported).
+    charged_tokens: int = 0
+    charged_usd: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["latency_ms"] = round(self.latency_ms, 1)
+        if self.charged_tokens == self.input_tokens + self.output_tokens and self.charged_usd == (
+            self.cost_usd or 0.0
+        ):
+            del d["charged_tokens"], d["charged_usd"]  # charged as reported
         return d
 
 
@@ -170,6 +178,10 @@ async def run_sample(
         cost = budget.settle(
             reservation, model, result.input_tokens, result.output_tokens, reported=result.usage_reported
         )
+        if result.usage_reported:
+            charged = (result.input_tokens + result.output_tokens, cost or 0.0)
+        else:
+            charged = reserved(reservation)
         record = CallRecord(
             spec.purpose,
             spec.key,
@@ -181,6 +193,8 @@ async def run_sample(
             latency_ms=result.latency_ms,
             retries=result.retries,
             served_by=result.model if result.model and result.model != model else None,
+            charged_tokens=charged[0],
+            charged_usd=charged[1],
         )
         sample.calls.append(record)
         parsed = parse_response(result.text, spec.mode, spec.output_schema)
@@ -197,7 +211,8 @@ async def run_sample(
 
 
 def add_usage(usage: Any, calls: list[CallRecord]) -> None:
-    """Sum calls into a ``JudgeUsage`` (cost None as soon as one sent call has no price)."""
+    """Sum calls into a ``JudgeUsage`` (cost None as soon as one sent call has no price; the
+    charged amounts always add up)."""
     for c in calls:
         if c.outcome == SKIPPED:
             continue
@@ -209,3 +224,5 @@ def add_usage(usage: Any, calls: list[CallRecord]) -> None:
         usage.output_tokens += c.output_tokens
         if usage.cost_usd is not None:
             usage.cost_usd = None if c.cost_usd is None else usage.cost_usd + c.cost_usd
+        usage.charged_tokens += c.charged_tokens
+        usage.charged_usd += c.charged_usd

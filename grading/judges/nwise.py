@@ -383,18 +383,10 @@ def apply_rank(
     prev = CaseGrade.from_dict(previous) if isinstance(previous, dict) else previous
     replay = _Replay({e.key: e for e in prev.expectations if e.kind.value == "judge"}, ranked)
     grade = grade_case(evidence, case, spec, context=context, judge=replay)
-    total = JudgeUsage(
-        prev.judge_usage.calls,
-        prev.judge_usage.input_tokens,
-        prev.judge_usage.output_tokens,
-        prev.judge_usage.cost_usd,
-    )
+    total = JudgeUsage()
+    total.add(prev.judge_usage)
     if usage_share is not None:
-        total.calls += usage_share.calls
-        total.input_tokens += usage_share.input_tokens
-        total.output_tokens += usage_share.output_tokens
-        if total.cost_usd is not None:
-            total.cost_usd = None if usage_share.cost_usd is None else total.cost_usd + usage_share.cost_usd
+        total.add(usage_share)
     grade.judge_usage = total
     model_claims = [c for c in prev.claims if c.get("source") == "llm"]
     if model_claims:  # replayed, not re-run; they count toward the claims gate again
@@ -416,5 +408,7 @@ def split_usage(usage: JudgeUsage, lanes: int) -> list[JudgeUsage]:
         return [q + (1 if i < r else 0) for i in range(n)]
 
     calls, ins, outs = parts(usage.calls), parts(usage.input_tokens), parts(usage.output_tokens)
+    charged_tokens, charged_usd = usage.charged()
+    charged = parts(charged_tokens)
     cost = None if usage.cost_usd is None else usage.cost_usd / n
-    return [JudgeUsage(calls[i], ins[i], outs[i], cost) for i in range(n)]
+    return [JudgeUsage(calls[i], ins[i], outs[i], cost, charged[i], charged_usd / n) for i in range(n)]

@@ -49,11 +49,7 @@ class RankedView:
 
 
 def _add(total: JudgeUsage, part: JudgeUsage) -> None:
-    total.calls += part.calls
-    total.input_tokens += part.input_tokens
-    total.output_tokens += part.output_tokens
-    if total.cost_usd is not None:
-        total.cost_usd = None if part.cost_usd is None else total.cost_usd + part.cost_usd
+    total.add(part)
 
 
 def grade_offline_with_judges(
@@ -102,15 +98,7 @@ def grade_offline_with_judges(
         total = JudgeUsage()
         for entry in document["cases"]:
             ju = entry["grading"].get("judge_usage") or {}
-            _add(
-                total,
-                JudgeUsage(
-                    ju.get("calls", 0),
-                    ju.get("input_tokens", 0),
-                    ju.get("output_tokens", 0),
-                    ju.get("cost_usd", 0.0),
-                ),
-            )
+            _add(total, JudgeUsage.from_doc(ju))
         _add(total, probes.usage)
         if model_pass:
             records = [record_from_grade(e["grading"]) for e in document["cases"]]
@@ -133,12 +121,7 @@ def grade_offline_with_judges(
                 suggestions = [Suggestion.from_dict(s) for s in feedback.get("suggestions") or []] + extra
                 feedback["suggestions"] = [s.to_dict() for s in suggestions]
                 feedback["overall"] = overall_line(suggestions)
-        document["judge_usage"] = {
-            "calls": total.calls,
-            "input_tokens": total.input_tokens,
-            "output_tokens": total.output_tokens,
-            "cost_usd": total.cost_usd,
-        }
+        document["judge_usage"] = total.to_doc()
         return document
     finally:
         judge.close()

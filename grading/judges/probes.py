@@ -69,9 +69,4 @@ class JudgeProbes:
         )
 
     def _add(self, part: JudgeUsage) -> None:
-        u = self.usage
-        u.calls += part.calls
-        u.input_tokens += part.input_tokens
-        u.output_tokens += part.output_tokens
-        if u.cost_usd is not None:
-            u.cost_usd = None if part.cost_usd is None else u.cost_usd + part.cost_usd
+        self.usage.add(part)

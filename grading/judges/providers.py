@@ -5,7 +5,7 @@ No Django import: the offline ``grade`` command uses these clients without a dat
 Every call goes through :func:`complete`, which retries timeouts (a 408 among them),
 connection errors, 429 and 5xx up to ``max_retries`` times (exponential backoff, 1 s base,
 factor 2, full jitter, 60 s cap, at least ``Retry-After``; ``runs.retry.parse_retry_after``
-reads it) and
+reads it; a Retry-After beyond the cap is not waited and ends the call's retries) and
 raises :class:`ProviderError` with the outcome class the judge result must carry:
 401/403 and exhausted retries are ``infra_error``, any other 4xx is ``evaluator_error``.
 """
@@ -199,11 +199,12 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
 def backoff_delay(
     attempt: int, *, retry_after: float | None, rng: random.Random, config: ProviderConfig
 ) -> float:
-    """Full jitter over base × 2^(attempt−1), capped; at least Retry-After."""
+    """Full jitter over base × 2^(attempt−1), capped; at least Retry-After (never cut: a
+    Retry-After beyond the cap ends the call's retries in :func:`complete` instead)."""
     ceiling = min(config.backoff_cap_seconds, config.backoff_base_seconds * 2 ** min(attempt - 1, 16))
     delay = rng.uniform(0.0, ceiling)
     if retry_after is not None and retry_after > delay:
-        delay = min(float(retry_after), config.backoff_cap_seconds)
+        delay = float(retry_after)
     return delay
 
 
@@ -306,6 +307,19 @@ async def complete(
                     retries=attempt - 1,
                 )
             retry_after = parse_retry_after(response.headers.get("Retry-After"), now=datetime.now(UTC))
+        if attempt <= max_retries and retry_after is not None and retry_after > config.backoff_cap_seconds:
+            # Never retried before the provider's Retry-After (§6.5), and never waited past
+            # the backoff cap: a judge call holds a grading thread and its case.
+            wait = "forever" if retry_after == float("inf") else f"{retry_after:.0f} s"
+            raise ProviderError(
+                f"judge provider asked to wait {wait} before retrying (Retry-After), longer than "
+                f"the {config.backoff_cap_seconds:.0f} s the judge client waits; not retried: {failure}",
+                "infra_error",
+                "judge_provider_error",
+                status=status,
+                retries=attempt - 1,
+                latency_ms=(time.perf_counter() - started) * 1000.0,
+            )
         if attempt > max_retries:
             raise ProviderError(
                 f"judge provider failed after {attempt} attempt{'s' if attempt != 1 else ''}: {failure}",

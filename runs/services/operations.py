@@ -326,6 +326,7 @@ def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> None:
     counters = LaneCounters(repetitions)
     counts = dict.fromkeys(STATUS_COLUMNS.values(), 0)
     score_sum, scored = 0.0, 0
+    charged_tokens, charged_usd = 0, 0.0  # what the judge calls counted against judge_limits
     rows = (
         RunItem.objects.filter(lane_id=lane.pk)
         .exclude(status="")
@@ -336,7 +337,10 @@ def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> None:
         if not grade:
             continue
         metrics = {"input_tokens": tin, "output_tokens": tout, "cost_usd": cost, "latency_ms": latency}
-        counters.add(record_from_grade(grade, metrics=metrics))
+        record = record_from_grade(grade, metrics=metrics)
+        counters.add(record)
+        charged_tokens += record.judge_charged_tokens
+        charged_usd += record.judge_charged_usd
         column = STATUS_COLUMNS.get(status)
         if column:
             counts[column] += 1
@@ -352,5 +356,7 @@ def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> None:
         judge_input_tokens=int(summary["judge_usage"]["input_tokens"] or 0),
         judge_output_tokens=int(summary["judge_usage"]["output_tokens"] or 0),
         judge_cost_usd=float(summary["judge_usage"]["cost_usd"] or 0.0),
+        judge_charged_tokens=charged_tokens,
+        judge_charged_usd=charged_usd,
         **counts,
     )

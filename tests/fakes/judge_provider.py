@@ -13,6 +13,7 @@ Behaviours are callables ``(body: dict, path: str) -> (status, headers, bytes)``
   the first evidence block of the prompt is cited with a short verbatim quote.
 - ``content(text)``: any content text (malformed JSON, prose...).
 - ``without_usage(behaviour)``: the same answer with no ``usage`` reported.
+- ``with_usage(behaviour, input_tokens, output_tokens)``: the same answer reporting that usage.
 - ``cite(ids)``: a passing assertion answer citing these ids (e.g. an unknown one).
 - ``status(code, body=b"", headers=None)``, ``rate_limited(retry_after)``.
 - ``hang(seconds)``: answers only after ``seconds`` (cut short by ``stop``): a client timeout.
@@ -90,6 +91,25 @@ def without_usage(behaviour: Behaviour) -> Behaviour:
         code, headers, payload = behaviour(body, path)
         data = json.loads(payload)
         data.pop("usage", None)
+        return code, headers, json.dumps(data).encode()
+
+    return behave
+
+
+def with_usage(behaviour: Behaviour, input_tokens: int, output_tokens: int) -> Behaviour:
+    """``behaviour`` reporting ``input_tokens`` and ``output_tokens`` as its usage (either API)."""
+
+    def behave(body: dict[str, Any], path: str) -> Response:
+        code, headers, payload = behaviour(body, path)
+        data = json.loads(payload)
+        if "choices" in data:
+            data["usage"] = {
+                "prompt_tokens": input_tokens,
+                "completion_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+            }
+        else:
+            data["usage"] = {"input_tokens": input_tokens, "output_tokens": output_tokens}
         return code, headers, json.dumps(data).encode()
 
     return behave

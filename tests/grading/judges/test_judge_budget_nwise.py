@@ -8,9 +8,10 @@ import pytest
 
 from grading.engine import evidence_from_response, grade_case
 from grading.judges import JudgeBudget, lane_share
-from grading.judges.budget import LaneBudgets
+from grading.judges.budget import LaneBudgets, SharedBudget
 from grading.judges.nwise import LaneAnswer, apply_rank, label_orders, rank_case
-from tests.fakes.judge_provider import blocks, cite, rank, verdict, without_usage
+from grading.pricing import default_table
+from tests.fakes.judge_provider import blocks, cite, rank, verdict, with_usage, without_usage
 from tests.grading.judges.helpers import CTX, assertion, case, grade, judge_result, make_judge, spec
 
 
@@ -227,3 +228,22 @@ def test_rank_case_with_a_lane_missing_the_context_channel_is_unavailable(fake):
     assert {r.reason_code for r in out.results.values()} == {"channel_unavailable"}
     assert {r.outcome_class.value for r in out.results.values()} == {"unavailable"}
     assert fake.calls == 0
+
+
+def test_a_shared_ranking_charges_the_lanes_every_token_reported(fake):
+    # The lanes' shares of a ranking were the reported tokens floor-divided by the lane
+    # count: 121 + 32 tokens over 3 lanes were charged 40 + 10 each, 3 tokens never counted
+    # against max_tokens (and their price against max_calls_usd) on every call.
+    fake.default = with_usage(rank(lambda labels: sorted(labels)), 121, 32)
+    lanes = [JudgeBudget(max_tokens=100_000, max_usd=10.0) for _ in range(3)]
+    with make_judge(fake) as judge:
+        out = rank_case(
+            judge,
+            dict(NWISE, samples=2),
+            _answers({"a": "x", "b": "y", "c": "z"}),
+            budget=SharedBudget(lanes),
+        )
+    assert fake.calls == 2 and (out.usage.input_tokens, out.usage.output_tokens) == (242, 64)
+    assert sum(b.spent_tokens for b in lanes) == 242 + 64
+    assert sum(b.spent_usd for b in lanes) == pytest.approx(default_table().cost(NWISE["model"], 242, 64))
+    assert max(b.spent_tokens for b in lanes) - min(b.spent_tokens for b in lanes) <= 2 * fake.calls

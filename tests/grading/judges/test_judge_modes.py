@@ -120,6 +120,32 @@ def test_429_then_success_honours_retry_after(fake):
     assert r.details["samples"][0]["calls"][0]["retries"] == 2
 
 
+@pytest.mark.parametrize("retry_after", ["120", "Fri, 31 Dec 9999 23:59:59 GMT", "9" * 400])
+def test_retry_after_beyond_the_cap_is_never_retried_early(fake, retry_after):
+    # A Retry-After past the client's 60 s cap was cut to 60 s: the call was retried before
+    # the provider said it may be (and refused again). It now ends the call's retries,
+    # ERROR / infra_error naming the provider's wait; nothing is retried before it.
+    fake.queue(rate_limited(retry_after))
+    fake.default = verdict({"pass": True})
+    sleeps: list[float] = []
+    with make_judge(fake, sleeps=sleeps) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert fake.calls == 1 and sleeps == []
+    assert r.status.value == "ERROR" and r.outcome_class.value == "infra_error"
+    assert "Retry-After" in r.evidence and "429" in r.evidence
+    if retry_after == "120":
+        assert "wait 120 s" in r.evidence
+
+
+def test_retry_after_at_the_cap_is_waited(fake):
+    fake.queue(rate_limited("60"))
+    fake.default = verdict({"pass": True})
+    sleeps: list[float] = []
+    with make_judge(fake, sleeps=sleeps) as judge:
+        r = judge_result(grade(judge, spec(assertion(samples=1))))
+    assert r.status.value == "PASSED" and fake.calls == 2 and sleeps == [60.0]
+
+
 def test_5xx_exhausts_retries_infra_error(fake):
     fake.default = status(503)
     with make_judge(fake) as judge:

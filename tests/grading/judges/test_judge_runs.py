@@ -10,7 +10,7 @@ from packs.services import pack_version_publish
 from runs.judging import judge_for_lane, rank_run, record_run_judge_usage, with_model_claims
 from runs.models import Run, RunItem, RunLane
 from tests.fakes.agent_server import FakeAgent, ok
-from tests.fakes.judge_provider import blocks, by_mode, content, mode_of, rank, verdict
+from tests.fakes.judge_provider import blocks, by_mode, content, mode_of, rank, verdict, without_usage
 from tests.runs.runfactory import create_run, drive, hosted, pack_yaml
 
 
@@ -244,3 +244,43 @@ def test_without_the_setting_a_run_does_not_probe_its_judges(personas, fake):
         run = create_run(ws, version, [hosted(ws, agent.url)])
         assert probe_run(run.pk) == "computed"
     assert fake.calls == 0
+
+
+def test_a_resumed_lane_budget_counts_the_calls_whose_usage_was_not_reported(personas, fake):
+    # A call whose provider reports no usage is charged its reservation (5bd0be6), but a lane
+    # resuming in a new dispatcher slice rebuilt its budget from the stored token counters,
+    # which hold only reported tokens: those calls counted 0, and max_tokens / max_calls_usd
+    # could be exceeded across slices. The charged amount is now stored and rebuilt; the
+    # spend shown stays as reported (0 tokens, cost unknown).
+    ws = personas.workspace
+    setup_provider(ws, fake)
+    judges = [{"key": "j", "mode": "assertion", "assertion": "x", "model": "gpt-4o-mini", "samples": 1}]
+    version = publish_with_judges(ws, judges, limits={"max_tokens": 10_000_000, "max_calls_usd": 100})
+    fake.default = without_usage(
+        by_mode(
+            assertion=verdict({"pass": True}),
+            claims=content('{"claims": []}'),
+            critique=content('{"suggestions": [], "overall": "fine"}'),
+        )
+    )
+    with FakeAgent() as agent:
+        run = drive(create_run(ws, version, [hosted(ws, agent.url, name="a")]))
+    assert run.status == "completed"
+    lane = RunLane.objects.get(run=run)
+    assert lane.judge_calls == fake.calls > 0
+    budget = judge_for_lane(lane).budget  # what a new slice or a restarted worker starts from
+    assert budget.spent_tokens > 1024 * lane.judge_calls  # each at least its output cap
+    assert budget.spent_usd > 0
+    assert budget.spent_tokens == lane.judge_charged_tokens
+    charged = sum(
+        (item.grade["judge_usage"].get("charged_tokens") or 0) for item in RunItem.objects.filter(run=run)
+    )
+    assert 0 < charged <= lane.judge_charged_tokens  # the rest: the run's critique call
+    # shown as reported: no tokens, cost unknown
+    assert (lane.judge_input_tokens, lane.judge_output_tokens, lane.judge_cost_usd) == (0, 0, 0.0)
+    for item in RunItem.objects.filter(run=run):
+        assert item.grade["judge_usage"]["cost_usd"] is None
+    from runs.results import leaderboard
+
+    row = leaderboard(run, list(RunLane.objects.filter(run=run)))[0]
+    assert row.judge_cost_usd is None
