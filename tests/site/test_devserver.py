@@ -145,3 +145,24 @@ def test_stopping_kills_what_a_leader_leaves_behind_in_its_group():
         assert _exited(pidfd)
     finally:
         os.close(pidfd)
+
+
+def _make_run_lines(**env: str) -> list[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("BIND", "PUBLIC_BASE_URL")}
+    done = subprocess.run(
+        ["make", "-n", "run"], cwd=ROOT, env={**environ, **env}, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if "demo setup" in line or "devserver.py" in line]
+
+
+def test_bind_moves_the_public_base_url_with_the_web_server():
+    """``BIND=127.0.0.1:8001 make run`` printed "ready at http://127.0.0.1:8000/" and gave
+    runs and the agents' signed asset links that address: another server's, or nobody's."""
+    lines = _make_run_lines(BIND="127.0.0.1:8001")
+    assert len(lines) == 2
+    assert all("PUBLIC_BASE_URL=http://127.0.0.1:8001 " in line for line in lines)
+    default = _make_run_lines()
+    assert all("PUBLIC_BASE_URL=http://127.0.0.1:8000 " in line for line in default)
+    chosen = _make_run_lines(BIND="127.0.0.1:8001", PUBLIC_BASE_URL="https://evals.example.com")
+    assert all("PUBLIC_BASE_URL=https://evals.example.com " in line for line in chosen)
