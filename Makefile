@@ -22,12 +22,14 @@ bytecode: $(STAMP)
 	@$(PY) -m compileall -q -j 0 -x '/(\.venv|\.peers|node_modules)/' manage.py agentclash_site grading packs runs bench scripts
 
 # Web server + Celery worker (with beat) + the example agent and judge, on SQLite and
-# Celery's filesystem broker. Ctrl-C stops everything.
+# Celery's filesystem broker. Ctrl-C stops everything. The URLs it prints and gives agents
+# follow BIND unless PUBLIC_BASE_URL is set.
+RUN_BASE_URL = $(or $(PUBLIC_BASE_URL),http://$(or $(BIND),127.0.0.1:8000))
 run: $(STAMP) bytecode
 	@mkdir -p var
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py demo setup
-	$(PY) scripts/devserver.py
+	PUBLIC_BASE_URL=$(RUN_BASE_URL) $(PY) manage.py demo setup
+	PUBLIC_BASE_URL=$(RUN_BASE_URL) $(PY) scripts/devserver.py
 
 # Ruff, migrations check and the whole suite on PostgreSQL and Redis.
 test: $(STAMP) system-deps services

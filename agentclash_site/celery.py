@@ -32,6 +32,21 @@ def _ensure_filesystem_broker_dirs() -> None:
             os.makedirs(options[key], exist_ok=True)
 
 
+class _FilesystemHostnameFilter(logging.Filter):
+    """Drop kombu's "No hostname was supplied. Reverting to default 'localhost'" while the
+    broker is the filesystem transport (``make run``'s default): it has no host, and the
+    warning about one confused every ``demo setup`` and ``eval start``. A network broker
+    URL without its host keeps the warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("No hostname was supplied"):
+            return True
+        return not str(app.conf.broker_url or "").startswith("filesystem://")
+
+
+logging.getLogger("kombu.connection").addFilter(_FilesystemHostnameFilter())
+
+
 @app.on_after_configure.connect
 def _setup(sender: Celery, **kwargs: object) -> None:
     _ensure_filesystem_broker_dirs()

@@ -7,6 +7,7 @@ default (SQLite) the worker runs with concurrency 1 so writers never contend.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -115,17 +116,26 @@ def main() -> int:
                 stopping = True
                 break
         time.sleep(0.3)
-    for _, proc in children:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    for _, proc in children:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    stop_children(children)
     print("[devserver] stopped", flush=True)
     return exit_code
+
+
+def stop_children(children: list[tuple[str, subprocess.Popen]], grace: float = 10.0) -> None:
+    """SIGTERM each child (the leader of its own session), wait up to ``grace`` seconds, then
+    SIGKILL whatever is left in its process group: a leader that did not stop, or a process
+    it left behind. Only the leader gets the SIGTERM: signalled as a group, a Celery worker's
+    pool processes died under it and each Ctrl-C logged them as an ERROR."""
+    for _, proc in children:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for _, proc in children:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is empty
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 if __name__ == "__main__":

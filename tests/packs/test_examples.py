@@ -220,3 +220,16 @@ def test_the_demo_guard_and_rules_catch_the_sloppy_shortcuts():
     destructive = next(e for e in pool["expectations"] if e["key"] == "rules.tasks[0]")
     assert destructive["status"] == "FAILED"
     assert pool["gates"]["compliance"] == "failed"
+
+
+def test_the_demo_shows_a_claims_ledger():
+    """The README's case page has a claims ledger; no demo answer claimed anything, so the
+    demo never showed one. The careful agent's ledger-acme answer says it wrote result.json,
+    and its write_file call verifies that."""
+    demo = EXAMPLES / "demo"
+    _, doc = grade(str(demo), "--input-set", "ledger", "--results", str(demo / "results" / "ledger.jsonl"))
+    acme = next(c for c in doc["cases"] if (c["deployment"], c["case_key"]) == ("careful", "ledger-acme"))[
+        "grading"
+    ]
+    assert [(c["kind"], c["verified"]) for c in acme["claims"]] == [("file_saved", True)]
+    assert acme["status"] == "PASSED"

@@ -67,7 +67,7 @@ def test_token_create_refuses_a_workspace_the_user_is_not_a_member_of(personas):
     error = doc["error"]
     assert (error["code"], error["field"]) == ("not_a_member", "workspace")
     assert "not a member" in error["message"]
-    assert "workspace create acme --owner oscar" in error["message"]
+    assert "workspace member add acme oscar" in error["message"]
     assert "Members page" in error["message"]
     assert not ApiToken.objects.exists()
 

@@ -42,9 +42,9 @@ class Command(JsonCommand):
                     "not_a_member",
                     f"--workspace: user {user.get_username()!r} is not a member of workspace "
                     f"{workspace.slug!r}, so the token could reach nothing; add them first with "
-                    f"`python manage.py workspace create {workspace.slug} --owner {user.get_username()}` "
-                    "(as an owner), on the workspace's Members page (an owner adds them) or in the "
-                    "admin console",
+                    f"`python manage.py workspace member add {workspace.slug} {user.get_username()}` "
+                    "(--role owner|editor|viewer), on the workspace's Members page (an owner adds "
+                    "them) or in the admin console",
                     field="workspace",
                 )
         try:
