@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import PermissionDenied
 from django.db import models
-from django.http import Http404
+from django.http import Http404, HttpRequest
 
 from agentclash_site.workspaces.models import ApiToken, Membership, Workspace
 
@@ -91,9 +91,27 @@ def scoped_get(
     obj = qs.select_related(workspace_field).first()
     if obj is None:
         raise Http404("Not found.")
+    workspace = obj
+    for part in workspace_field.split("__"):
+        workspace = getattr(workspace, part)
     if write:
-        workspace = obj
-        for part in workspace_field.split("__"):
-            workspace = getattr(workspace, part)
         check_write(request, workspace)  # type: ignore[arg-type]
+    follow_workspace(request, workspace)  # type: ignore[arg-type]
     return obj
+
+
+def follow_workspace(request: Any, workspace: Workspace) -> None:
+    """A page of another of the user's workspaces (a link, a bookmark) makes it the current
+    one: the top bar, the switcher and the Members / Runs links named the workspace the
+    session held while the page showed another's object. API requests are left alone (a
+    token's request has no session to change)."""
+    if not isinstance(request, HttpRequest) or not hasattr(request, "session"):
+        return
+    from agentclash_site.workspaces.middleware import SESSION_KEY
+
+    # The session's value, not request.workspace: reading that lazy object costs a query
+    # on fragments that never show the top bar.
+    if request.session.get(SESSION_KEY) == workspace.pk:
+        return
+    request.session[SESSION_KEY] = workspace.pk
+    request.workspace = workspace

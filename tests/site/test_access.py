@@ -303,3 +303,35 @@ def _logged_in(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def test_a_page_of_another_workspace_of_the_user_makes_it_current(personas):
+    """The top bar, switcher and Members link named the session's workspace while the page
+    showed a run of another workspace of the user (opened from a link or a bookmark)."""
+    from agentclash_site.workspaces.middleware import SESSION_KEY
+    from agentclash_site.workspaces.models import Role
+    from agentclash_site.workspaces.services import membership_set_role
+    from runs.services.deployments import deployment_create
+    from tests.runs.runfactory import create_run, publish
+
+    def trace_run(workspace):
+        dep = deployment_create(workspace=workspace, name="ci", kind="trace_import").deployment
+        return create_run(workspace, publish(workspace, cases=1), [dep])
+
+    membership_set_role(workspace=personas.other_workspace, user=personas.owner, role=Role.VIEWER)
+    run = trace_run(personas.other_workspace)
+    client = Client()
+    client.force_login(personas.owner)
+    assert client.get(reverse("home")).status_code == 200
+    assert client.session[SESSION_KEY] == personas.workspace.pk  # acme, first by slug
+    page = client.get(reverse("run-detail", args=[run.pk]))
+    assert page.status_code == 200
+    assert page.context["current_workspace"] == personas.other_workspace
+    assert client.session[SESSION_KEY] == personas.other_workspace.pk
+    # an outsider's link still answers 404 and changes nothing
+    foreign = trace_run(personas.workspace)
+    client.force_login(personas.outsider)
+    client.get(reverse("home"))
+    before = client.session[SESSION_KEY]
+    assert client.get(reverse("run-detail", args=[foreign.pk])).status_code == 404
+    assert client.session[SESSION_KEY] == before == personas.other_workspace.pk
