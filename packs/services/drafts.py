@@ -20,7 +20,7 @@ from agentclash_site.workspaces.models import Workspace
 from packs import bundle as pack_bundle
 from packs.bundle import archive
 from packs.bundle.archive import build_zip  # reproducible: equal members, equal bytes
-from packs.models import Artifact, Draft, PackVersion
+from packs.models import Artifact, Draft, Pack, PackVersion
 from packs.services import yaml_edit
 from packs.services.artifacts import artifact_read, artifact_store, artifacts_discard_unreferenced
 from packs.services.publish import PublishResult, pack_version_publish
@@ -251,7 +251,7 @@ def draft_from_template(*, workspace: Workspace, user: Any, template: str, name:
         raise DraftError(f"no template named {template!r}")
     root = examples_dir() / template
     members = bundle_members(read_bundle_path(root))
-    text = members.pop("pack.yaml", b"").decode("utf-8", errors="replace")
+    text = _free_slug(workspace, members.pop("pack.yaml", b"").decode("utf-8", errors="replace"))
     with _storing(workspace, user) as store:
         files = {path: store(path, content) for path, content in sorted(members.items())}
         return draft_create(
@@ -261,6 +261,26 @@ def draft_from_template(*, workspace: Workspace, user: Any, template: str, name:
             bundle_text=text,
             files=files,
         )
+
+
+def _free_slug(workspace: Workspace, text: str) -> str:
+    """A template's bundle with ``pack.slug`` made free in the workspace (``mental-math-2``
+    once ``mental-math`` is published): a second pack from the same template published as
+    version 1 of the first one's slug and was refused (409, version exists) however it was
+    edited. A new version of a published pack starts from that version, not a template."""
+    try:
+        slug = yaml_edit.pack_slug(text)
+    except yaml_edit.YamlEditError:
+        return text
+    taken = set(
+        Pack.objects.filter(workspace=workspace, slug__startswith=slug).values_list("slug", flat=True)
+    )
+    if not slug or slug not in taken:
+        return text
+    free = next(f"{slug}-{n}" for n in range(2, len(taken) + 3) if f"{slug}-{n}" not in taken)
+    with contextlib.suppress(yaml_edit.YamlEditError):
+        text = yaml_edit.set_pack_slug(text, free)
+    return text
 
 
 def draft_from_version(*, version: PackVersion, user: Any) -> Draft:

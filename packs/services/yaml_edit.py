@@ -80,6 +80,23 @@ def set_version_number(text: str, number: int) -> str:
     return _dump(yaml, data)
 
 
+def pack_slug(text: str) -> str:
+    """``pack.slug`` as the text has it ("" when absent or not text)."""
+    pack = _load_plain(text).get("pack")
+    slug = pack.get("slug") if isinstance(pack, dict) else None
+    return slug.strip() if isinstance(slug, str) else ""
+
+
+def set_pack_slug(text: str, slug: str) -> str:
+    """``pack.slug`` set to ``slug``; everything else as it was."""
+    yaml, data = _yaml_for(text)
+    pack = data.get("pack")
+    if not isinstance(pack, dict):
+        raise YamlEditError("the bundle has no pack mapping")
+    pack["slug"] = slug
+    return _dump(yaml, data)
+
+
 def _effective_key(case: Any) -> str:
     if not isinstance(case, dict):
         return ""

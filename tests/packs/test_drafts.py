@@ -207,6 +207,29 @@ def test_a_template_draft_publishes_the_same_bytes_as_its_directory(personas):
     assert again.already_published
 
 
+def test_a_second_pack_from_a_template_gets_a_free_slug(personas):
+    """A second draft from a template kept the published first one's slug and version 1, so
+    publishing it was refused (version exists) however it was edited. It now names a free
+    slug; comments and layout of the template are kept."""
+
+    def from_template():
+        draft = services.draft_from_template(
+            workspace=personas.workspace, user=personas.owner, template="mental-math"
+        )
+        assert services.draft_publish(draft=draft, user=personas.owner).created
+        return draft
+
+    first, second, third = from_template(), from_template(), from_template()
+    assert yaml_edit.pack_slug(first.bundle_text) == "mental-math"
+    assert yaml_edit.pack_slug(second.bundle_text) == "mental-math-2"
+    assert yaml_edit.pack_slug(third.bundle_text) == "mental-math-3"
+    assert first.bundle_text.count("#") == second.bundle_text.count("#")
+    other = services.draft_from_template(
+        workspace=personas.other_workspace, user=personas.outsider, template="mental-math"
+    )
+    assert yaml_edit.pack_slug(other.bundle_text) == "mental-math"  # another workspace's packs do not count
+
+
 def test_a_draft_name_that_is_too_long_is_refused_not_cut_short(personas):
     draft = new_draft(personas, mental_math())
     with pytest.raises(services.DraftError, match="at most 300 characters \\(it has 301\\)"):
