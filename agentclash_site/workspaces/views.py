@@ -204,6 +204,10 @@ def _target(workspace: Workspace, request: HttpRequest):  # type: ignore[no-unty
     return membership.user if membership else None
 
 
+def _not_a_member(request: HttpRequest) -> str:
+    return f"{request.POST.get('member', '')!r} is not a member of this workspace; pick one from the list."
+
+
 def _done(request: HttpRequest, workspace: Workspace, text: str, *, left: bool = False) -> HttpResponse:
     messages.success(request, text)
     return redirect("home") if left else redirect("workspace-members", slug=workspace.slug)
@@ -239,9 +243,7 @@ def member_role(request: HttpRequest, slug: str) -> HttpResponse:
     user = _target(workspace, request)
     form = MemberRoleForm(request.POST)
     if user is None:
-        error = (
-            f"{request.POST.get('member', '')!r} is not a member of this workspace; pick one from the list."
-        )
+        error = _not_a_member(request)
     elif not form.is_valid():
         error = " ".join(form.errors["role"])
     else:
@@ -264,9 +266,7 @@ def member_remove(request: HttpRequest, slug: str) -> HttpResponse:
     me = check_owner(request, workspace)
     user = _target(workspace, request)
     if user is None:
-        error = (
-            f"{request.POST.get('member', '')!r} is not a member of this workspace; pick one from the list."
-        )
+        error = _not_a_member(request)
     else:
         try:
             membership_remove(workspace=workspace, user=user)

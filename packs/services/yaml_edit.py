@@ -70,14 +70,19 @@ def _dump(yaml: YAML, data: Any) -> str:
     return out.getvalue()
 
 
+def _set_field(text: str, section: str, field: str, value: Any) -> str:
+    """``<section>.<field>`` set to ``value``; everything else (comments, layout) as it was."""
+    yaml, data = _yaml_for(text)
+    mapping = data.get(section)
+    if not isinstance(mapping, dict):
+        raise YamlEditError(f"the bundle has no {section} mapping")
+    mapping[field] = value
+    return _dump(yaml, data)
+
+
 def set_version_number(text: str, number: int) -> str:
     """``version.number`` set to ``number``; everything else as it was."""
-    yaml, data = _yaml_for(text)
-    version = data.get("version")
-    if not isinstance(version, dict):
-        raise YamlEditError("the bundle has no version mapping")
-    version["number"] = number
-    return _dump(yaml, data)
+    return _set_field(text, "version", "number", number)
 
 
 def pack_slug(text: str) -> str:
@@ -89,12 +94,7 @@ def pack_slug(text: str) -> str:
 
 def set_pack_slug(text: str, slug: str) -> str:
     """``pack.slug`` set to ``slug``; everything else as it was."""
-    yaml, data = _yaml_for(text)
-    pack = data.get("pack")
-    if not isinstance(pack, dict):
-        raise YamlEditError("the bundle has no pack mapping")
-    pack["slug"] = slug
-    return _dump(yaml, data)
+    return _set_field(text, "pack", "slug", slug)
 
 
 def _effective_key(case: Any) -> str:
