@@ -107,7 +107,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         context.update(page=page, cases=page.items)
     partial = request.GET.get("partial", "")
     if request.htmx and partial in ("result", "rows"):  # type: ignore[attr-defined]
-        return render(request, TEMPLATES + f"compare.html#{partial}", context)
+        return render(request, TEMPLATES + f"compare.html#{partial}", {**context, "more": partial == "rows"})
     return render(request, TEMPLATES + "compare.html", context)
 
 

@@ -144,7 +144,7 @@ def case_list(request: HttpRequest, run_id: Any) -> HttpResponse:
         return render(request, TEMPLATES + "case_list.html", context, status=400)
     context.update(page=page, items=page.items)
     if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
-        return render(request, TEMPLATES + "case_list.html#rows", context)
+        return render(request, TEMPLATES + "case_list.html#rows", {**context, "more": True})
     return render(request, TEMPLATES + "case_list.html", context)
 
 

@@ -320,7 +320,7 @@ def _grid(request: HttpRequest, run: Run) -> HttpResponse:
     return render(
         request,
         TEMPLATES + "overview.html#grid_rows",
-        {"run": run, "lanes": lanes, "grid_rows": rows, "grid": page},
+        {"run": run, "lanes": lanes, "grid_rows": rows, "grid": page, "more": True},
     )
 
 

@@ -154,3 +154,29 @@ def test_older_runs_moves_the_keyboard_focus_to_the_first_loaded_run(personas, l
     expect(older).to_have_count(0)
     expect(page.get_by_role("link", name="run-0")).to_be_focused()
     assert page.js_errors == []
+
+
+def test_more_rows_on_the_case_list_and_the_grid_move_the_focus_to_the_first_loaded_row(
+    personas, login, page, monkeypatch
+):
+    """ "Next N cases" and "Show more rows" replaced the focused link with the loaded rows, so
+    keyboard focus fell back to the page's start, as "Older runs" did."""
+    import runs.results
+
+    monkeypatch.setattr(runs.results, "CASE_PAGE", 2)
+    monkeypatch.setattr(runs.results, "GRID_PAGE", 2)
+    run = seed_run(workspace=personas.workspace, items=3, lanes=1, name="paged")
+    login(personas.viewer)
+    page.goto(f"/runs/{run.id}/cases/")
+    more = page.get_by_role("link", name="Next 2 cases")
+    more.focus()
+    page.keyboard.press("Enter")
+    expect(more).to_have_count(0)
+    expect(page.locator("#case-rows tr[id^=item-] a[autofocus]")).to_be_focused()
+    page.goto(f"/runs/{run.id}/")
+    grid_more = page.get_by_role("link", name="Show more rows")
+    grid_more.focus()
+    page.keyboard.press("Enter")
+    expect(grid_more).to_have_count(0)
+    expect(page.locator("#grid-body th[autofocus]")).to_be_focused()
+    assert page.js_errors == []

@@ -95,6 +95,8 @@ def test_regressions_only_lists_regressions_and_pages(personas, runs, django_ass
     with django_assert_num_queries(6):
         more = owner.get(url(baseline, candidate, f"&after={cursor}&partial=rows"), **HTMX).content.decode()
     assert len(re.findall(r'class="badge change-', more)) == 30  # 80 cases, pages of 50
+    # keyboard focus goes to the first loaded row (the "More cases" link it replaces is gone)
+    assert more.count("autofocus") == 1 and "autofocus" not in body
 
 
 def test_two_runs_picked_in_the_list_compare_older_against_newer(personas, runs):
