@@ -234,49 +234,51 @@ def member_list(request: HttpRequest, slug: str) -> HttpResponse:
     return _members_page(request, workspace, add_form=form, status=400)
 
 
-@login_required
-def member_role(request: HttpRequest, slug: str) -> HttpResponse:
+def _owner_changes_member(
+    request: HttpRequest, slug: str, change: Callable[[Workspace, Membership, Any], HttpResponse | str]
+) -> HttpResponse:
+    """An owner's POST about the member it names: ``change(workspace, me, user)`` answers the
+    response of a success or the error to show (a refused membership change is one too)."""
     workspace = get_workspace_for_user(request, slug)
     if refused := _post_only(request):
         return refused
     me = check_owner(request, workspace)
     user = _target(workspace, request)
-    form = MemberRoleForm(request.POST)
     if user is None:
-        error = _not_a_member(request)
-    elif not form.is_valid():
-        error = " ".join(form.errors["role"])
+        outcome: HttpResponse | str = _not_a_member(request)
     else:
-        role = form.cleaned_data["role"]
         try:
-            membership_set_role(workspace=workspace, user=user, role=role)
+            outcome = change(workspace, me, user)
         except MembershipError as exc:
-            error = exc.message
-        else:
-            who = "You are" if user.pk == me.user_id else f"{user.get_username()} is"
-            return _done(request, workspace, f"{who} now {role}.")
-    return _members_page(request, workspace, error=error, status=400)
+            outcome = exc.message
+    if isinstance(outcome, str):
+        return _members_page(request, workspace, error=outcome, status=400)
+    return outcome
+
+
+@login_required
+def member_role(request: HttpRequest, slug: str) -> HttpResponse:
+    def change(workspace: Workspace, me: Membership, user: Any) -> HttpResponse | str:
+        form = MemberRoleForm(request.POST)
+        if not form.is_valid():
+            return " ".join(form.errors["role"])
+        role = form.cleaned_data["role"]
+        membership_set_role(workspace=workspace, user=user, role=role)
+        who = "You are" if user.pk == me.user_id else f"{user.get_username()} is"
+        return _done(request, workspace, f"{who} now {role}.")
+
+    return _owner_changes_member(request, slug, change)
 
 
 @login_required
 def member_remove(request: HttpRequest, slug: str) -> HttpResponse:
-    workspace = get_workspace_for_user(request, slug)
-    if refused := _post_only(request):
-        return refused
-    me = check_owner(request, workspace)
-    user = _target(workspace, request)
-    if user is None:
-        error = _not_a_member(request)
-    else:
-        try:
-            membership_remove(workspace=workspace, user=user)
-        except MembershipError as exc:
-            error = exc.message
-        else:
-            if user.pk == me.user_id:
-                return _done(request, workspace, f"You left {workspace.name}.", left=True)
-            return _done(request, workspace, f"{user.get_username()} removed from {workspace.name}.")
-    return _members_page(request, workspace, error=error, status=400)
+    def change(workspace: Workspace, me: Membership, user: Any) -> HttpResponse:
+        membership_remove(workspace=workspace, user=user)
+        if user.pk == me.user_id:
+            return _done(request, workspace, f"You left {workspace.name}.", left=True)
+        return _done(request, workspace, f"{user.get_username()} removed from {workspace.name}.")
+
+    return _owner_changes_member(request, slug, change)
 
 
 @login_required

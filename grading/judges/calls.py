@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentclash_site.lib.outbound import OutboundClient
+from grading.engine.types import JudgeUsage
 
 from .budget import JudgeBudget, estimate_tokens, reserved
 from .protocol import TOOL_SCHEMA, Parsed, parse_response
@@ -210,7 +211,7 @@ async def run_sample(
     return sample
 
 
-def add_usage(usage: Any, calls: list[CallRecord]) -> None:
+def add_usage(usage: JudgeUsage, calls: list[CallRecord]) -> None:
     """Sum calls into a ``JudgeUsage`` (cost None as soon as one sent call has no price; the
     charged amounts always add up)."""
     for c in calls:
@@ -219,10 +220,13 @@ def add_usage(usage: Any, calls: list[CallRecord]) -> None:
         if c.outcome == FAILED:
             usage.calls += 1
             continue
-        usage.calls += 1
-        usage.input_tokens += c.input_tokens
-        usage.output_tokens += c.output_tokens
-        if usage.cost_usd is not None:
-            usage.cost_usd = None if c.cost_usd is None else usage.cost_usd + c.cost_usd
-        usage.charged_tokens += c.charged_tokens
-        usage.charged_usd += c.charged_usd
+        usage.add(
+            JudgeUsage(
+                calls=1,
+                input_tokens=c.input_tokens,
+                output_tokens=c.output_tokens,
+                cost_usd=c.cost_usd,
+                charged_tokens=c.charged_tokens,
+                charged_usd=c.charged_usd,
+            )
+        )

@@ -307,22 +307,22 @@ async def complete(
                     retries=attempt - 1,
                 )
             retry_after = parse_retry_after(response.headers.get("Retry-After"), now=datetime.now(UTC))
-        if attempt <= max_retries and retry_after is not None and retry_after > config.backoff_cap_seconds:
+        given_up = None
+        if attempt > max_retries:
+            given_up = (
+                f"judge provider failed after {attempt} attempt{'s' if attempt != 1 else ''}: {failure}"
+            )
+        elif retry_after is not None and retry_after > config.backoff_cap_seconds:
             # Never retried before the provider's Retry-After (§6.5), and never waited past
             # the backoff cap: a judge call holds a grading thread and its case.
             wait = "forever" if retry_after == float("inf") else f"{retry_after:.0f} s"
-            raise ProviderError(
+            given_up = (
                 f"judge provider asked to wait {wait} before retrying (Retry-After), longer than "
-                f"the {config.backoff_cap_seconds:.0f} s the judge client waits; not retried: {failure}",
-                "infra_error",
-                "judge_provider_error",
-                status=status,
-                retries=attempt - 1,
-                latency_ms=(time.perf_counter() - started) * 1000.0,
+                f"the {config.backoff_cap_seconds:.0f} s the judge client waits; not retried: {failure}"
             )
-        if attempt > max_retries:
+        if given_up is not None:
             raise ProviderError(
-                f"judge provider failed after {attempt} attempt{'s' if attempt != 1 else ''}: {failure}",
+                given_up,
                 "infra_error",
                 "judge_provider_error",
                 status=status,
