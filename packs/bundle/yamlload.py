@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import Any
 
@@ -124,6 +126,13 @@ class YamlDocument:
     root_line: int = 0
     root_column: int = 0
     issues: list[BundleIssue] = field(default_factory=list)  # non-fatal (duplicate keys)
+    # libyaml position (0-based) -> the editor's (1-based); set only when they differ.
+    remap: Callable[[int, int], tuple[int, int]] | None = None
+
+    def _shown(self, line: int, column: int) -> tuple[int, int]:
+        if self.remap is not None:
+            return self.remap(line, column)
+        return line + 1, column + 1
 
     def locate(self, path: Path) -> Located:
         here = Located(self.root_line, self.root_column, child=self.shadow)
@@ -145,7 +154,7 @@ class YamlDocument:
     def value_position(self, path: Path) -> tuple[int, int]:
         """1-based position of the value at ``path`` (or of its nearest existing ancestor)."""
         loc = self.locate(path)
-        return loc.line + 1, loc.column + 1
+        return self._shown(loc.line, loc.column)
 
     def parent_position(self, path: Path) -> tuple[int, int]:
         """1-based position of the mapping that lacks the key ``path`` names (§3).
@@ -158,14 +167,14 @@ class YamlDocument:
         while parent and loc.exact and isinstance(loc.child, str) and loc.child in _NULLS:
             parent = parent[:-1]
             loc = self.locate(parent)
-        return loc.line + 1, loc.column + 1
+        return self._shown(loc.line, loc.column)
 
     def key_position(self, path: Path) -> tuple[int, int]:
         """1-based position of the key naming ``path`` (the value's when it has no key)."""
         loc = self.locate(path)
         if loc.exact and loc.key_line is not None and loc.key_column is not None:
-            return loc.key_line + 1, loc.key_column + 1
-        return loc.line + 1, loc.column + 1
+            return self._shown(loc.key_line, loc.key_column)
+        return self._shown(loc.line, loc.column)
 
     def exists(self, path: Path) -> bool:
         return self.locate(path).exact
@@ -194,10 +203,53 @@ def _mark_issue(message: str, mark: Any, detail: str = "") -> BundleIssue:
     return _bundle_issue(message, mark.line + 1, mark.column + 1, detail)
 
 
-def _offset_position(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, column
+# Line breaks as editors, browsers' text areas and ``str.splitlines``' common subset count
+# them, and the three more that libyaml counts (YAML 1.1: NEL, LINE and PARAGRAPH SEPARATOR).
+_EDITOR_BREAK = re.compile(r"\r\n|[\n\r]")
+_LIBYAML_BREAK = re.compile(r"\r\n|[\n\r\x85\u2028\u2029]")
+_LIBYAML_ONLY_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _line_starts(text: str, breaks: re.Pattern[str]) -> list[int]:
+    return [0, *(m.end() for m in breaks.finditer(text))]
+
+
+def _offset_position(text: str, offset: int, starts: list[int] | None = None) -> tuple[int, int]:
+    """1-based line and column of the character at ``offset``, lines as an editor shows them."""
+    if starts is None:
+        starts = _line_starts(text[:offset], _EDITOR_BREAK)
+    line = bisect_right(starts, offset)
+    return line, offset - starts[line - 1] + 1
+
+
+def _position_remap(text: str) -> Callable[[int, int], tuple[int, int]] | None:
+    """libyaml starts a new line at U+0085, U+2028 and U+2029 too, so after one of them its
+    line numbers are ahead of the editor's (which breaks lines at CR and LF only). Returns
+    the translation, or None for a text without such a character (nearly every pack)."""
+    if not any(ch in text for ch in _LIBYAML_ONLY_BREAKS):
+        return None
+    yaml_starts = _line_starts(text, _LIBYAML_BREAK)
+    editor_starts = _line_starts(text, _EDITOR_BREAK)
+
+    def remap(line: int, column: int) -> tuple[int, int]:
+        offset = yaml_starts[min(line, len(yaml_starts) - 1)] + column
+        return _offset_position(text, min(offset, len(text)), editor_starts)
+
+    return remap
+
+
+def _remap_issues(
+    issues: list[BundleIssue], remap: Callable[[int, int], tuple[int, int]] | None
+) -> list[BundleIssue]:
+    if remap is None:
+        return issues
+    shown = []
+    for issue in issues:
+        if issue.line is not None and issue.column is not None:
+            line, column = remap(issue.line - 1, issue.column - 1)
+            issue = replace(issue, line=line, column=column)
+        shown.append(issue)
+    return shown
 
 
 def _flow_depth_estimate(text: str) -> int:
@@ -228,23 +280,30 @@ def load_yaml(raw: bytes) -> tuple[YamlDocument | None, list[BundleIssue]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, column = _offset_position(raw[: exc.start].decode("utf-8", "replace"), exc.start)
+        before = raw[: exc.start].decode("utf-8", "replace")
+        line, column = _offset_position(before, len(before))
         return None, [_bundle_issue("must be valid YAML", line, column, f"invalid UTF-8: {exc.reason}")]
     if _flow_depth_estimate(text) > MAX_FLOW_ESTIMATE:
         return None, [_bundle_issue("is nested too deeply", None, None, f"more than {MAX_DEPTH} levels")]
+    remap = _position_remap(text)
     try:
-        return _Builder(text).build(), []
+        document = _Builder(text).build()
     except LoadError as exc:
-        return None, [exc.issue]
+        fatal = [exc.issue]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         detail = " ".join(part for part in (exc.context, exc.problem) if part)
-        return None, [_mark_issue("must be valid YAML", mark, detail)]
+        fatal = [_mark_issue("must be valid YAML", mark, detail)]
     except yaml.reader.ReaderError as exc:
         line, column = _offset_position(text, min(exc.position, len(text)))
         return None, [_bundle_issue("must be valid YAML", line, column, str(exc).split("\n")[0])]
     except yaml.YAMLError as exc:  # any other libyaml complaint
         return None, [_bundle_issue("must be valid YAML", None, None, str(exc))]
+    else:
+        document.remap = remap
+        document.issues = _remap_issues(document.issues, remap)
+        return document, []
+    return None, _remap_issues(fatal, remap)
 
 
 class _Frame:

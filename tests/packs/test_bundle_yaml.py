@@ -346,3 +346,45 @@ def test_nul_characters_are_refused_before_they_reach_the_database():
     report = check(text)
     assert errors(report) == [("pack.name", "must not contain NUL characters")]
     assert report.errors[0].line == 3
+
+
+def _editor_position(text: str, needle: str) -> tuple[int, int]:
+    """1-based (line, column) of ``needle`` with lines broken at LF only, as the editor's
+    text area and most text editors count them (``str.splitlines`` also breaks at U+2028)."""
+    offset = text.index(needle)
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+def test_positions_after_a_line_or_paragraph_separator_are_the_editors(separator):
+    """libyaml starts a new line at U+0085, U+2028 and U+2029 (YAML 1.1 line breaks); the
+    editor and CLI users count lines at LF, so every later error pointed below its line."""
+    doc = base_pack()
+    doc["pack"]["name"] = f"Two{separator}{separator}lines"
+    doc["version"]["execution_mode"] = "Not A Mode"
+    text = dump(doc)
+    report = check(text)
+    (error,) = report.errors
+    assert error.field == "version.execution_mode"
+    assert (error.line, error.column) == _editor_position(text, "Not A Mode")
+
+
+def test_a_duplicate_key_and_a_column_after_a_separator_on_the_same_line():
+    text = dump(base_pack()).replace("  name: Demo\n", '  name: "A\u2028B"\n  name: Again\n', 1)
+    report = check(text)
+    assert errors(report) == [("pack.name", "is defined more than once")]
+    assert (report.errors[0].line, report.errors[0].column) == _editor_position(text, "name: Again")
+
+    pack_block = "pack:\n  slug: demo\n  name: Demo\n  family: reasoning\n"
+    flow = dump(base_pack()).replace(pack_block, 'pack: {name: "A\u2028B", slug: demo, family: [x]}\n')
+    report = check(flow)
+    assert errors(report) == [("pack.family", "must be a string")]
+    assert (report.errors[0].line, report.errors[0].column) == _editor_position(flow, "[x]")
+
+
+def test_a_syntax_error_after_a_separator_is_placed_on_the_editors_line():
+    text = 'name: "x\u2028y\u2028z"\nversion: [1\n'
+    document, issues = load_yaml(text.encode())
+    assert document is None
+    assert (issues[0].line, issues[0].column) == (3, 1)  # the end of input; libyaml said line 5
