@@ -105,6 +105,14 @@ class LaneRow:
     gates: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
+    def judge_budget_only_tokens(self) -> int:
+        """Tokens counted against the lane's judge budget beyond those providers reported: a
+        call whose provider reports no usage is charged its reservation (grading.md §6.4),
+        so a budget can run out while the reported spend stays low."""
+        lane = self.lane
+        return max(0, lane.judge_charged_tokens - lane.judge_input_tokens - lane.judge_output_tokens)
+
+    @property
     def done(self) -> int:
         return sum(v for k, v in self.counts.items() if k != "pending")
 

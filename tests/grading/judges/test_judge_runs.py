@@ -4,6 +4,7 @@ fake over a real socket), the lane budget split, model claims, and the n_wise pa
 from __future__ import annotations
 
 import yaml
+from django.test import Client
 
 from grading.models import JudgeProviderConfig
 from packs.services import pack_version_publish
@@ -284,3 +285,10 @@ def test_a_resumed_lane_budget_counts_the_calls_whose_usage_was_not_reported(per
 
     row = leaderboard(run, list(RunLane.objects.filter(run=run)))[0]
     assert row.judge_cost_usd is None
+    # The overview says what the budget counted, so a "budget reached" beside 0 tokens is
+    # explained (it showed only the reported 0 tokens and a dash).
+    assert row.judge_budget_only_tokens == lane.judge_charged_tokens
+    client = Client()
+    client.force_login(personas.owner)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert f"+{lane.judge_charged_tokens} counted against the budget" in page
