@@ -82,3 +82,51 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
     if when.tzinfo is None:  # RFC 7231 dates are GMT
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - now).total_seconds())
+
+
+# Error names OpenAI-compatible servers put in ``error.code`` / ``error.type`` for a failure
+# that passes: rate limits, overload and server-side errors.
+_TRANSIENT_ERROR_NAMES = {
+    "rate_limit_exceeded": 429,
+    "rate_limit_error": 429,
+    "too_many_requests": 429,
+    "server_error": 500,
+    "internal_server_error": 500,
+    "api_error": 500,
+    "overloaded_error": 529,
+    "service_unavailable": 503,
+    "timeout": 408,
+}
+
+
+def transient_error_in_body(reply: object) -> tuple[int, str] | None:
+    """A 200 whose JSON body is only an error object (``{"error": {"code": 429, ...}}``, as
+    gateways such as OpenRouter and LiteLLM answer when the model behind them is rate
+    limited or down): ``(status, message)`` when that error passes (408, 429, 5xx or a
+    name meaning one of them), so it is retried as the HTTP status would be; None otherwise
+    (a body with choices, or an error that will not pass, which stays a config error)."""
+    if not isinstance(reply, dict) or reply.get("choices"):
+        return None
+    error = reply.get("error")
+    if not isinstance(error, dict):
+        return None
+    status: int | None = None
+    for key in ("code", "status", "status_code"):
+        value = error.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit() and len(value) == 3):
+            number = int(value)
+            if number in (408, 429) or 500 <= number <= 599:
+                status = number
+                break
+    if status is None:
+        for key in ("code", "type"):
+            value = error.get(key)
+            if isinstance(value, str) and value.lower() in _TRANSIENT_ERROR_NAMES:
+                status = _TRANSIENT_ERROR_NAMES[value.lower()]
+                break
+    if status is None:
+        return None
+    message = error.get("message")
+    return status, (message if isinstance(message, str) else "")[:300]

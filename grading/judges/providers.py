@@ -23,7 +23,7 @@ from typing import Any
 
 from agentclash_site.lib.outbound import OutboundClient, OutboundError, url_path_endswith, url_with_path
 from grading.engine.evidence import MAX_TOKEN_COUNT
-from runs.retry import parse_retry_after
+from runs.retry import parse_retry_after, transient_error_in_body
 
 PROVIDER_KINDS = ("openai", "anthropic")
 ANTHROPIC_VERSION = "2023-06-01"
@@ -277,36 +277,43 @@ async def complete(
                         status=status,
                         retries=attempt - 1,
                     ) from exc
-                result = parse_completion(config, data, model)
-                result.retries = attempt - 1
-                result.latency_ms = (time.perf_counter() - started) * 1000.0
-                return result
-            # cut after the key is cut out: a key echoed across the cut would be kept in part
-            snippet = _without_key(response.text(), config)[:300]
-            failure = f"HTTP {status}: {snippet}"
-            if status in (401, 403):
-                raise ProviderError(
-                    f"judge provider refused the credentials ({failure})",
-                    "infra_error",
-                    "judge_provider_auth",
-                    status=status,
-                    retries=attempt - 1,
-                )
-            if status == 400 and "response_format" in body and "response_format" in snippet:
-                # An OpenAI-compatible server without JSON mode: ask again without it (the
-                # prompt still demands one JSON object, and parsing stays strict).
-                body = {k: v for k, v in body.items() if k != "response_format"}
-                attempt -= 1
-                continue
-            if status not in RETRIED_4XX and status < 500:
-                raise ProviderError(
-                    f"judge provider rejected the request ({failure})",
-                    "evaluator_error",
-                    "judge_request_rejected",
-                    status=status,
-                    retries=attempt - 1,
-                )
-            retry_after = parse_retry_after(response.headers.get("Retry-After"), now=datetime.now(UTC))
+                passing = transient_error_in_body(data) if config.kind != "anthropic" else None
+                if passing is None:
+                    result = parse_completion(config, data, model)
+                    result.retries = attempt - 1
+                    result.latency_ms = (time.perf_counter() - started) * 1000.0
+                    return result
+                # A gateway's "200 carrying a 429 / 5xx": retried as that status would be.
+                status = passing[0]
+                failure = _without_key(f"HTTP 200 with an error {status}: {passing[1]}", config)[:300]
+                retry_after = parse_retry_after(response.headers.get("Retry-After"), now=datetime.now(UTC))
+            else:
+                # cut after the key is cut out: a key echoed across the cut would be kept in part
+                snippet = _without_key(response.text(), config)[:300]
+                failure = f"HTTP {status}: {snippet}"
+                if status in (401, 403):
+                    raise ProviderError(
+                        f"judge provider refused the credentials ({failure})",
+                        "infra_error",
+                        "judge_provider_auth",
+                        status=status,
+                        retries=attempt - 1,
+                    )
+                if status == 400 and "response_format" in body and "response_format" in snippet:
+                    # An OpenAI-compatible server without JSON mode: ask again without it (the
+                    # prompt still demands one JSON object, and parsing stays strict).
+                    body = {k: v for k, v in body.items() if k != "response_format"}
+                    attempt -= 1
+                    continue
+                if status not in RETRIED_4XX and status < 500:
+                    raise ProviderError(
+                        f"judge provider rejected the request ({failure})",
+                        "evaluator_error",
+                        "judge_request_rejected",
+                        status=status,
+                        retries=attempt - 1,
+                    )
+                retry_after = parse_retry_after(response.headers.get("Retry-After"), now=datetime.now(UTC))
         given_up = None
         if attempt > max_retries:
             given_up = (

@@ -18,6 +18,7 @@ from agentclash_site.lib.outbound import OutboundClient, url_with_path
 from grading.engine import jsontext
 from runs.executors.base import AttemptCategory, AttemptOutcome, AttemptTimer, ExecutionRequest, Executor
 from runs.executors.evidence import ProtocolError, build_evidence
+from runs.retry import transient_error_in_body
 
 
 def chat_completions_url(base_url: str) -> str:
@@ -137,6 +138,17 @@ class OpenAIChatExecutor(Executor):
         common = {"status_code": response.status, "body": response.body, "response": reply}
         normalized = protocol_response(request, reply)
         if isinstance(normalized, str):
+            passing = transient_error_in_body(reply)
+            if passing is not None:  # retried as that HTTP status would be (never the agent's fault)
+                status, message = passing
+                return self.outcome(
+                    AttemptCategory.INFRA_ERROR,
+                    timer,
+                    error=f"the model endpoint answered HTTP 200 with an error {status}"
+                    + (f": {message}" if message else ""),
+                    error_code="rate_limited" if status == 429 else "server_error",
+                    **common,
+                )
             return self.outcome(
                 AttemptCategory.CONFIG_ERROR,
                 timer,

@@ -672,6 +672,34 @@ def test_openai_chat_rate_limits_are_infra_errors(agent):
     assert execute(make_request(chat_target(agent))).category == AttemptCategory.INFRA_ERROR
 
 
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        ({"code": 429, "message": "Rate limit exceeded: free-models-per-min"}, "rate_limited"),
+        ({"code": "503", "message": "upstream overloaded"}, "server_error"),
+        ({"type": "server_error", "message": "The server had an error"}, "server_error"),
+        ({"code": "rate_limit_exceeded", "message": "slow down"}, "rate_limited"),
+    ],
+)
+def test_a_200_carrying_a_rate_limit_or_server_error_is_retried_as_an_infra_error(agent, error, code):
+    # Gateways (OpenRouter, LiteLLM) answer HTTP 200 with only {"error": {"code": 429}} when
+    # the model behind them is rate limited or down. It was a config_error, never retried:
+    # the case ended ungraded for a failure that passes.
+    agent.queue(ok({"error": error}), chat_ok("36"))
+    outcomes, waits = drive(make_request(chat_target(agent)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("infra_error", code), ("ok", "")]
+    assert error["message"] in outcomes[0].error and len(waits) == 1
+
+
+@pytest.mark.parametrize(
+    "error", [{"code": 404, "message": "model not found"}, {"code": True}, {"code": "5000"}, "overloaded"]
+)
+def test_a_200_carrying_an_error_that_will_not_pass_stays_a_config_error(agent, error):
+    agent.default = ok({"error": error})
+    outcome = execute(make_request(chat_target(agent)))
+    assert (outcome.category, outcome.error_code) == ("config_error", "not_chat_completion")
+
+
 # --- trace_import and secrets ----------------------------------------------------------------
 
 

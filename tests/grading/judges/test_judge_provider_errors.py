@@ -56,3 +56,25 @@ def test_a_key_echoed_across_the_cut_of_the_error_excerpt_is_not_kept_in_part(at
         with pytest.raises(ProviderError) as info:
             asyncio.run(go())
     assert KEY[:4] not in str(info.value)
+
+
+def test_a_200_carrying_a_rate_limit_is_retried_not_an_evaluator_error():
+    # A gateway's HTTP 200 with only {"error": {"code": 429}} was "chat completion has no
+    # choices" (evaluator_error, never retried): the judge verdict was lost to a failure that
+    # passes. It is now retried as a 429 is, and gives up as infra_error.
+    limited = json.dumps({"error": {"code": 429, "message": "Rate limit exceeded"}}).encode()
+    with FakeJudgeProvider() as fake:
+        fake.default = status(200, limited, {"Content-Type": "application/json"})
+        config = ProviderConfig(
+            kind="openai", base_url=fake.base_url, api_key=KEY, allow_private=True, backoff_base_seconds=0.001
+        )
+
+        async def go():
+            async with OutboundClient() as client:
+                await complete(client, config, model="m", system="s", user="u", max_retries=2)
+
+        with pytest.raises(ProviderError) as info:
+            asyncio.run(go())
+        assert fake.calls == 3
+    assert info.value.outcome_class == "infra_error"
+    assert "HTTP 200 with an error 429: Rate limit exceeded" in str(info.value)
