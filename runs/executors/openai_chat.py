@@ -47,11 +47,21 @@ def _content_text(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # content parts
+    if isinstance(content, list):  # content parts: text, and a refusal part's text
         return "".join(
-            p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+            p[key]
+            for p in content
+            if isinstance(p, dict)
+            for key in ("text", "refusal")
+            if isinstance(p.get(key), str)
         )
     return json.dumps(content, ensure_ascii=False)
+
+
+def _refusal(message: dict[str, Any]) -> str:
+    """The model's refusal (``message.refusal``, OpenAI's structured outputs), or ""."""
+    refusal = message.get("refusal")
+    return refusal if isinstance(refusal, str) else ""
 
 
 def _tool_call(raw: Any) -> dict[str, Any] | str:
@@ -87,6 +97,11 @@ def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[
     if not isinstance(message, dict):
         return "choices[0].message is missing: not a chat completion"
     content = _content_text(message.get("content"))
+    # A refusal comes with a null content: it is the model's answer, graded and shown as one
+    # (it was lost, and the case graded against "" as if the model had said nothing).
+    refused = not content and bool(_refusal(message))
+    if refused:
+        content = _refusal(message)
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         return "choices[0].message.tool_calls must be an array: not a chat completion"
@@ -110,6 +125,8 @@ def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[
     assistant: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         assistant["attributes"] = {"tool_calls": [c["name"] for c in calls]}
+    if refused:
+        assistant.setdefault("attributes", {})["refusal"] = True
     out: dict[str, Any] = {
         "final_output": content,
         "messages": [*chat_messages(request), assistant],

@@ -673,6 +673,26 @@ def test_openai_chat_rate_limits_are_infra_errors(agent):
 
 
 @pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]},
+    ],
+)
+def test_openai_chat_a_refusal_is_the_models_answer_not_an_empty_one(agent, message):
+    # OpenAI sends a refusal with content null (or as a refusal content part): the text was
+    # dropped and the case graded against "" as if the model had answered nothing.
+    agent.default = ok({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+    outcome = execute(make_request(chat_target(agent)))
+    assert outcome.category == "ok"
+    assert outcome.evidence.final_output == "I can't help with that."
+    assistant = outcome.evidence.messages[-1]
+    assert (assistant.role, assistant.content) == ("assistant", "I can't help with that.")
+    if message["content"] is None:
+        assert outcome.response["messages"][-1]["attributes"] == {"refusal": True}
+
+
+@pytest.mark.parametrize(
     ("error", "code"),
     [
         ({"code": 429, "message": "Rate limit exceeded: free-models-per-min"}, "rate_limited"),
