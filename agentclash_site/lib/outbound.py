@@ -190,6 +190,18 @@ class ConnectionFailed(OutboundError):
     code = "connection_failed"
 
 
+class HostNotFound(OutboundError):
+    """The name does not exist (the resolver's NXDOMAIN answer): a typo in the URL, not a
+    failure that passes, so it is not retried. A resolver that cannot answer now (EAI_AGAIN)
+    is a ConnectionFailed."""
+
+    code = "host_not_found"
+
+
+# getaddrinfo's "no such name" answers (EAI_NODATA: the name exists without an address).
+_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
 # --- the address guard -------------------------------------------------------------------
 
 
@@ -326,10 +338,17 @@ class GuardedResolver(AbstractResolver):
         self._getaddrinfo = getaddrinfo
 
     async def _lookup(self, host: str, port: int, family: socket.AddressFamily) -> list[tuple[Any, ...]]:
-        if self._getaddrinfo is not None:
-            return list(await self._getaddrinfo(host, port))
-        loop = asyncio.get_running_loop()
-        return await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, family=family)
+        try:
+            if self._getaddrinfo is not None:
+                return list(await self._getaddrinfo(host, port))
+            loop = asyncio.get_running_loop()
+            return await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, family=family)
+        except socket.gaierror as exc:
+            if exc.errno in _NO_SUCH_HOST:
+                raise HostNotFound(
+                    f"{host} does not resolve (no such host): check the URL's host name"
+                ) from None
+            raise
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET

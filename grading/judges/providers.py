@@ -255,7 +255,7 @@ async def complete(
                 sensitive_headers=("x-api-key",),
             )
         except OutboundError as exc:
-            if exc.code in ("blocked_address", "invalid_url"):
+            if exc.code in ("blocked_address", "invalid_url", "host_not_found"):
                 raise ProviderError(
                     f"judge provider URL refused: {exc.message}",
                     "infra_error",

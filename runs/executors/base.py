@@ -25,6 +25,7 @@ import orjson
 from agentclash_site.lib.outbound import (
     BlockedAddress,
     ConnectionFailed,
+    HostNotFound,
     InvalidURL,
     OutboundClient,
     OutboundError,
@@ -367,6 +368,7 @@ class AttemptTimer:
 
 _CONFIG_ERRORS: tuple[type[OutboundError], ...] = (
     BlockedAddress,
+    HostNotFound,
     InvalidURL,
     RedirectChangesMethod,
     TooManyRedirects,

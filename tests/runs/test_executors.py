@@ -8,6 +8,7 @@ import gzip
 import json
 import logging
 import random
+import socket
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -302,6 +303,41 @@ def test_a_passed_deadline_is_an_infra_error_without_a_call(agent):
 def test_a_refused_connection_is_an_infra_error():
     outcome = execute(make_request(target(f"http://127.0.0.1:{free_port()}/agent")))
     assert (outcome.category, outcome.error_code) == ("infra_error", "connection_failed")
+
+
+def _dns_failing(errno: int):
+    async def getaddrinfo(host: str, port: int):  # injected: no DNS traffic
+        raise socket.gaierror(errno, "fake resolver")
+
+    return getaddrinfo
+
+
+def test_a_host_name_that_does_not_exist_is_a_config_error_not_retried():
+    # A typo'd host (NXDOMAIN) was "could not resolve" (infra_error), retried max_attempts
+    # times with backoff and counted as an infrastructure failure; it will never pass.
+    request = make_request(target("http://agent.example.invalid/agent", max_attempts=3))
+
+    async def go():
+        async with OutboundClient(getaddrinfo=_dns_failing(socket.EAI_NONAME)) as client:
+            return await run_attempts(
+                executor_for("hosted_http"), request, client=client, rng=random.Random(1), sleep=_no_sleep
+            )
+
+    with loopback_only() as attempts:
+        outcomes = asyncio.run(go())
+    assert attempts == []
+    assert [(o.category, o.error_code) for o in outcomes] == [("config_error", "host_not_found")]
+    assert "agent.example.invalid does not resolve" in outcomes[0].error
+
+
+def test_a_resolver_that_cannot_answer_now_is_still_a_retried_infra_error():
+    request = make_request(target("http://agent.example.invalid/agent", max_attempts=2))
+    outcome = execute(request, getaddrinfo=_dns_failing(socket.EAI_AGAIN))
+    assert (outcome.category, outcome.error_code) == ("infra_error", "connection_failed")
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
 
 
 @pytest.mark.parametrize(

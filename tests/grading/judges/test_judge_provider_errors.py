@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 
 import pytest
 
@@ -78,3 +79,24 @@ def test_a_200_carrying_a_rate_limit_is_retried_not_an_evaluator_error():
         assert fake.calls == 3
     assert info.value.outcome_class == "infra_error"
     assert "HTTP 200 with an error 429: Rate limit exceeded" in str(info.value)
+
+
+def test_a_judge_provider_host_that_does_not_exist_is_not_retried():
+    # NXDOMAIN was retried max_retries times with backoff, for a typo that never resolves.
+    lookups: list[str] = []
+
+    async def no_such_host(host: str, port: int):  # injected: no DNS traffic
+        lookups.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "fake resolver")
+
+    config = ProviderConfig(kind="openai", base_url="https://judge.example.invalid/v1", api_key=KEY)
+
+    async def go():
+        async with OutboundClient(getaddrinfo=no_such_host) as client:
+            await complete(client, config, model="m", system="s", user="u", max_retries=3)
+
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(go())
+    assert lookups == ["judge.example.invalid"]
+    assert info.value.outcome_class == "infra_error" and info.value.retries == 0
+    assert "judge.example.invalid does not resolve" in str(info.value)
