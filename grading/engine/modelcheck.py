@@ -216,6 +216,76 @@ def _branch_for(args: list[Any], data: Any) -> Any | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """A model field as the walk reads it, worked out once per model (not per value)."""
+
+    annotation: Any  # Annotated unwrapped
+    metadata: tuple[Any, ...]
+    config_for: Any  # a ConfigFor marker, or None
+    freeform: bool
+    required: bool
+    plain_str: bool  # a bare ``str``: empty after trimming counts as absent
+
+
+_FIELD_TABLES: dict[type[BaseModel], dict[str, _Field]] = {}
+
+
+def _field_table(model: type[BaseModel]) -> dict[str, _Field]:
+    table = _FIELD_TABLES.get(model)
+    if table is None:
+        table = {}
+        for name, info in model.model_fields.items():
+            annotation, metadata = _unwrap(info.annotation)
+            metadata = metadata + tuple(info.metadata)
+            table[info.alias or name] = _Field(
+                annotation=annotation,
+                metadata=metadata,
+                config_for=next((m for m in metadata if isinstance(m, ConfigFor)), None),
+                freeform=_is_freeform(annotation),
+                required=info.is_required(),
+                plain_str=annotation is str,
+            )
+        _FIELD_TABLES[model] = table
+    return table
+
+
+# What ``_Walker.value`` does with an annotation: (kind, annotation, metadata, type args).
+_Shape = tuple[str, Any, tuple[Any, ...], tuple[Any, ...]]
+_SHAPES: dict[Any, _Shape] = {}
+_SCALAR_KINDS = {str: "str", bool: "bool", int: "int", float: "float"}
+
+
+def _shape_of(annotation: Any) -> _Shape:
+    bare, more = _unwrap(annotation)
+    origin = typing.get_origin(bare)
+    if _is_freeform(bare):
+        kind = "freeform"
+    elif origin in _UNION_TYPES:
+        kind = "union"
+    elif _is_model(bare):
+        kind = "model"
+    elif origin is list:
+        kind = "list"
+    elif origin is dict:
+        kind = "dict"
+    elif origin is Literal:
+        kind = "literal"
+    else:
+        kind = _SCALAR_KINDS.get(bare, "other") if isinstance(bare, type) else "other"
+    return kind, bare, more, typing.get_args(bare)
+
+
+def _shape(annotation: Any) -> _Shape:
+    try:
+        return _SHAPES[annotation]
+    except KeyError:
+        shape = _SHAPES[annotation] = _shape_of(annotation)
+        return shape
+    except TypeError:  # unhashable metadata
+        return _shape_of(annotation)
+
+
 class _Walker:
     def __init__(
         self,
@@ -239,29 +309,26 @@ class _Walker:
         if not isinstance(data, Mapping):
             self.report(path, "must be an object")
             return data
-        fields = {info.alias or name: info for name, info in model.model_fields.items()}
+        fields = _field_table(model)
         out: dict[str, Any] = {}
         for raw_key, value in data.items():
             key = raw_key if isinstance(raw_key, str) else self._key_text(raw_key, path)
-            if key not in fields:
+            spec = fields.get(key)
+            if spec is None:
                 self.unknown_key(path, key, list(fields))
                 continue
-            info = fields[key]
-            annotation, metadata = _unwrap(info.annotation)
-            metadata = metadata + tuple(info.metadata)
-            if value is None and not _is_freeform(annotation):
+            if value is None and not spec.freeform:
                 continue  # null means absent
-            config_for = next((m for m in metadata if isinstance(m, ConfigFor)), None)
-            if config_for is not None:
-                out[key] = self.config(config_for, data, value, path + (key,))
+            if spec.config_for is not None:
+                out[key] = self.config(spec.config_for, data, value, path + (key,))
             else:
-                out[key] = self.value(annotation, value, path + (key,), metadata)
-        for name, info in fields.items():
-            if not info.is_required():
+                out[key] = self.value(spec.annotation, value, path + (key,), spec.metadata)
+        for name, spec in fields.items():
+            if not spec.required:
                 continue
             if name not in out:
                 self.report(path + (name,), "is required", anchor="parent")
-            elif isinstance(out[name], str) and not out[name].strip() and _unwrap(info.annotation)[0] is str:
+            elif spec.plain_str and isinstance(out[name], str) and not out[name].strip():
                 # Empty after trimming is absent (pack-format §2.1): placed like a missing key.
                 self.report(path + (name,), "is required", anchor="parent")
         return out
@@ -306,13 +373,17 @@ class _Walker:
     # -- values -------------------------------------------------------------
 
     def value(self, annotation: Any, data: Any, path: Path, metadata: tuple[Any, ...]) -> Any:
-        annotation, more = _unwrap(annotation)
-        metadata = metadata + more
-        origin = typing.get_origin(annotation)
-        if _is_freeform(annotation):
+        kind, annotation, more, type_args = _shape(annotation)
+        if more:
+            metadata = metadata + more
+        if kind == "model":
+            return self.model(annotation, data, path)
+        if kind == "str":
+            return self.string(data, path, metadata)
+        if kind == "freeform":
             return self.freeform(data, path)
-        if origin in _UNION_TYPES:
-            args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if kind == "union":
+            args = [arg for arg in type_args if arg is not type(None)]
             if data is None:
                 return None
             if len(args) == 1:
@@ -323,21 +394,17 @@ class _Walker:
                 self.report(path, "must be " + " or ".join(names))
                 return data
             return self.union_member(branch, data, path, metadata)
-        if _is_model(annotation):
-            return self.model(annotation, data, path)
-        if origin is list:
-            return self.list(typing.get_args(annotation), data, path)
-        if origin is dict:
-            return self.dict(typing.get_args(annotation), data, path)
-        if origin is Literal:
-            return self.literal(typing.get_args(annotation), data, path)
-        if annotation is str:
-            return self.string(data, path, metadata)
-        if annotation is bool:
+        if kind == "list":
+            return self.list(type_args, data, path)
+        if kind == "dict":
+            return self.dict(type_args, data, path)
+        if kind == "literal":
+            return self.literal(type_args, data, path)
+        if kind == "bool":
             return self.boolean(data, path)
-        if annotation is int:
+        if kind == "int":
             return self.integer(data, path)
-        if annotation is float:
+        if kind == "float":
             return self.number(data, path)
         return data
 
