@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -339,6 +340,7 @@ def compile_re2(pattern: str) -> Any:
 
 
 _UNANCHORED = re2._Anchor.UNANCHORED
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def search_span(rx: Any, text: str) -> tuple[int, int] | None:
@@ -349,7 +351,13 @@ def search_span(rx: Any, text: str) -> tuple[int, int] | None:
     if text.isascii():
         s, e = rx._regexp.Match(_UNANCHORED, text.encode(), 0, len(text))[0]
         return None if s < 0 else (s, e)
-    m = rx.search(text)
+    try:
+        m = rx.search(text)
+    except UnicodeEncodeError:
+        # A lone UTF-16 surrogate (``json`` reads "\ud800" from an agent's reply) has no UTF-8
+        # form, so RE2 cannot take the text: each one is searched as U+FFFD, as the stored
+        # evidence holds it (runs.storable). One code point for one: the offsets stand.
+        m = rx.search(_SURROGATES.sub("\ufffd", text))
     return None if m is None else m.span()
 
 
