@@ -164,3 +164,11 @@ def test_a_difference_equal_to_the_tolerance_is_within_it(a, e, config, want):
     r = run("numeric_match", a, e, config)
     assert status(r) == want, r.evidence
     assert ("within" in r.evidence) == (want == "PASSED")
+
+
+def test_a_unicode_minus_sign_makes_the_number_negative():
+    # "−" (U+2212, typeset minus) was skipped: "−5 °C" read as 5 and passed against 5.
+    assert status(run("numeric_match", "It is −5 °C", "5", {"extract_number": True})) == "FAILED"
+    assert status(run("numeric_match", "It is −5 °C", "-5", {"extract_number": True})) == "PASSED"
+    assert status(run("numeric_match", "−5", "-5")) == "PASSED"
+    assert status(run("numeric_match", "−0.5", "0.5", {"absolute_tolerance": 0.1})) == "FAILED"

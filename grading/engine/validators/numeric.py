@@ -19,8 +19,11 @@ _DECIMAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 def parse_number(text: str, extract: bool) -> float | None:
     """The side as a decimal float (grading.md §3.4): trimmed, then the whole text must be one
-    decimal number; with ``extract`` currency, commas and % go first and the leftmost number counts."""
+    decimal number; with ``extract`` currency, commas and % go first and the leftmost number counts.
+    A typeset minus sign (U+2212) is a minus: skipped, "−5" read as 5 and passed against 5."""
     t = text.strip()
+    if "\u2212" in t:
+        t = t.replace("\u2212", "-")
     if extract:
         m = _DECIMAL.search(strip_currency(t).replace(",", "").replace("%", ""))
         if m is None:
