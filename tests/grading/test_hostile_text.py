@@ -8,6 +8,8 @@ import json
 
 import pytest
 import re2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from validator_helpers import run, status
 
 from grading.engine import evidence_from_response, grade_case
@@ -151,3 +153,113 @@ def test_nan_in_a_final_output_value_reads_as_null_as_stored():
     }
     g = grade_case(ev, CaseDef("ch", "c"), spec, context=CTX)
     assert g.expectations[0].status.value == "FAILED"
+
+
+# --- properties ------------------------------------------------------------------------
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6)
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+_args = st.dictionaries(st.sampled_from(["path", "command", "n", "skill", "x"]), _json, max_size=3)
+_calls = st.lists(
+    st.tuples(st.sampled_from(["Bash", "Read", "Skill", "fetch"]), _args, st.sampled_from(["ok", "error"])),
+    max_size=4,
+)
+
+
+def _validators(expected_args: dict) -> list[dict]:
+    return [
+        {
+            "key": "assert",
+            "type": "tool_call_assertion",
+            "target": "tool_calls",
+            "config": {"tool_name": "Bash", "arguments_contain": expected_args},
+        },
+        {
+            "key": "traj",
+            "type": "tool_trajectory",
+            "target": "tool_calls",
+            "config": {"expected": [{"name": "Bash", "args": expected_args}], "match_type": "IN_ORDER"},
+        },
+        {
+            "key": "skills",
+            "type": "skills_trajectory",
+            "target": "tool_calls",
+            "config": {"skills": [{"tool": "Bash", "args": expected_args}, "Read"]},
+        },
+    ]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_calls, _args)
+def test_arguments_as_json_text_or_as_an_object_grade_the_same(calls, expected_args):
+    """§1.1: a call's args are an object; a reply may send them as JSON text. Either way the
+    matchers see one value and give one verdict."""
+    spec = {"validators": _validators(expected_args)}
+
+    def verdicts(as_text: bool) -> list[tuple]:
+        raw = [{"name": n, "args": json.dumps(a) if as_text else a, "status": s} for n, a, s in calls]
+        g = _grade({"final_output": "", "tool_calls": raw}, spec)
+        assert g.message is None, g.message
+        return [(e.key, e.status, e.score, e.per_invocation_scores) for e in g.expectations]
+
+    assert verdicts(False) == verdicts(True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=()), max_size=30),
+    st.sampled_from([".", "a.b", r"\w+", "^$"]),
+)
+def test_search_span_never_raises_on_any_str(text, pattern):
+    span = search_span(compile_re2(pattern), text)
+    replaced = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    want = re2.compile(pattern).search(replaced)
+    assert span == (None if want is None else want.span())
+
+
+_names = st.sampled_from(["a", "b", "c"])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_names, max_size=5), st.lists(_names, min_size=1, max_size=4), st.lists(_names, max_size=3))
+def test_match_types_are_ordered_any_in_order_exact(observed, required, second_turn):
+    """An order a match passes under EXACT also passes IN_ORDER, and IN_ORDER's credit never
+    exceeds ANY_ORDER's, for both matchers, per invocation (§4.1, §4.2)."""
+    response = {
+        "final_output": "",
+        "invocations": [
+            {"tool_calls": [{"name": n} for n in observed]},
+            {"tool_calls": [{"name": n} for n in second_turn]},
+        ],
+    }
+    for vtype, config in (
+        ("skills_trajectory", {"skills": required}),
+        ("tool_trajectory", {"expected": [[{"name": n} for n in required]] * 2}),
+    ):
+        scores = {}
+        for mode in ("ANY_ORDER", "IN_ORDER", "EXACT"):
+            spec = {
+                "validators": [
+                    {
+                        "key": "m",
+                        "type": vtype,
+                        "target": "tool_calls",
+                        "config": {**config, "match_type": mode},
+                    }
+                ]
+            }
+            scores[mode] = _grade(response, spec).expectations[0].per_invocation_scores
+        for any_s, in_s, exact_s in zip(
+            scores["ANY_ORDER"], scores["IN_ORDER"], scores["EXACT"], strict=True
+        ):
+            assert exact_s <= in_s <= any_s, (vtype, scores)
