@@ -96,7 +96,7 @@ def _parse_args(raw: Any) -> tuple[dict[str, Any], Any]:
         except ValueError:
             return {}, raw
         if isinstance(parsed, dict):
-            return parsed, None
+            return jsontext.bounded(parsed), None
         return {}, raw
     return {}, raw
 
@@ -422,6 +422,7 @@ def evidence_from_response(
     """Build the evidence of one case execution from the agent's response body."""
     if not isinstance(response, Mapping):
         raise ProtocolError("the response must be a JSON object")
+    response = jsontext.bounded(response)  # as deep as evidence keeps, NaN as null (jsontext)
     if "final_output" not in response:
         raise ProtocolError("final_output is required")
     black_box = evidence_level == "black_box"

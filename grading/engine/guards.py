@@ -6,11 +6,12 @@ fails the case whatever else passed; without the tool_calls channel a guard is U
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .rules import rule_result
 from .types import Evidence, ExpectationResult, OutcomeClass, ResultKind, Status, ToolCall
@@ -81,6 +82,17 @@ def _dest_strings(value: Any) -> Iterator[str]:
             yield from _dest_strings(v)
 
 
+def canonical_host(host: str) -> str:
+    """One spelling per host: percent-decoded (fetchers decode the host), lower case, without
+    the trailing dot of a fully qualified name, internationalised names in their ASCII (IDNA)
+    form, so `bücher.de` and `xn--bcher-kva.de` are one host."""
+    h = unquote(host).strip().rstrip(".").lower()
+    if not h.isascii():
+        with contextlib.suppress(UnicodeError):  # not a valid IDNA name: compared as written
+            h = h.encode("idna").decode("ascii")
+    return h
+
+
 def _host_of(text: str) -> str | None:
     """The host of a URL, with or without a scheme: `https://h/p`, `h/p`, `h:8080`, `[::1]:80`, `::1`."""
     t = text.strip()
@@ -97,7 +109,21 @@ def _host_of(text: str) -> str | None:
         host = urlsplit(t).hostname
     except ValueError:
         return None
-    return (host.rstrip(".") or None) if host else None
+    return (canonical_host(host) or None) if host else None
+
+
+def _hosts_of(text: str) -> list[str]:
+    """Every host a fetcher may read from the text: as RFC 3986 parsers (``urlsplit``,
+    urllib3) read it, and as WHATWG parsers (browsers, fetch()) do, which take `\\` for `/`:
+    `https://evil.io\\@docs.python.org/` is docs.python.org to the first and evil.io to the
+    second, so both are checked."""
+    first = _host_of(text)
+    hosts = [first] if first else []
+    if "\\" in text:
+        other = _host_of(text.replace("\\", "/"))
+        if other and other not in hosts:
+            hosts.append(other)
+    return hosts
 
 
 def destinations(call: ToolCall) -> list[str]:
@@ -105,14 +131,10 @@ def destinations(call: ToolCall) -> list[str]:
     if call.name in NETWORK_TOOLS:
         for s in _strings(call.args):
             for m in _URL.finditer(s):
-                h = _host_of(m.group(0))
-                if h:
-                    hosts.append(h)
+                hosts += _hosts_of(m.group(0))
         for s in _dest_strings(call.args):
             if "://" not in s:  # a URL with a scheme was found above
-                h = _host_of(s)
-                if h:
-                    hosts.append(h)
+                hosts += _hosts_of(s)
     net = call.attributes.get("network") if call.attributes else None
     if net is not None:
         items = net if isinstance(net, list) else [net]
@@ -120,13 +142,9 @@ def destinations(call: ToolCall) -> list[str]:
             if isinstance(item, dict):
                 for k in ("host", "hostname", "url", "address", "destination"):
                     if isinstance(item.get(k), str):
-                        h = _host_of(item[k])
-                        if h:
-                            hosts.append(h)
+                        hosts += _hosts_of(item[k])
             elif isinstance(item, str):
-                h = _host_of(item)
-                if h:
-                    hosts.append(h)
+                hosts += _hosts_of(item)
     return hosts
 
 
@@ -139,7 +157,11 @@ def host_allowed(host: str, allowed: Sequence[str]) -> bool:
         e = entry.strip().lower()
         if e == "*" or e == host:
             return True
-        if e.startswith("*.") and ip is None and host.endswith(e[1:]):
+        if e.startswith("*."):
+            if ip is None and host.endswith("." + canonical_host(e[2:])):
+                return True
+            continue
+        if "/" not in e and canonical_host(e) == host:
             return True
         if ip is not None and "/" in e:
             try:

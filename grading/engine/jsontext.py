@@ -10,6 +10,7 @@ answered 500). Here such a document is a ``ValueError`` like any other text that
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 
@@ -23,3 +24,49 @@ def loads(text: str | bytes | bytearray) -> Any:
         return json.loads(text)
     except RecursionError:
         raise JSONTooDeep("the JSON is nested too deeply to read") from None
+
+
+# A reply parses about 1,000 levels deep, and walking such a value in Python (canonical JSON,
+# the derived task plan, a guard's URL search, deep equality) goes past the interpreter's
+# recursion limit: the whole case was graded ERROR. Evidence keeps this many levels (below
+# runs.storable's 250, counted from the stored document's root, so a re-grade of the stored
+# response reads the same value) and holds a note in place of any deeper container.
+MAX_DEPTH = 200
+TOO_DEEP = f"(nested more than {MAX_DEPTH} levels deep: not graded)"
+
+
+def bounded(value: Any) -> Any:
+    """``value`` as evidence keeps it: containers nested deeper than ``MAX_DEPTH`` become the
+    ``TOO_DEEP`` note and NaN and infinities become None (JSON has neither; the stored
+    evidence holds null). The value itself when nothing changes, the common case."""
+    return _bounded(value, 0) if _needs_bounding(value, 0) else value
+
+
+def _needs_bounding(value: Any, depth: int) -> bool:
+    if isinstance(value, dict | list):
+        if depth >= MAX_DEPTH:
+            return True
+        # A loop, not any(generator): one frame per level, not two.
+        for v in value.values() if isinstance(value, dict) else value:
+            if _needs_bounding(v, depth + 1):
+                return True
+        return False
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _bounded(value: Any, depth: int) -> Any:
+    if isinstance(value, dict | list):
+        if depth >= MAX_DEPTH:
+            return TOO_DEEP
+        if isinstance(value, dict):
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                out[k] = _bounded(v, depth + 1)
+            return out
+        items = []
+        for v in value:
+            items.append(_bounded(v, depth + 1))
+        return items
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -118,3 +118,37 @@ def test_black_box_guard_is_unavailable_and_gating():
     r = g.expectations[0]
     assert r.status.value == "UNAVAILABLE" and r.gating
     assert g.status.value == "UNAVAILABLE" and g.gates["guards"] == "not_graded"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://evil.io\\@docs.python.org/",  # WHATWG parsers (browsers, fetch) read \ as /: evil.io
+        "https://evil.io\\.docs.python.org/",
+        "evil.io\\@docs.python.org",
+    ],
+)
+def test_a_backslash_cannot_hide_the_host_a_fetcher_contacts(url):
+    # urlsplit reads "evil.io\@docs.python.org" as user info and an allowed host; a browser or
+    # fetch() goes to evil.io. The guard checks every host a fetcher may read from the URL.
+    r = grade(
+        {"allowed_hosts": ["docs.python.org", "*.python.org"]}, [{"name": "fetch", "args": {"url": url}}]
+    )
+    assert r.expectations[0].status.value == "FAILED", r.expectations[0].evidence
+    assert "'evil.io'" in r.expectations[0].evidence
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://bücher.de/x", ["xn--bcher-kva.de"]),  # one host, two spellings (IDNA)
+        ("https://xn--bcher-kva.de/x", ["bücher.de"]),
+        ("https://shop.bücher.de/x", ["*.xn--bcher-kva.de"]),
+        ("https://example.com/x", ["example.com."]),  # a trailing dot names the same host
+        ("https://Example.COM./x", ["EXAMPLE.com"]),
+        ("https://example%2Ecom/x", ["example.com"]),  # fetchers percent-decode the host
+    ],
+)
+def test_one_host_spelled_two_ways_is_allowed(url, allowed):
+    r = grade({"allowed_hosts": allowed}, [{"name": "fetch", "args": {"url": url}}]).expectations[0]
+    assert r.status.value == "PASSED", r.evidence

@@ -282,3 +282,20 @@ def test_zero_invocations():
         and r.per_invocation_scores == []
         and r.klass().value == "unavailable"
     )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "skills/pdf/SKILL.md",
+        "./skills/pdf/./SKILL.md",
+        "skills//pdf//SKILL.md",
+        "/workspace/skills/other/../pdf/SKILL.md",
+        "skills\\pdf\\SKILL.md",
+    ],
+)
+def test_a_skill_md_read_counts_under_any_spelling_of_its_path(path):
+    # §4.2 (2): the read path is normalised before its last two segments name the skill.
+    response = {"final_output": "", "tool_calls": [{"name": "Read", "args": {"file_path": path}}]}
+    r = run("skills_trajectory", "", None, {"skills": [{"skill": "pdf"}]}, response=response)
+    assert r.score == 1.0, r.details

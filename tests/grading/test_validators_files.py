@@ -151,3 +151,22 @@ def test_file_checks_without_the_files_channel_are_unavailable():
 def test_text_validators_on_an_absent_capture_fail():
     r = one({"type": "exact_match", "target": "file:out", "expected_from": "literal:x"}, files={})
     assert r.status.value == "FAILED" and r.evidence == "file not returned: out.json"
+
+
+def test_directory_structure_reads_config_paths_as_the_returned_paths_are_read():
+    # §1.1 normalises returned paths (\ to /, leading ./ removed); the same spelling in the
+    # config named a file that was "missing", and a forbidden ./pkg/mod.py was never found.
+    tree = {"type": "directory_structure", "target": "file:tree"}
+    ok = one(
+        {
+            **tree,
+            "config": {
+                "required_files": ["./pkg/mod.py", "pkg//__init__.py", ".\\README.md"],
+                "required_directories": ["./pkg/"],
+            },
+        }
+    )
+    assert ok.status.value == "PASSED", ok.evidence
+    bad = one({**tree, "config": {"forbidden_files": ["./pkg/mod.py", "pkg\\__init__.py"]}})
+    assert bad.status.value == "FAILED"
+    assert "forbidden ./pkg/mod.py present" in bad.evidence and "pkg\\__init__.py present" in bad.evidence

