@@ -38,6 +38,21 @@ class Workspace(models.Model):
     def __str__(self) -> str:
         return self.slug
 
+    # The slug is in every API URL, bookmark and CLI call naming the workspace: renaming it
+    # would break them all silently. It is chosen once, on creation; the name is what changes.
+    def save(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        stored = getattr(self, "_stored_slug", None)
+        if not self._state.adding and stored is not None and self.slug != stored:
+            raise ValueError(f"a workspace's slug never changes ({stored!r}); change its name instead")
+        super().save(*args, **kwargs)
+        self._stored_slug = self.slug
+
+    @classmethod
+    def from_db(cls, db, field_names, values):  # type: ignore[no-untyped-def]
+        instance = super().from_db(db, field_names, values)
+        instance._stored_slug = instance.__dict__.get("slug")
+        return instance
+
 
 class Role(models.TextChoices):
     OWNER = "owner", "Owner"
