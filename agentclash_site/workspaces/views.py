@@ -178,6 +178,9 @@ def token_revoke_view(request: HttpRequest, token_id) -> HttpResponse:  # type: 
 # workspace is resolved before the method is checked, so an outsider gets 404 on every URL.
 
 
+MEMBER_PAGE = 50
+
+
 def _members_page(
     request: HttpRequest,
     workspace: Workspace,
@@ -187,16 +190,31 @@ def _members_page(
     status: int = 200,
 ) -> HttpResponse:
     me = membership_for(request, workspace)
-    members = list(Membership.objects.for_members_page(workspace))
-    context = {
+    context: dict[str, Any] = {
         "workspace": workspace,
         "me": me,
-        "members": members,
-        "sole_owner": me is not None and me.is_owner and sum(m.is_owner for m in members) == 1,
         "roles": Role.choices,
         "add_form": add_form or MemberAddForm(),
         "error": error,
+        "query": query_without(request.GET, "after"),
     }
+    try:
+        page = keyset_page(
+            Membership.objects.for_members_page(workspace),
+            sort="list_key",
+            after=request.GET.get("after") or None,
+            size=MEMBER_PAGE,
+        )
+    except InvalidCursor as exc:
+        context["error"] = f"The link to the next page is not valid: {exc}."
+        return render(request, "workspaces/members.html", context, status=400)
+    context.update(page=page, members=page.items)
+    if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
+        return render(request, "workspaces/members.html#rows", {**context, "more": True})
+    # The leave section's note: counted, the list being a page of the members.
+    context["sole_owner"] = (
+        me is not None and me.is_owner and workspace.memberships.filter(role=Role.OWNER).count() == 1
+    )
     return render(request, "workspaces/members.html", context, status=status)
 
 
