@@ -62,7 +62,9 @@ def test_long_names_on_the_workspace_lists_never_widen_the_page(personas, login,
     workspace = personas.workspace
     Pack.objects.create(workspace=workspace, slug="s" * 200, name="P" * 300, family="F" * 200)
     Draft.objects.create(workspace=workspace, name="N" * 300)
-    ApiToken.objects.create(user=personas.owner, workspace=workspace, name="T" * 100, digest="d", hint="acl_x")
+    ApiToken.objects.create(
+        user=personas.owner, workspace=workspace, name="T" * 100, digest="d", hint="acl_x"
+    )
     member = get_user_model().objects.create_user("U" * 150)
     membership_set_role(workspace=workspace, user=member, role=Role.VIEWER)
     login(personas.owner)
