@@ -72,3 +72,12 @@ def test_an_outsider_never_sees_the_workspaces_deployments_whatever_the_cursor(p
         assert response.status_code == 200 and "acme-" not in response.content.decode()
     deployment = Deployment.objects.get(name="acme-0")
     assert outsider.get(f"/deployments/{deployment.public_id}/").status_code == 404
+
+
+def test_an_empty_list_tells_a_viewer_who_adds_deployments(personas):
+    # The viewer was told to add an endpoint, with a form only editors and owners get.
+    editor = logged_in(personas.editor).get("/deployments/").content.decode()
+    assert "No deployments yet" in editor and "Add your agent's endpoint" in editor
+    viewer = logged_in(personas.viewer).get("/deployments/").content.decode()
+    assert "No deployments yet" in viewer and "An owner or editor of this workspace adds them" in viewer
+    assert "Add your agent" not in viewer and "deployment create" not in viewer
