@@ -74,16 +74,22 @@ class Artifact(models.Model):
 
 
 class PackQuerySet(models.QuerySet):
-    def for_list(self, workspace: Workspace) -> PackQuerySet:
+    def for_list(self, workspace: Workspace, *, versions_shown: int | None = None) -> PackQuerySet:
         """A workspace's packs by slug, each with ``version_count``, ``latest_number`` and its
-        versions prefetched newest first (two queries in all)."""
+        versions prefetched newest first (two queries in all): all of them as ``versions``,
+        or with ``versions_shown`` the newest that many of each as ``newest_versions`` (the
+        list page: a pack with a thousand versions was a thousand badges on its row)."""
         versions = PackVersion.objects.only(
             "id", "public_id", "pack_id", "number", "published_at", "content_hash"
         ).order_by("-number")
+        prefetch = Prefetch("versions", queryset=versions)
+        if versions_shown is not None:
+            # Still one query (a window over each pack); a sliced prefetch needs its own attribute.
+            prefetch = Prefetch("versions", queryset=versions[:versions_shown], to_attr="newest_versions")
         return (
             self.filter(workspace=workspace)
             .annotate(version_count=Count("versions"), latest_number=models.Max("versions__number"))
-            .prefetch_related(Prefetch("versions", queryset=versions))
+            .prefetch_related(prefetch)
             .order_by("slug")
         )
 
@@ -361,7 +367,8 @@ class DraftQuerySet(models.QuerySet):
         return (
             self.filter(workspace=workspace)
             .select_related("based_on", "based_on__pack", "created_by")
-            .defer("bundle_text")
+            # The version a draft started from is named, never read: not its source and manifest.
+            .defer("bundle_text", "based_on__source", "based_on__manifest")
             .order_by("-updated_at", "-id")
         )
 

@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from agentclash_site.lib.pagination import InvalidCursor, keyset_page, query_without
 from agentclash_site.lib.params import BadParameter, int_param
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
@@ -86,6 +87,15 @@ def _can_write(request: HttpRequest, workspace: Any) -> bool:
 # --- pack list ------------------------------------------------------------------------------
 
 
+# The packs page lists two keyset-paged tables, each with its own cursor: packs by slug
+# (``after``) and drafts, most recently edited first (``drafts_after``).
+PACK_PAGE = 50
+DRAFT_PAGE = 50
+# Version badges on a pack's row, newest first; the pack's page lists them all.
+VERSIONS_SHOWN = 10
+_LIST_PARTIALS = ("pack_rows", "draft_rows")
+
+
 @login_required
 @require_GET
 @member_page("Challenge packs")
@@ -93,11 +103,34 @@ def pack_list(request: HttpRequest) -> HttpResponse:
     workspace = request.workspace  # type: ignore[attr-defined]
     context: dict[str, Any] = {
         "workspace": workspace,
-        "packs": list(Pack.objects.for_list(workspace)),
-        "drafts": list(Draft.objects.for_list(workspace)),
         "can_write": _can_write(request, workspace),
         "new_form": NewDraftForm(templates=services.draft_templates()),
+        "versions_shown": VERSIONS_SHOWN,
+        "pack_query": query_without(request.GET, "after"),
+        "draft_query": query_without(request.GET, "drafts_after"),
     }
+    partial = request.GET.get("partial") if request.htmx else None  # type: ignore[attr-defined]
+    partial = partial if partial in _LIST_PARTIALS else None
+    try:
+        if partial != "draft_rows":
+            context["pack_page"] = keyset_page(
+                Pack.objects.for_list(workspace, versions_shown=VERSIONS_SHOWN),
+                sort="slug",
+                after=request.GET.get("after") or None,
+                size=PACK_PAGE,
+            )
+        if partial != "pack_rows":
+            context["draft_page"] = keyset_page(
+                Draft.objects.for_list(workspace),
+                sort="-updated_at",
+                after=request.GET.get("drafts_after") or None,
+                size=DRAFT_PAGE,
+            )
+    except InvalidCursor as exc:
+        context["error"] = f"The link to the next page is not valid: {exc}."
+        return render(request, "packs/pack_list.html", context, status=400)
+    if partial:
+        return render(request, f"packs/pack_list.html#{partial}", {**context, "more": True})
     return render(request, "packs/pack_list.html", context)
 
 

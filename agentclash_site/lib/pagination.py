@@ -28,6 +28,7 @@ from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import connection, models
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
+from django.http import QueryDict
 from django.utils import timezone
 
 T = TypeVar("T")
@@ -282,3 +283,13 @@ def keyset_page(
         key = (get("id"),) if field is None else (get(field), get("id"))
         next_cursor = encode_cursor(sort, key)
     return Page(items=rows, next_cursor=next_cursor)
+
+
+def query_without(params: QueryDict, *names: str) -> str:
+    """``params`` (a request's GET) as a query string without ``names`` and ``partial``: the
+    base of a paged list's "more" link, which adds its own cursor (and, for htmx, its partial)
+    while keeping the list's filters and the cursors of the page's other lists."""
+    kept = params.copy()
+    for name in (*names, "partial"):
+        kept.pop(name, None)
+    return kept.urlencode()

@@ -64,6 +64,12 @@ class WorkspaceAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
     readonly_fields = ["public_id", "created_at"]
 
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        # The slug names the workspace in every API URL, bookmark and CLI call: set on add,
+        # never changed (Workspace.save refuses it too).
+        fields = super().get_readonly_fields(request, obj)
+        return [*fields, "slug"] if obj is not None else fields
+
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
         if formset.model is not Membership or not change:
             return super().save_formset(request, form, formset, change)

@@ -9,6 +9,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
@@ -38,6 +39,21 @@ class Workspace(models.Model):
     def __str__(self) -> str:
         return self.slug
 
+    # The slug is in every API URL, bookmark and CLI call naming the workspace: renaming it
+    # would break them all silently. It is chosen once, on creation; the name is what changes.
+    def save(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        stored = getattr(self, "_stored_slug", None)
+        if not self._state.adding and stored is not None and self.slug != stored:
+            raise ValueError(f"a workspace's slug never changes ({stored!r}); change its name instead")
+        super().save(*args, **kwargs)
+        self._stored_slug = self.slug
+
+    @classmethod
+    def from_db(cls, db, field_names, values):  # type: ignore[no-untyped-def]
+        instance = super().from_db(db, field_names, values)
+        instance._stored_slug = instance.__dict__.get("slug")
+        return instance
+
 
 class Role(models.TextChoices):
     OWNER = "owner", "Owner"
@@ -51,16 +67,20 @@ WRITE_ROLES = frozenset({Role.OWNER, Role.EDITOR})
 class MembershipQuerySet(models.QuerySet):
     def for_members_page(self, workspace: Workspace) -> MembershipQuerySet:
         """The members of ``workspace`` with their users, owners first, then editors and
-        viewers, each by username: one query whatever the count."""
+        viewers, each by username: one query whatever the count.
+
+        That order is one text annotation, ``list_key`` (the role's rank digit, then the
+        username), so the page can be a keyset page over it (``keyset_page`` sorts by one
+        field and the id): it orders exactly as (rank, username) would."""
         rank = models.Case(
-            *(models.When(role=role, then=models.Value(i)) for i, role in enumerate(Role.values)),
-            default=models.Value(len(Role.values)),
+            *(models.When(role=role, then=models.Value(str(i))) for i, role in enumerate(Role.values)),
+            default=models.Value(str(len(Role.values))),
         )
         return (
             self.filter(workspace=workspace)
             .select_related("user")
-            .alias(role_rank=rank)
-            .order_by("role_rank", "user__username")
+            .annotate(list_key=Concat(rank, "user__username", output_field=models.CharField()))
+            .order_by("list_key", "id")
         )
 
 

@@ -17,6 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
+from agentclash_site.lib.pagination import InvalidCursor, keyset_page, query_without
 from agentclash_site.workspaces.access import (
     check_owner,
     get_workspace_for_user,
@@ -104,20 +105,32 @@ def workspace_switch(request: HttpRequest) -> HttpResponse:
 
 
 NEW_TOKEN_SESSION = "new_api_token"
+TOKEN_PAGE = 50
 
 
 @login_required
 def token_list(request: HttpRequest) -> HttpResponse:
-    tokens = ApiToken.objects.filter(user=request.user).select_related("workspace")
-    response = render(
-        request,
-        "workspaces/tokens.html",
-        {
-            "tokens": tokens,
-            "new_secret": _pop_new_secret(request),
-            "workspaces": visible_workspaces(request).order_by("slug"),
-        },
+    """The user's tokens, newest first (ties by id), a keyset page at a time ("More tokens")."""
+    context: dict[str, Any] = {"query": query_without(request.GET, "after")}
+    status = 200
+    try:
+        page = keyset_page(
+            ApiToken.objects.filter(user=request.user).select_related("workspace"),
+            sort="-created_at",
+            after=request.GET.get("after") or None,
+            size=TOKEN_PAGE,
+        )
+        context.update(page=page, tokens=page.items)
+    except InvalidCursor as exc:
+        context["error"] = f"The link to the next page is not valid: {exc}."
+        status = 400
+    if request.htmx and request.GET.get("partial") == "rows" and status == 200:  # type: ignore[attr-defined]
+        # The one-time secret stays in the session for the page that shows it.
+        return render(request, "workspaces/tokens.html#rows", {**context, "more": True})
+    context.update(
+        new_secret=_pop_new_secret(request), workspaces=visible_workspaces(request).order_by("slug")
     )
+    response = render(request, "workspaces/tokens.html", context, status=status)
     response["Cache-Control"] = "no-store"  # the page may hold the one-time secret
     return response
 
@@ -165,6 +178,9 @@ def token_revoke_view(request: HttpRequest, token_id) -> HttpResponse:  # type: 
 # workspace is resolved before the method is checked, so an outsider gets 404 on every URL.
 
 
+MEMBER_PAGE = 50
+
+
 def _members_page(
     request: HttpRequest,
     workspace: Workspace,
@@ -174,16 +190,31 @@ def _members_page(
     status: int = 200,
 ) -> HttpResponse:
     me = membership_for(request, workspace)
-    members = list(Membership.objects.for_members_page(workspace))
-    context = {
+    context: dict[str, Any] = {
         "workspace": workspace,
         "me": me,
-        "members": members,
-        "sole_owner": me is not None and me.is_owner and sum(m.is_owner for m in members) == 1,
         "roles": Role.choices,
         "add_form": add_form or MemberAddForm(),
         "error": error,
+        "query": query_without(request.GET, "after"),
     }
+    try:
+        page = keyset_page(
+            Membership.objects.for_members_page(workspace),
+            sort="list_key",
+            after=request.GET.get("after") or None,
+            size=MEMBER_PAGE,
+        )
+    except InvalidCursor as exc:
+        context["error"] = f"The link to the next page is not valid: {exc}."
+        return render(request, "workspaces/members.html", context, status=400)
+    context.update(page=page, members=page.items)
+    if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
+        return render(request, "workspaces/members.html#rows", {**context, "more": True})
+    # The leave section's note: counted, the list being a page of the members.
+    context["sole_owner"] = (
+        me is not None and me.is_owner and workspace.memberships.filter(role=Role.OWNER).count() == 1
+    )
     return render(request, "workspaces/members.html", context, status=status)
 
 

@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
+from agentclash_site.lib.pagination import InvalidCursor, keyset_page, query_without
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from runs.access import get_deployment_for_user
@@ -36,15 +37,32 @@ def _can_write(request: HttpRequest, workspace: Any) -> bool:
     return bool(membership and membership.can_write)
 
 
+DEPLOYMENT_PAGE = 50
+
+
 @login_required
 @member_page("Deployments")
 def deployment_list(request: HttpRequest) -> HttpResponse:
+    """The workspace's deployments by name, a keyset page at a time ("More deployments")."""
     workspace = request.workspace  # type: ignore[attr-defined]
-    context = {
+    context: dict[str, Any] = {
         "workspace": workspace,
-        "deployments": list(Deployment.objects.for_workspace(workspace)),
         "can_write": _can_write(request, workspace),
+        "query": query_without(request.GET, "after"),
     }
+    try:
+        page = keyset_page(
+            Deployment.objects.for_workspace(workspace),
+            sort="name",
+            after=request.GET.get("after") or None,
+            size=DEPLOYMENT_PAGE,
+        )
+    except InvalidCursor as exc:
+        context["error"] = f"The link to the next page is not valid: {exc}."
+        return render(request, TEMPLATES + "list.html", context, status=400)
+    context.update(page=page, deployments=page.items)
+    if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
+        return render(request, TEMPLATES + "list.html#rows", {**context, "more": True})
     return render(request, TEMPLATES + "list.html", context)
 
 

@@ -50,3 +50,29 @@ def test_a_long_unbroken_name_never_widens_the_page(personas, login, page):
         expect(page.locator("h1")).to_contain_text(name[:50])
         # The message names the first elements reaching past the window.
         assert overflow(page) == 0, (url, page.evaluate(PAST_THE_WINDOW))
+
+
+def test_long_names_on_the_workspace_lists_never_widen_the_page(personas, login, page):
+    # The packs, tokens and members lists, at each name's length limit.
+    from django.contrib.auth import get_user_model
+
+    from agentclash_site.workspaces.models import ApiToken
+    from packs.models import Draft, Pack
+
+    workspace = personas.workspace
+    Pack.objects.create(workspace=workspace, slug="s" * 200, name="P" * 300, family="F" * 200)
+    Draft.objects.create(workspace=workspace, name="N" * 300)
+    ApiToken.objects.create(
+        user=personas.owner, workspace=workspace, name="T" * 100, digest="d", hint="acl_x"
+    )
+    member = get_user_model().objects.create_user("U" * 150)
+    membership_set_role(workspace=workspace, user=member, role=Role.VIEWER)
+    login(personas.owner)
+    for url, name in {
+        "/packs/": "P" * 300,
+        "/account/tokens/": "T" * 100,
+        f"/workspaces/{workspace.slug}/members/": "U" * 150,
+    }.items():
+        page.goto(url)
+        expect(page.locator("main")).to_contain_text(name)
+        assert overflow(page) == 0, (url, page.evaluate(PAST_THE_WINDOW))

@@ -101,6 +101,25 @@ def test_the_run_list_pages_with_a_cursor(personas, run, owner, django_assert_nu
     assert owner.get("/runs/?after=garbage").status_code == 400
 
 
+def test_an_empty_run_list_offers_new_run_only_to_those_who_may_start_one(personas):
+    # A viewer was told to start one with "New run", a button only editors and owners get.
+    editor = login(personas.editor).get("/runs/").content.decode()
+    assert 'No runs yet. Start one with "New run"' in editor
+    viewer = login(personas.viewer).get("/runs/").content.decode()
+    assert "No runs yet." in viewer and "New run" not in viewer and "eval start" not in viewer
+
+
+def test_an_older_runs_batch_that_comes_back_empty_adds_no_empty_list_row(personas, run, owner):
+    # The runs after the cursor were deleted meanwhile: the rows swapped in said "No runs yet"
+    # under a list of runs.
+    from agentclash_site.lib.pagination import encode_cursor
+
+    cursor = encode_cursor("-created_at", [run.created_at, run.id])
+    Run.objects.exclude(pk=run.pk).delete()
+    body = owner.get(f"/runs/?after={cursor}&partial=rows", **HTMX).content.decode()
+    assert "No runs" not in body and "<html" not in body
+
+
 # --- new run -----------------------------------------------------------------------------------
 
 
