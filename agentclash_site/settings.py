@@ -51,6 +51,13 @@ else:
     from agentclash_site.lib.crypto import validate_fernet_key
 
     validate_fernet_key(FIELD_ENCRYPTION_KEY, name="FIELD_ENCRYPTION_KEY")
+# Earlier keys, comma-separated: they still decrypt (manage.py encryption rotate re-encrypts).
+FIELD_ENCRYPTION_KEY_FALLBACKS = env_list("FIELD_ENCRYPTION_KEY_FALLBACKS", [])
+if FIELD_ENCRYPTION_KEY_FALLBACKS:
+    from agentclash_site.lib.crypto import validate_fernet_key
+
+    for _key in FIELD_ENCRYPTION_KEY_FALLBACKS:
+        validate_fernet_key(_key, name="each entry of FIELD_ENCRYPTION_KEY_FALLBACKS")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1"])
 PUBLIC_BASE_URL = env_base_url("PUBLIC_BASE_URL", "http://127.0.0.1:8000")

@@ -1,5 +1,10 @@
 """Secret encryption at rest (Fernet, key from ``FIELD_ENCRYPTION_KEY``).
 
+Key rotation, as Django's ``SECRET_KEY_FALLBACKS``: secrets are encrypted with
+``FIELD_ENCRYPTION_KEY`` and decrypted with it or any of ``FIELD_ENCRYPTION_KEY_FALLBACKS``;
+``manage.py encryption rotate`` re-encrypts every stored secret with the current key, after
+which the old keys can be dropped.
+
 ``cryptography`` is imported when a secret is encrypted or decrypted: every process imports
 this module with the models, and most (``eval start``, the web pages) never touch a secret."""
 
@@ -12,7 +17,7 @@ from typing import TYPE_CHECKING
 from agentclash_site.lib.env import ConfigError
 
 if TYPE_CHECKING:
-    from cryptography.fernet import Fernet
+    from cryptography.fernet import MultiFernet
 
 
 def validate_fernet_key(key: str, *, name: str) -> None:
@@ -27,11 +32,13 @@ def validate_fernet_key(key: str, *, name: str) -> None:
         )
 
 
-def _fernet() -> Fernet:
-    from cryptography.fernet import Fernet
+def _fernet() -> MultiFernet:
+    """The current key first (it encrypts), then the fallbacks (they only decrypt)."""
+    from cryptography.fernet import Fernet, MultiFernet
     from django.conf import settings
 
-    return Fernet(settings.FIELD_ENCRYPTION_KEY.encode())
+    keys = [settings.FIELD_ENCRYPTION_KEY, *getattr(settings, "FIELD_ENCRYPTION_KEY_FALLBACKS", [])]
+    return MultiFernet([Fernet(key.encode()) for key in keys])
 
 
 def encrypt_text(plain: str) -> str:
@@ -48,4 +55,21 @@ def decrypt_text(token: str) -> str:
     try:
         return _fernet().decrypt(token.encode()).decode()
     except InvalidToken:
-        raise DecryptionError("stored secret cannot be decrypted with FIELD_ENCRYPTION_KEY") from None
+        raise DecryptionError(UNREADABLE) from None
+
+
+UNREADABLE = (
+    "stored secret cannot be decrypted with FIELD_ENCRYPTION_KEY or FIELD_ENCRYPTION_KEY_FALLBACKS "
+    "(after changing the key, list the old one in FIELD_ENCRYPTION_KEY_FALLBACKS)"
+)
+
+
+def reencrypt_text(token: str) -> str:
+    """The same secret encrypted with the current key (read with any key); DecryptionError
+    when no key reads it."""
+    from cryptography.fernet import InvalidToken
+
+    try:
+        return _fernet().rotate(token.encode()).decode()
+    except InvalidToken:
+        raise DecryptionError(UNREADABLE) from None

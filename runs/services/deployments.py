@@ -413,8 +413,9 @@ def deployment_test_connection(*, deployment: Deployment) -> AttemptOutcome:
     except DecryptionError:
         raise DeploymentError(
             "secret_unreadable",
-            "the stored secret or signing key cannot be decrypted (was FIELD_ENCRYPTION_KEY changed?): "
-            "set the secret again and rotate the signing key",
+            "the stored secret or signing key cannot be decrypted (was FIELD_ENCRYPTION_KEY changed? "
+            "list the old key in FIELD_ENCRYPTION_KEY_FALLBACKS): or set the secret again and rotate "
+            "the signing key",
         ) from None
     target = dataclasses.replace(target, timeout_seconds=min(target.timeout_seconds, PROBE_TIMEOUT_CAP))
     request = probe_request(target)
