@@ -279,6 +279,8 @@ def rank_run(run: Any) -> int:
         pending = [d for d in decls if any(_pending(item.grade, str(get(d, "key"))) for item in group)]
         if not pending:
             continue  # already ranked (finalize ran before): never pay twice
+        if not still_scoring(run.pk):
+            break  # cancelled meanwhile: no judge call more, nothing written into it
         prepared = []
         for item in group:
             ctx = contexts[item.lane_id]
@@ -311,9 +313,17 @@ def rank_run(run: Any) -> int:
                 context=context,
                 usage_share=shares.get(lane_key),
             )
-            _write_item(item, grade.to_dict(), shares.get(lane_key), STATUS_COLUMNS)
+            if not _write_item(item, grade.to_dict(), shares.get(lane_key), STATUS_COLUMNS):
+                return changed  # cancelled while this case was ranked: its answer is dropped
             changed += 1
     return changed
+
+
+def still_scoring(run_id: Any) -> bool:
+    """Whether the run is still in ``scoring`` (a cancel moves it on while it is scored)."""
+    from runs.models import Run, RunStatus
+
+    return Run.objects.filter(pk=run_id, status=RunStatus.SCORING).exists()
 
 
 def _consecutive_groups(items: Iterable[Any]) -> Iterator[tuple[tuple[str, str, int], list[Any]]]:
@@ -339,13 +349,18 @@ def _pending(grade: Any, key: str) -> bool:
     return False
 
 
-def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, columns: dict[str, str]) -> None:
+def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, columns: dict[str, str]) -> bool:
+    """Writes the ranked grade; False (nothing written) when the run left ``scoring``."""
     from runs.models import GradeRevision, RunItem, RunLane
     from runs.storable import storable
 
     doc = storable(doc)  # a judge's text may hold NUL characters
     with transaction.atomic():
         lane = RunLane.objects.select_for_update().get(pk=item.lane_id)
+        # Under the lane's lock: a cancel locks the run's lanes before it moves the run, so
+        # it either committed before this read or waits for this write.
+        if not still_scoring(item.run_id):
+            return False
         old = record_from_grade(item.grade or {})
         new = record_from_grade(doc)
         old.latency_ms = new.latency_ms = item.latency_ms
@@ -400,3 +415,4 @@ def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, column
             score=score,
             scoring_revision=item.scoring_revision + 1,
         )
+    return True

@@ -138,7 +138,7 @@ def finalize_run(run: Run) -> bool:
 
 
 def _finalize_run(run: Run) -> None:
-    from runs.judging import rank_run, record_run_judge_usage
+    from runs.judging import rank_run, record_run_judge_usage, still_scoring
     from runs.services.operations import rescore_pending, rescore_stalled
 
     if rescore_pending(run):
@@ -154,6 +154,8 @@ def _finalize_run(run: Run) -> None:
         return
     try:
         rank_run(run)
+        if not still_scoring(run.pk):
+            return  # cancelled while ranked: the critique is not asked; the cancel's check_run has the stats
         stats = compute_stats(run, critique=True)
         record_run_judge_usage(run)
     except Exception as exc:
@@ -162,7 +164,8 @@ def _finalize_run(run: Run) -> None:
             transition_lane(lane, LaneStatus.FAILED, reason="scoring failed")
         transition_run(run, RunStatus.FAILED, reason=f"scoring failed: {exc}"[:500])
         raise
-    Run.objects.filter(pk=run.pk).update(stats=stats)
+    # guarded: a cancel during the critique stores the cancelled run's own stats (check_run)
+    Run.objects.filter(pk=run.pk, status=RunStatus.SCORING).update(stats=stats)
     run.stats = stats
     for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
         transition_lane(lane, LaneStatus.COMPLETED, reason="scored")

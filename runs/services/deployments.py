@@ -311,6 +311,30 @@ def deployment_create(
     return DeploymentWithKey(deployment=deployment, signing_key=signing_key)
 
 
+def _ensure_no_unfinished_run(deployment: Deployment) -> None:
+    """A kind change waits for the runs that use the deployment: their dispatchers call it
+    with the executor of its current kind (a hosted endpoint was called as trace_import, and
+    every case ended config_error "please report it"), and a lane keeps the kind it was
+    created with."""
+    from runs.models import RunLane, RunStatus
+
+    unfinished = (RunStatus.DRAFT, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SCORING)
+    busy = (
+        RunLane.objects.filter(deployment=deployment, run__status__in=unfinished)
+        .order_by("run__created_at")
+        .values_list("run_id", "run__status")
+        .first()
+    )
+    if busy is not None:
+        run_id, status = busy
+        raise DeploymentInUse(
+            "deployment_in_use",
+            f"{deployment.name!r} is used by run {run_id} ({status}); its kind can change once"
+            " that run has finished or is cancelled",
+            field="kind",
+        )
+
+
 @transaction.atomic
 def deployment_update(
     *,
@@ -344,6 +368,7 @@ def deployment_update(
     state = {key: getattr(deployment, key) for key in given}
     state.update({key: value for key, value in given.items() if value is not UNSET})
     if kind is not UNSET and kind != deployment.kind:
+        _ensure_no_unfinished_run(deployment)
         if url is UNSET:
             # A hosted endpoint is not a chat base URL: a new calling kind needs its own URL.
             state["url"] = ""

@@ -141,6 +141,7 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
             raise RunError(
                 "nothing_to_retry", "the run has no infra_error or config_error items", status_code=409
             )
+        _check_same_kind(per_lane)
         total = failed.update(
             state=ItemState.PENDING, claim_owner="", claim_deadline=None, claims=0, finished_at=None
         )
@@ -172,6 +173,24 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
             run_id = run.pk
             transaction.on_commit(lambda: enqueue_run(run_id))
     return total
+
+
+def _check_same_kind(lane_ids: Any) -> None:
+    """A lane is dispatched with the executor of its deployment's current kind: one whose
+    deployment changed kind since the run started would be called with the wrong protocol."""
+    changed = (
+        RunLane.objects.filter(pk__in=list(lane_ids))
+        .exclude(deployment__kind=F("deployment_kind"))
+        .values_list("deployment_name", "deployment_kind", "deployment__kind")
+        .first()
+    )
+    if changed is not None:
+        name, was, now = changed
+        raise RunError(
+            "deployment_changed",
+            f"deployment {name!r} was {was} when the run started and is {now} now; start a new run",
+            status_code=409,
+        )
 
 
 RESCORE_BATCH = 500

@@ -65,3 +65,32 @@ def test_a_cancel_that_came_in_before_the_lock_is_seen_under_it(run):
 
 def test_outsiders_get_404(personas, run):
     assert personas.api(personas.outsider).post(f"{BASE}/{run.pk}/retry-failed").status_code == 404
+
+
+def test_a_lane_whose_deployment_changed_kind_since_is_not_retried(personas):
+    """Retrying the failures of a finished run after its deployment was changed to another
+    kind called the new kind's executor for a lane created for the old one (a trace_import
+    deployment "called": config_error, "please report it", once more). It is refused now
+    (409 deployment_changed, naming the deployment and both kinds), nothing reopened."""
+    from runs.models import RunItem, RunLane
+    from runs.services.deployments import deployment_update
+    from tests.fakes.agent_server import FakeAgent, raw
+    from tests.runs.runfactory import create_run, drive, hosted, publish
+
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent() as agent:
+        agent.default = raw("{}", status=401)
+        dep = hosted(personas.workspace, agent.url, name="flaky")
+        run = drive(create_run(personas.workspace, version, [dep]))
+    assert run.status == "completed" and RunLane.objects.get(run=run).config_error == 2
+    deployment_update(deployment=dep, kind="trace_import")
+    response = personas.api(personas.owner).post(f"/api/v1/workspaces/acme/runs/{run.pk}/retry-failed")
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "deployment_changed"
+    assert (
+        "'flaky'" in error["message"]
+        and "hosted_http" in error["message"]
+        and "trace_import" in error["message"]
+    )
+    assert set(RunItem.objects.filter(run=run).values_list("state", flat=True)) == {"done"}

@@ -252,3 +252,56 @@ def test_follow_gives_up_with_exit_3_when_the_database_stays_away(personas, monk
     error = info.value
     assert (error.code, error.exit_code) == ("database_unavailable", 3)
     assert "connection refused" in error.message and f"run status {run.pk}" in error.message
+
+
+def _following() -> bool:
+    """Whether another backend's last statement is ``--follow``'s read of the run's status."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND query LIKE %s",
+            ['%"runs_run"."items_open"%'],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_follow_names_the_run_it_leaves_going(personas, signum):
+    """Ctrl-C (SIGINT) or a CI job cancelled (SIGTERM) while ``--follow`` waited: a
+    KeyboardInterrupt traceback, or nothing at all, and with ``--json`` the run's id was never
+    printed, so the run went on where its starter could not find it. It now prints the error
+    object, ``interrupted``, naming ``run status RUN``, and exits 3 (as when following
+    times out: the run goes on)."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.processes import ROOT, child_env, redis_server, wait_until
+
+    publish(personas.workspace, cases=1)
+    deployment_create(workspace=personas.workspace, name="ci", kind="trace_import")  # never finishes alone
+    argv = [sys.executable, "manage.py", "eval", "start", "--workspace", "acme", "--pack", "echo"]
+    argv += ["--deployment", "ci", "--follow", "--json"]
+    with redis_server() as port:
+        env = child_env(CELERY_BROKER_URL=f"redis://127.0.0.1:{port}/0")
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            run = wait_until(lambda: Run.objects.first(), timeout=60, message="the run")
+            wait_until(lambda: _following(), timeout=60, message="the command waiting for the run")
+            proc.send_signal(getattr(signal, signum))
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert proc.returncode == 3, (out, err)
+    error = json.loads(out)["error"]
+    assert error["code"] == "interrupted"
+    assert f"run status {run.pk}" in error["message"]
+    assert "Traceback" not in err
+    assert Run.objects.get(pk=run.pk).status == "queued"  # it goes on

@@ -250,3 +250,31 @@ def test_a_response_holding_the_signing_key_is_never_stored_by_a_cache(personas)
     for response in (created, rotated):
         assert "signing_key" in response.json()
         assert "no-store" in response.get("Cache-Control", "")
+
+
+def test_the_kind_of_a_deployment_an_unfinished_run_uses_cannot_change(personas):
+    """A hosted_http deployment PATCHed to trace_import while a run of it was queued: the run
+    called it anyway through the trace_import executor, and every case ended config_error
+    "AgentClash failed on this attempt (NotExecutable ...); please report it" (a changed
+    openai_chat one was called with the other protocol). Its kind now stays while a queued,
+    running or scoring run uses it (409, naming the run); other fields still change, and
+    once the run has finished the kind can change."""
+    from runs.models import Run
+    from runs.services.operations import run_cancel
+    from tests.runs.runfactory import create_run, hosted, publish
+
+    version = publish(personas.workspace, cases=1)
+    dep = hosted(personas.workspace, "http://127.0.0.1:9/agent", name="busy")
+    run = create_run(personas.workspace, version, [dep])
+    api = personas.api(personas.owner)
+    refused = api.patch(f"{BASE}/{dep.public_id}", {"kind": "trace_import"}, format="json")
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("deployment_in_use", "kind")
+    assert str(run.pk) in error["message"] and "queued" in error["message"]
+    dep.refresh_from_db()
+    assert dep.kind == "hosted_http"
+    assert api.patch(f"{BASE}/{dep.public_id}", {"max_in_flight": 3}, format="json").status_code == 200
+    run_cancel(run=Run.objects.get(pk=run.pk))
+    changed = api.patch(f"{BASE}/{dep.public_id}", {"kind": "trace_import"}, format="json")
+    assert changed.status_code == 200 and changed.json()["kind"] == "trace_import"

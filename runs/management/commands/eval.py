@@ -2,17 +2,21 @@
 for it and exit with a CI-friendly code.
 
 Exit codes with ``--follow``, first match wins: 2 usage or validation error; 3 the run ended
-with any case still infra_error or config_error, or the run failed; 1 some lane's pass rate is
-below ``--fail-under`` (a fraction, default 1.0) or null; 0 otherwise. Without ``--follow``:
+with any case still infra_error or config_error, or the run failed or was cancelled; 1 some
+lane's pass rate is below ``--fail-under`` (a fraction, default 1.0) or null; 0 otherwise. Without ``--follow``:
 ``{"run": {...}}`` and exit 0 once the run is queued. The progress bar goes to stderr, and only
 when stderr is a terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -39,8 +43,11 @@ RECONNECT_SECONDS = env_float("AGENTCLASH_FOLLOW_RECONNECT", 120)
 
 
 def follow_exit_code(document: dict[str, Any], fail_under: float) -> int:
-    """3 / 1 / 0 of interfaces.md §6 for a finished run's document (2 is raised earlier)."""
-    if document["run"]["status"] == RunStatus.FAILED:
+    """3 / 1 / 0 of interfaces.md §6 for a finished run's document (2 is raised earlier).
+
+    A cancelled run exits 3 like a failed one: it has no verdict (the cases it never ran are
+    counted nowhere in its pass rate, so a run cancelled after a few passes read as green)."""
+    if document["run"]["status"] in (RunStatus.FAILED, RunStatus.CANCELLED):
         return 3
     for lane in document["lanes"]:
         counts = lane["counts"]
@@ -150,15 +157,16 @@ class Command(JsonCommand):
             # The service names the API's body key; the CLI's option is --deployment.
             field = "deployment" if exc.field == "deployments" else exc.field
             raise CliError(exc.code, exc.message, field=field, choices=exc.choices) from exc
-        # Imported after the run is queued: the worker starts while this process loads the
-        # document code (it pulls in the grading engine).
-        from runs.documents import run_document
+        with _interrupts_name(run, workspace.slug, tty=self.stderr.isatty()):
+            # Imported after the run is queued: the worker starts while this process loads
+            # the document code (it pulls in the grading engine).
+            from runs.documents import run_document
 
-        if not options["follow"]:
-            document = {"run": run_document(run)["run"]}
-            self.emit(document, f"Run {run.pk} queued: {document['run']['url']}\n")
-            return
-        document = self.follow(run)
+            if not options["follow"]:
+                document = {"run": run_document(run)["run"]}
+                self.emit(document, f"Run {run.pk} queued: {document['run']['url']}\n")
+                return
+            document = self.follow(run)
         self.emit(document, render_text(document))
         code = follow_exit_code(document, 1.0 if fail_under is None else fail_under)
         if code:
@@ -218,6 +226,33 @@ class Command(JsonCommand):
         if tty:
             self.stderr.write("")
         return run_document(run, cases=True)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _interrupts_name(run: Run, workspace: str, *, tty: bool) -> Iterator[None]:
+    """Ctrl-C, or SIGTERM (a CI job cancelled), once the run is queued: the ``interrupted``
+    error naming the run, which goes on (exit 3, as ``follow_timeout``), not a traceback, or
+    nothing at all, with the run's id never printed."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        if tty:
+            sys.stderr.write("\n")  # after the progress bar's line
+        raise CliError(
+            "interrupted",
+            f"stopped waiting for run {run.pk}; the run goes on (cancel it on its page or with"
+            f" POST /api/v1/workspaces/{workspace}/runs/{run.pk}/cancel): run status {run.pk}",
+            exit_code=3,
+        ) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _listen() -> bool:
