@@ -2,8 +2,8 @@
 for it and exit with a CI-friendly code.
 
 Exit codes with ``--follow``, first match wins: 2 usage or validation error; 3 the run ended
-with any case still infra_error or config_error, or the run failed or was cancelled; 1 some
-lane's pass rate is below ``--fail-under`` (a fraction, default 1.0) or null; 0 otherwise. Without ``--follow``:
+with any case still infra_error or config_error, or the run failed; 1 some lane's pass rate is
+below ``--fail-under`` (a fraction, default 1.0) or null; 0 otherwise. Without ``--follow``:
 ``{"run": {...}}`` and exit 0 once the run is queued. The progress bar goes to stderr, and only
 when stderr is a terminal.
 """
@@ -43,11 +43,8 @@ RECONNECT_SECONDS = env_float("AGENTCLASH_FOLLOW_RECONNECT", 120)
 
 
 def follow_exit_code(document: dict[str, Any], fail_under: float) -> int:
-    """3 / 1 / 0 of interfaces.md §6 for a finished run's document (2 is raised earlier).
-
-    A cancelled run exits 3 like a failed one: it has no verdict (the cases it never ran are
-    counted nowhere in its pass rate, so a run cancelled after a few passes read as green)."""
-    if document["run"]["status"] in (RunStatus.FAILED, RunStatus.CANCELLED):
+    """3 / 1 / 0 of interfaces.md §6 for a finished run's document (2 is raised earlier)."""
+    if document["run"]["status"] == RunStatus.FAILED:
         return 3
     for lane in document["lanes"]:
         counts = lane["counts"]
