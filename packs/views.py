@@ -127,7 +127,7 @@ def pack_list(request: HttpRequest) -> HttpResponse:
                 size=DRAFT_PAGE,
             )
     except InvalidCursor as exc:
-        context["error"] = f"The link to the next page is not valid: {exc}."
+        context["error"] = exc.page_message()
         return render(request, "packs/pack_list.html", context, status=400)
     if partial:
         return render(request, f"packs/pack_list.html#{partial}", {**context, "more": True})

@@ -39,6 +39,10 @@ MAX_PAGE_SIZE = 500
 class InvalidCursor(ValueError):
     """The ``after`` cursor was not produced by this list (edited, truncated, other sort)."""
 
+    def page_message(self) -> str:
+        """What a list page says above its first rows (answered 400) for such a link."""
+        return f"The link to the next page is not valid: {self}."
+
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):

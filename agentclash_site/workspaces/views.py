@@ -122,7 +122,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
         )
         context.update(page=page, tokens=page.items)
     except InvalidCursor as exc:
-        context["error"] = f"The link to the next page is not valid: {exc}."
+        context["error"] = exc.page_message()
         status = 400
     if request.htmx and request.GET.get("partial") == "rows" and status == 200:  # type: ignore[attr-defined]
         # The one-time secret stays in the session for the page that shows it.
@@ -206,7 +206,7 @@ def _members_page(
             size=MEMBER_PAGE,
         )
     except InvalidCursor as exc:
-        context["error"] = f"The link to the next page is not valid: {exc}."
+        context["error"] = exc.page_message()
         return render(request, "workspaces/members.html", context, status=400)
     context.update(page=page, members=page.items)
     if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]

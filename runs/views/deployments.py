@@ -58,7 +58,7 @@ def deployment_list(request: HttpRequest) -> HttpResponse:
             size=DEPLOYMENT_PAGE,
         )
     except InvalidCursor as exc:
-        context["error"] = f"The link to the next page is not valid: {exc}."
+        context["error"] = exc.page_message()
         return render(request, TEMPLATES + "list.html", context, status=400)
     context.update(page=page, deployments=page.items)
     if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
