@@ -1282,9 +1282,9 @@ def _grade(
 
     guard_results = []
     if plan.allowed_tools is not None:
-        guard_results.append(guards_mod.check_allowed_tools(plan.allowed_tools, evidence))
+        guard_results.append(guards_mod.run_guard("rules.allowed_tools", plan.allowed_tools, evidence))
     if plan.allowed_hosts is not None:
-        guard_results.append(guards_mod.check_allowed_hosts(plan.allowed_hosts, evidence))
+        guard_results.append(guards_mod.run_guard("rules.allowed_hosts", plan.allowed_hosts, evidence))
     if guard_results:
         expectations.extend(guard_results)
 
