@@ -135,6 +135,15 @@ def test_a_deeply_nested_final_output_value_is_graded(depth):
     assert g.message is None and g.expectations[0].status.value in ("PASSED", "FAILED")
 
 
+def test_a_deeply_nested_json_file_is_compared_not_crashed():
+    # orjson reads a returned file 900 levels deep; the comparison decided, then rendering the
+    # value for the evidence went past the recursion limit: ERROR instead of a verdict.
+    brackets = "[" * 900 + "]" * 900
+    r = run("file_content_match", brackets, "{}", {"match_mode": "json_equal"})
+    assert status(r) == "FAILED", r.evidence
+    assert "JSON (nested too deeply to show) vs expected {}" in r.evidence
+
+
 def test_nan_in_a_final_output_value_reads_as_null_as_stored():
     # json reads {"final_output": {"n": NaN}}; the stored evidence holds null (runs.storable), and
     # a re-grade must give what the live grade gave.

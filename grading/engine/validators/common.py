@@ -460,4 +460,8 @@ def short_json(value: Any, limit: int = 120) -> str:
         text = value if isinstance(value, str) else canonical_json(value)
     except (TypeError, ValueError):
         text = repr(value)
+    except RecursionError:
+        # JSON text from an agent parses about 1,000 levels deep (a returned file, say), and
+        # rendering it for the evidence crashed a check that had already decided
+        return "(nested too deeply to show)"
     return quote(text, limit) if isinstance(value, str) else clip(text, limit)
