@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
+from grading.engine.jsontext import UNSTORABLE_CHARS
+
 _ESCAPED_NUL = b"\\u0000"
-_UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
+# One definition with the evidence reader, which reads these characters as stored (U+FFFD).
+_UNSTORABLE_CHARS = UNSTORABLE_CHARS
 
 
 # orjson writes documents up to 254 levels deep; the slow path keeps this many and writes

@@ -904,16 +904,19 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
                 if early is not None:
                     return result(early, list(refs))
             r = grader(actual, expected, env)
-            if r.status is _FAILED and actual is not None and actual.truncated:
-                r = VResult(
-                    Status.UNAVAILABLE,
-                    None,
-                    f"UNAVAILABLE: capture {actual.path} was truncated, a failure on it is not trusted"
-                    f" ({r.evidence})"[:1000],
-                    "capture_truncated",
-                    OutcomeClass.UNAVAILABLE,
-                    r.details,
-                )
+            if r.status is not _PASSED:  # one test on the passing path, as before
+                if r.status is _FAILED and actual is not None and actual.truncated:
+                    r = VResult(
+                        Status.UNAVAILABLE,
+                        None,
+                        f"UNAVAILABLE: capture {actual.path} was truncated, a failure on it is not trusted"
+                        f" ({r.evidence})"[:1000],
+                        "capture_truncated",
+                        OutcomeClass.UNAVAILABLE,
+                        r.details,
+                    )
+                elif r.reason_code == "invalid_pattern":
+                    r = _pattern_source_named(r, key, vp.expected_text)
             if time_limited and _clock() - start > VALIDATOR_TIME_LIMIT:
                 r = _timeout_result()
             ids = list(refs)
@@ -952,6 +955,20 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
 
 _clock = time.perf_counter
 _INF = float("inf")
+
+
+def _pattern_source_named(r: VResult, key: str, expected_text: str | None) -> VResult:
+    """A pattern RE2 refuses at grading time (grading.md §3.1: NOT_EVALUATED / pack_error)
+    named by where the pack took it: the validator's key and its ``expected_from`` reference
+    (a case expectation's field, say) or config field, as the publish checks name a path."""
+    field = r.details.get("pattern_field", "expected_from")
+    if field == "expected_from" and expected_text:
+        ref = "(a literal)" if expected_text.lstrip().startswith("literal:") else expected_text.strip()
+        field = f"expected_from {ref}"
+    text = clip(f"validator {key!r}, {field}: {r.evidence}")
+    return VResult(
+        r.status, r.score, text, r.reason_code, r.outcome_class, r.details, r.per_invocation_scores
+    )
 
 
 def _timeout_result() -> VResult:
@@ -1282,9 +1299,9 @@ def _grade(
 
     guard_results = []
     if plan.allowed_tools is not None:
-        guard_results.append(guards_mod.check_allowed_tools(plan.allowed_tools, evidence))
+        guard_results.append(guards_mod.run_guard("rules.allowed_tools", plan.allowed_tools, evidence))
     if plan.allowed_hosts is not None:
-        guard_results.append(guards_mod.check_allowed_hosts(plan.allowed_hosts, evidence))
+        guard_results.append(guards_mod.run_guard("rules.allowed_hosts", plan.allowed_hosts, evidence))
     if guard_results:
         expectations.extend(guard_results)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import logging
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -16,6 +17,8 @@ from urllib.parse import unquote, urlsplit
 from .rules import rule_result
 from .types import Evidence, ExpectationResult, OutcomeClass, ResultKind, Status, ToolCall
 from .validators.common import clip
+
+logger = logging.getLogger(__name__)
 
 NETWORK_TOOLS = frozenset(
     {
@@ -211,9 +214,17 @@ def _verdict(key: str, text: str, offenders: list[str], ok_text: str) -> Expecta
     )
 
 
+def _tools_text(allowed: Sequence[str]) -> str:
+    return "only allowed tools are called: " + (", ".join(allowed) if allowed else "(none)")
+
+
+def _hosts_text(allowed: Sequence[str]) -> str:
+    return "only allowed hosts are contacted: " + (", ".join(allowed) if allowed else "(none)")
+
+
 def check_allowed_tools(allowed: Sequence[str], evidence: Evidence) -> ExpectationResult:
     key = "rules.allowed_tools"
-    text = "only allowed tools are called: " + (", ".join(allowed) if allowed else "(none)")
+    text = _tools_text(allowed)
     if not evidence.channels.tool_calls:
         return _unavailable(key, text)
     offenders = [
@@ -226,7 +237,7 @@ def check_allowed_tools(allowed: Sequence[str], evidence: Evidence) -> Expectati
 
 def check_allowed_hosts(allowed: Sequence[str], evidence: Evidence) -> ExpectationResult:
     key = "rules.allowed_hosts"
-    text = "only allowed hosts are contacted: " + (", ".join(allowed) if allowed else "(none)")
+    text = _hosts_text(allowed)
     if not evidence.channels.tool_calls:
         return _unavailable(key, text)
     offenders = []
@@ -237,3 +248,26 @@ def check_allowed_hosts(allowed: Sequence[str], evidence: Evidence) -> Expectati
             if not host_allowed(h, allowed):
                 offenders.append(f"{_call_ref(c)} {c.name!r} contacted host {h!r}")
     return _verdict(key, text, offenders, f"{seen} network destinations, all allowed")
+
+
+def run_guard(key: str, allowed: Sequence[str], evidence: Evidence) -> ExpectationResult:
+    """Guard ``key`` (``rules.allowed_tools`` or ``rules.allowed_hosts``), whose crash costs
+    that guard only, as a validator's or a rule's does: ERROR / evaluator_error, reason
+    ``exception`` (grading.md §2), still gating (§5.5), so the case has no verdict unless
+    something else failed it, and every other check is graded as usual."""
+    tools = key == "rules.allowed_tools"
+    try:
+        return (check_allowed_tools if tools else check_allowed_hosts)(allowed, evidence)
+    except Exception as exc:
+        logger.warning("guard %s crashed", key, exc_info=True)
+        return rule_result(
+            key,
+            (_tools_text if tools else _hosts_text)(allowed),
+            Status.ERROR,
+            OutcomeClass.EVALUATOR_ERROR,
+            clip(f"ERROR: guard crashed: {type(exc).__name__}: {exc}"),
+            None,
+            "exception",
+            True,
+            ResultKind.GUARD,
+        )

@@ -309,7 +309,7 @@ def prepare_rule(
         return constant(
             Status.NOT_EVALUATED,
             OutcomeClass.PACK_ERROR,
-            f"pattern {quote(pattern)} is not a valid RE2 pattern: {exc}",
+            f"{key}.pattern: pattern {quote(pattern)} is not a valid RE2 pattern: {exc}",
             "invalid_pattern",
         )
 

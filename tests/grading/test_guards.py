@@ -152,3 +152,72 @@ def test_a_backslash_cannot_hide_the_host_a_fetcher_contacts(url):
 def test_one_host_spelled_two_ways_is_allowed(url, allowed):
     r = grade({"allowed_hosts": allowed}, [{"name": "fetch", "args": {"url": url}}]).expectations[0]
     assert r.status.value == "PASSED", r.evidence
+
+
+def _crash(*_args, **_kw):
+    raise RuntimeError("injected")
+
+
+def _spec_with_rules(rules: dict) -> dict:
+    return {
+        "validators": [
+            {"key": "v", "type": "contains", "target": "final_output", "expected_from": "literal:ok"}
+        ],
+        "rules": rules,
+    }
+
+
+def test_a_crashing_guard_costs_that_guard_only(monkeypatch, caplog):
+    # Guards ran outside any try: one crash lost the whole case (every other check, the
+    # other guard's violation included). Now it is that guard's ERROR / evaluator_error.
+    from grading.engine import guards
+
+    monkeypatch.setattr(guards, "destinations", _crash)  # allowed_hosts crashes on any call
+    rules = {
+        "allowed_tools": ["fetch"],
+        "allowed_hosts": ["docs.python.org"],
+        "job": [
+            {"label": "said ok", "validator": "pattern_match", "where": "job_resolution", "pattern": "ok"}
+        ],
+    }
+    calls = [{"name": "fetch", "args": {"url": "https://evil.io/"}}, {"name": "Bash", "args": {}}]
+    ev = evidence_from_response({"final_output": "ok", "tool_calls": calls})
+    g = grade_case(ev, CaseDef("c", "k"), _spec_with_rules(rules), context=GradeContext(case_findings=[]))
+    assert g.message is None, g.message  # not the last net's crashed grade
+    by_key = {e.key: e for e in g.expectations}
+    hosts = by_key["rules.allowed_hosts"]
+    assert (hosts.status.value, hosts.outcome_class.value, hosts.reason_code) == (
+        "ERROR",
+        "evaluator_error",
+        "exception",
+    )
+    assert hosts.kind.value == "guard" and hosts.gating and hosts.passed is None
+    assert "guard crashed: RuntimeError: injected" in hosts.evidence
+    assert hosts.text == "only allowed hosts are contacted: docs.python.org"
+    assert "guard rules.allowed_hosts crashed" in caplog.text  # logged, with its traceback
+    # the rest of the case is graded: the other guard's violation fails the case
+    assert by_key["rules.allowed_tools"].status.value == "FAILED"
+    assert by_key["v"].status.value == "PASSED"
+    assert by_key["rules.job[0]"].status.value == "PASSED"
+    assert g.status.value == "FAILED" and g.gates["guards"] == "failed"
+
+
+def test_a_crashing_guard_alone_leaves_the_case_without_a_verdict(monkeypatch):
+    # grading.md §10.2: no failure, and a gating input (the guard) is ERROR: the case is ERROR,
+    # never FAILED against the agent, and never PASSED on an unchecked guard.
+    from grading.engine import guards
+
+    monkeypatch.setattr(guards, "tool_allowed", _crash)
+    ev = evidence_from_response({"final_output": "ok", "tool_calls": [{"name": "Read", "args": {}}]})
+    spec = _spec_with_rules({"allowed_tools": ["Read"]})
+    g = grade_case(ev, CaseDef("c", "k"), spec, context=GradeContext(case_findings=[]))
+    assert g.message is None, g.message
+    tools = g.expectations[0]
+    assert (tools.key, tools.status.value, tools.reason_code) == ("rules.allowed_tools", "ERROR", "exception")
+    assert tools.text == "only allowed tools are called: Read"
+    assert g.expectations[1].status.value == "PASSED"
+    assert (g.status.value, g.outcome_class.value, g.gates["guards"]) == (
+        "ERROR",
+        "evaluator_error",
+        "not_graded",
+    )

@@ -135,6 +135,15 @@ def test_a_deeply_nested_final_output_value_is_graded(depth):
     assert g.message is None and g.expectations[0].status.value in ("PASSED", "FAILED")
 
 
+def test_a_deeply_nested_json_file_is_compared_not_crashed():
+    # orjson reads a returned file 900 levels deep; the comparison decided, then rendering the
+    # value for the evidence went past the recursion limit: ERROR instead of a verdict.
+    brackets = "[" * 900 + "]" * 900
+    r = run("file_content_match", brackets, "{}", {"match_mode": "json_equal"})
+    assert status(r) == "FAILED", r.evidence
+    assert "JSON (nested too deeply to show) vs expected {}" in r.evidence
+
+
 def test_nan_in_a_final_output_value_reads_as_null_as_stored():
     # json reads {"final_output": {"n": NaN}}; the stored evidence holds null (runs.storable), and
     # a re-grade must give what the live grade gave.
@@ -153,6 +162,90 @@ def test_nan_in_a_final_output_value_reads_as_null_as_stored():
     }
     g = grade_case(ev, CaseDef("ch", "c"), spec, context=CTX)
     assert g.expectations[0].status.value == "FAILED"
+
+
+def _stored(response: dict) -> dict:
+    """The response as a re-grade reads it back from the database."""
+    from runs.storable import storable_json
+
+    return json.loads(storable_json(response))
+
+
+_STORED_SPEC = {
+    "validators": [
+        {
+            "key": "norm",
+            "type": "normalized_match",
+            "target": "final_output",
+            "expected_from": "literal:42",
+            "config": {"pipeline": ["trim", "strip_punctuation"]},
+        },
+        {
+            "key": "args",
+            "type": "tool_call_assertion",
+            "target": "tool_calls",
+            "config": {"tool_name": "Write", "arguments_contain": {"path": "out.txt"}},
+        },
+        {"key": "file", "type": "file_content_match", "target": "file:out", "expected_from": "literal:ok"},
+        {"key": "plan", "type": "contains", "target": "tool_calls", "expected_from": "literal:step"},
+    ],
+    "post_execution_checks": [{"key": "out", "type": "file_capture", "path": "out.txt"}],
+    "rules": {
+        "allowed_hosts": ["docs.python.org"],
+        "job": [
+            {"label": "cmd", "validator": "pattern_match", "where": "executed_commands", "pattern": "^ls$"}
+        ],
+    },
+}
+
+
+def _graded(response: dict) -> dict:
+    g = _grade(response, _STORED_SPEC)
+    assert g.message is None, g.message
+    doc = g.to_dict()
+    doc.pop("timing")
+    return doc
+
+
+@pytest.mark.parametrize("odd", ["\x00", "\ud800", "\udfff"])
+def test_a_live_grade_and_the_regrade_of_the_stored_response_agree(odd):
+    # Storage writes NUL and lone surrogates as U+FFFD (PostgreSQL refuses them); the live grade
+    # read them as sent, so "42<NUL>" failed normalized_match ([trim, strip_punctuation]) live
+    # and passed on re-grade (U+FFFD is a symbol, stripped), and keys and evidence differed.
+    response = {
+        "final_output": "42" + odd,
+        "tool_calls": [
+            {"name": "Write", "args": {"path": "out.txt", "no" + odd + "te": "step" + odd}},
+            {"name": "Bash", "args": {"command": "ls" + odd}},
+            {"name": "fetch", "args": {"url": "https://docs.python.org/" + odd}},
+        ],
+        "files": {"out.txt": "ok" + odd},
+        "user_notes": "## Uncertain\n- " + odd,
+    }
+    stored = _stored(response)
+    assert odd not in json.dumps(stored, ensure_ascii=False)
+    live, regraded = _graded(response), _graded(stored)
+    assert live == regraded
+    norm = next(e for e in live["expectations"] if e["key"] == "norm")
+    assert norm["status"] == "PASSED", norm["evidence"]  # what the stored form reads
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.text(alphabet=st.sampled_from(["a", "4", "2", " ", ".", "\x00", "\ud800", "\ufffd"]), max_size=8),
+    st.dictionaries(
+        st.text(alphabet=st.sampled_from(["p", "\x00", "\udc00"]), max_size=3),
+        st.text(alphabet=st.sampled_from(["s", "t", "\x00", "\ud83d"]), max_size=4),
+        max_size=3,
+    ),
+)
+def test_live_and_stored_readings_agree_for_any_text(text, args):
+    response = {
+        "final_output": text,
+        "tool_calls": [{"name": "Write", "args": args}, {"name": "Bash", "args": {"command": text}}],
+        "files": {"out.txt": text},
+    }
+    assert _graded(response) == _graded(_stored(response))
 
 
 # --- properties ------------------------------------------------------------------------
@@ -263,3 +356,13 @@ def test_match_types_are_ordered_any_in_order_exact(observed, required, second_t
             scores["ANY_ORDER"], scores["IN_ORDER"], scores["EXACT"], strict=True
         ):
             assert exact_s <= in_s <= any_s, (vtype, scores)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=()), max_size=12))
+def test_evidence_finds_exactly_the_characters_storage_replaces(text):
+    from grading.engine import jsontext
+
+    unstorable = jsontext.UNSTORABLE_CHARS.search(text) is not None
+    assert jsontext._unstorable(text) is unstorable
+    assert (jsontext.bounded([text]) != [text]) is unstorable

@@ -261,6 +261,9 @@ def test_no_exception_escapes_and_scores_are_in_range(response, level, kind):
     overall = doc["scorecard"]["overall_score"]
     assert overall is None or 0.0 <= overall <= 1.0
     assert doc["status"] in ("PASSED", "FAILED", "NOT_EVALUATED", "UNAVAILABLE", "ERROR")
+    # a crash caught by a net is ERROR too, and must not pass for "no exception escapes"
+    assert g.message is None, g.message
+    assert not [e for e in doc["expectations"] if e["reason_code"] == "exception"], doc["expectations"]
 
 
 @SETTINGS
@@ -318,16 +321,22 @@ def test_deeply_nested_answers_are_graded_not_raised(depth):
         "files": {"out.json": brackets},
         "messages": [{"role": "assistant", "content": brackets}],
     }
-    for level in ("structured", "black_box"):
+    # The case's status alone cannot tell: ERROR is a status any case may end in, so a crash
+    # inside one check (ERROR / evaluator_error) or of the whole case passed this test.
+    for level, status in (("structured", "FAILED"), ("black_box", "UNAVAILABLE")):
         grade = _grade(response, level, "hosted_http")
-        assert grade is not None and grade.to_dict()["status"] in GRADED_STATUSES | {
-            "NOT_EVALUATED",
-            "ERROR",
-            "UNAVAILABLE",
-        }
+        assert grade is not None and grade.message is None, grade.message
+        assert _crashed(grade) == []
+        assert grade.status.value == status
     if depth < 900:
         grade = _grade({"final_output": _nested(depth)}, "structured", "hosted_http")
-        assert grade is not None and grade.to_dict()["expectations"]
+        assert grade is not None and grade.message is None, grade.message
+        assert grade.to_dict()["expectations"] and _crashed(grade) == []
+        assert grade.status.value == "FAILED"
+
+
+def _crashed(grade) -> list[tuple[str, str]]:
+    return [(e.key, e.evidence) for e in grade.expectations if e.status.value == "ERROR"]
 
 
 def test_jsontext_loads_reports_too_deep_as_value_error():

@@ -454,6 +454,7 @@ def test_it_reports_a_backreference_as_an_invalid_re2_pattern():
     issue = issue_at(typed("regex_match", None, r"literal:(\w+) \1"), "validators[0].expected_from")
     assert issue.message == "must be a valid RE2 pattern"
     assert "\\1" in issue.detail
+    assert "RE2 has no backreferences" in issue.detail  # the hint, not only RE2's text
 
 
 def test_it_compiles_regex_match_literals_with_their_flags():

@@ -20,6 +20,7 @@ from grading.engine import jsontext
 from grading.engine.configs.fields import regex_fields
 from grading.engine.configs.models import NORMALIZATION_STEPS, TRAJECTORY_MATCH_TYPES
 from grading.engine.modelcheck import Anchor, Issue, Path, path_is_under
+from grading.engine.re2hint import with_hint
 from grading.engine.refsyntax import JsonPathSyntaxError, RefKind, parse_json_path, try_parse_reference
 
 
@@ -47,12 +48,13 @@ BAD_JSON_PATH_EXPECTATION = "must be a JSON path ($...) or a {path, comparator, 
 
 @functools.lru_cache(maxsize=2048)
 def re2_error(pattern: str) -> str | None:
-    """RE2's error text when ``pattern`` does not compile, else None."""
+    """RE2's error text when ``pattern`` does not compile (with a hint for lookaround,
+    backreferences, possessive quantifiers and atomic groups), else None."""
     try:
         re2.compile(pattern, options=_RE2_OPTIONS)
     except re2.error as exc:
         raw = exc.args[0] if exc.args else exc
-        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        return with_hint(pattern, raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
     except Exception as exc:  # the binding raises other types on odd input (lone surrogates)
         return str(exc)
     return None

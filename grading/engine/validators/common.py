@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import re2
 
+from ..re2hint import with_hint
 from ..refs import text_of
 from ..refsyntax import JsonPathSyntaxError
 from ..refsyntax import parse_json_path as _parse_json_path
@@ -356,7 +357,7 @@ def compile_re2(pattern: str) -> Any:
         msg = exc.args[0] if exc.args else exc
         if isinstance(msg, bytes):
             msg = msg.decode("utf-8", "replace")
-        raise PatternError(str(msg)) from None
+        raise PatternError(with_hint(pattern, str(msg))) from None
     _REGEX_CACHE[pattern] = compiled
     while len(_REGEX_CACHE) > REGEX_CACHE_SIZE:
         with contextlib.suppress(KeyError):
@@ -386,13 +387,19 @@ def search_span(rx: Any, text: str) -> tuple[int, int] | None:
     return None if m is None else m.span()
 
 
-def compile_pattern(pattern: str, prefix: str = "") -> tuple[Any, VResult | None]:
-    """``(compiled, None)``, or ``(None, the invalid_pattern pack error naming the pattern)``."""
+def compile_pattern(
+    pattern: str, prefix: str = "", field: str = "expected_from"
+) -> tuple[Any, VResult | None]:
+    """``(compiled, None)``, or ``(None, the invalid_pattern pack error naming the pattern)``.
+    ``field`` says where the validator took the pattern from (``details.pattern_field``); the
+    grade loop adds the validator's key and its ``expected_from`` reference to the text."""
     try:
         return compile_re2(prefix + pattern), None
     except PatternError as exc:
         return None, pack_error(
-            f"pattern {quote(pattern, 200)} is not a valid RE2 pattern: {exc}", "invalid_pattern"
+            f"pattern {quote(pattern, 200)} is not a valid RE2 pattern: {exc}",
+            "invalid_pattern",
+            details={"pattern_field": field},
         )
 
 
@@ -453,4 +460,8 @@ def short_json(value: Any, limit: int = 120) -> str:
         text = value if isinstance(value, str) else canonical_json(value)
     except (TypeError, ValueError):
         text = repr(value)
+    except RecursionError:
+        # JSON text from an agent parses about 1,000 levels deep (a returned file, say), and
+        # rendering it for the evidence crashed a check that had already decided
+        return "(nested too deeply to show)"
     return quote(text, limit) if isinstance(value, str) else clip(text, limit)

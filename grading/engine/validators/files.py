@@ -184,7 +184,7 @@ def postcondition(actual: Resolved, expected: Resolved | None, config: Any, env:
             i < 0, f"{where}: {quote(value, 120)} " + (f"found at offset {i}" if i >= 0 else "does not occur")
         )
     if cond == "regex_match":
-        rx, problem = compile_pattern(value)
+        rx, problem = compile_pattern(value, field="config.value")
         if problem is not None:
             return problem
         span = search_span(rx, text)

@@ -60,6 +60,7 @@ def _judged(grade_) -> None:
     assert result.status in (Status.PASSED, Status.FAILED, Status.ERROR, Status.UNAVAILABLE), result
     if result.status in (Status.ERROR, Status.UNAVAILABLE):
         assert result.reason_code and result.evidence, result
+        assert result.reason_code != "exception", result  # the judge code crashed: not a reason
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
