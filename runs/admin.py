@@ -31,7 +31,12 @@ class DeploymentAdminForm(forms.ModelForm):
         each error on its field: the admin saves what the Deployments page would accept."""
         # Imported here: the services pull in the executors and the grading engine, which
         # every management command would otherwise import at start-up (admin autodiscover).
-        from runs.services.deployments import DeploymentError, _ensure_name_free, _validate_state
+        from runs.services.deployments import (
+            DeploymentError,
+            _ensure_name_free,
+            _validate_state,
+            ensure_kind_may_change,
+        )
 
         data = super().clean()
         if self.errors:
@@ -39,6 +44,10 @@ class DeploymentAdminForm(forms.ModelForm):
         try:
             data.update(_validate_state({key: data.get(key) for key in self.Meta.fields}))
             _ensure_name_free(self.instance.workspace, data["name"], exclude_pk=self.instance.pk)
+            # The instance still holds the stored kind here (the form copies its values
+            # onto it only after clean()).
+            if data["kind"] != self.instance.kind:
+                ensure_kind_may_change(self.instance)
         except DeploymentError as exc:
             field = (exc.field or "").split(".")[0]  # config.x is the config field's error
             field = "url" if field in ("endpoint_url", "base_url") else field
@@ -97,7 +106,11 @@ class DeploymentAdmin(admin.ModelAdmin):
         from runs.services.deployments import deployment_update
 
         fields = {key: form.cleaned_data[key] for key in DeploymentAdminForm.Meta.fields}
-        deployment_update(deployment=obj, **fields)
+        # The stored row, not ``obj``: the form has already copied its values onto ``obj``, so
+        # the service saw no kind change and skipped its check that no unfinished run uses the
+        # deployment. A run queued since clean() is refused there (the admin's view is atomic:
+        # nothing is saved).
+        deployment_update(deployment=Deployment.objects.get(pk=obj.pk), **fields)
 
 
 # Runs, lanes, items, attempts, their operations and the ops page link (runs/admin_runs.py).

@@ -28,6 +28,7 @@ Who calls what (R2 / the lead wire these):
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -46,6 +47,8 @@ from grading.judges.model_pass import merge_claims, model_claims, model_critique
 from grading.judges.nwise import LaneAnswer, apply_rank, rank_case, split_usage
 from grading.judges.probes import JudgeProbes
 from grading.models import JudgeProviderConfig, price_table
+
+log = logging.getLogger(__name__)
 
 _loop_lock = threading.Lock()
 _shared_loop: LoopThread | None = None
@@ -143,7 +146,8 @@ def grade_case_with_judge(evidence: Any, case: Any, spec: Any, *, context: Any, 
 
 
 def record_run_judge_usage(run: Any) -> None:
-    from runs.models import Run, RunLane
+    """The run's judge counters = its lanes' sums, written at the end of its scoring."""
+    from runs.models import Run, RunLane, RunStatus
 
     sums = RunLane.objects.filter(run_id=run.pk).aggregate(
         calls=Sum("judge_calls"),
@@ -151,7 +155,8 @@ def record_run_judge_usage(run: Any) -> None:
         output_tokens=Sum("judge_output_tokens"),
         cost=Sum("judge_cost_usd"),
     )
-    Run.objects.filter(pk=run.pk).update(
+    # guarded: a run cancelled while it was scored keeps the figures it had at the cancel
+    Run.objects.filter(pk=run.pk, status=RunStatus.SCORING).update(
         judge_calls=sums["calls"] or 0,
         judge_input_tokens=sums["input_tokens"] or 0,
         judge_output_tokens=sums["output_tokens"] or 0,
@@ -222,20 +227,43 @@ def run_judge_probes(run: Any, cases: Iterable[tuple[Any, Any]]) -> dict[tuple[s
     return {key: value for key, value in found.items() if value}
 
 
-def _charge_lanes(run: Any, usage: JudgeUsage, lane_ids: list[int]) -> None:
-    from runs.models import RunLane
+def _charge_lanes(run: Any, usage: JudgeUsage, lane_ids: list[int]) -> bool:
+    """Book a run-level judge pass's spend (critique, judge probes) on the lanes, split
+    evenly; False (nothing booked) when the run was cancelled meanwhile.
+
+    A cancelled run's figures never change after the cancel (EXECUTION.md), judge counters
+    included: as an n_wise answer that lands after the cancel is dropped with its spend, and a
+    dispatcher's call in flight is not written, so is the spend of a critique (or probe)
+    call that was in flight when the cancel landed. The call did happen: it is logged.
+    Checked under the lanes' locks, taken in id order as a cancel takes them before it moves
+    the run: the cancel committed before this read, or waits for this write."""
+    from runs.models import Run, RunLane, RunStatus
 
     if not usage.calls or not lane_ids:
-        return
-    for lane_id, share in zip(sorted(lane_ids), split_usage(usage, len(lane_ids)), strict=True):
-        RunLane.objects.filter(pk=lane_id).update(
-            judge_calls=F("judge_calls") + share.calls,
-            judge_input_tokens=F("judge_input_tokens") + share.input_tokens,
-            judge_output_tokens=F("judge_output_tokens") + share.output_tokens,
-            judge_cost_usd=F("judge_cost_usd") + (share.cost_usd or 0.0),
-            judge_charged_tokens=F("judge_charged_tokens") + share.charged()[0],
-            judge_charged_usd=F("judge_charged_usd") + share.charged()[1],
-        )
+        return False
+    with transaction.atomic():
+        list(RunLane.objects.select_for_update().filter(pk__in=lane_ids).order_by("pk").values_list("pk"))
+        if Run.objects.filter(pk=run.pk, status=RunStatus.CANCELLED).exists():
+            log.info(
+                "run %s was cancelled while a judge pass ran: its %d call(s) (%d input, %d output"
+                " tokens, $%s) are not booked on the run",
+                run.pk,
+                usage.calls,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cost_usd,
+            )
+            return False
+        for lane_id, share in zip(sorted(lane_ids), split_usage(usage, len(lane_ids)), strict=True):
+            RunLane.objects.filter(pk=lane_id).update(
+                judge_calls=F("judge_calls") + share.calls,
+                judge_input_tokens=F("judge_input_tokens") + share.input_tokens,
+                judge_output_tokens=F("judge_output_tokens") + share.output_tokens,
+                judge_cost_usd=F("judge_cost_usd") + (share.cost_usd or 0.0),
+                judge_charged_tokens=F("judge_charged_tokens") + share.charged()[0],
+                judge_charged_usd=F("judge_charged_usd") + share.charged()[1],
+            )
+    return True
 
 
 def rank_run(run: Any) -> int:

@@ -12,11 +12,16 @@ The guarded status UPDATE makes exactly one caller finalise.
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from grading.engine.aggregate import LaneAggregate
 from grading.engine.critique import overall_line
@@ -25,6 +30,8 @@ from runs.models import LaneStatus, Run, RunLane, RunStatus
 from runs.packdata import version_data
 from runs.scoring.stream import Cases, LaneStream, RunHealth, rank, stream_lane
 from runs.states import transition_lane, transition_run
+
+log = logging.getLogger(__name__)
 
 OPEN_RUN = (RunStatus.QUEUED, RunStatus.RUNNING)
 OPEN_LANE = (LaneStatus.QUEUED, LaneStatus.RUNNING)
@@ -111,9 +118,11 @@ def scoring_lock(run_id: Any) -> Iterator[bool]:
     """Whether this process may score the run: on PostgreSQL a session advisory lock keyed by
     the run, held while it scores (released when it ends, or when its connection dies with
     its worker); False when another process holds it. The sweeper scores again a run long in
-    scoring, and cannot otherwise tell a lost scoring from a long one (n_wise, critique)."""
+    scoring, and cannot otherwise tell a lost scoring from a long one (n_wise, critique).
+    Elsewhere (SQLite) a lease on the run's row (``scoring_lease``)."""
     if connection.vendor != "postgresql":
-        yield True
+        with scoring_lease(run_id) as held:
+            yield held
         return
     key = int.from_bytes(uuid.UUID(str(run_id)).bytes[:8], "big", signed=True)
     with connection.cursor() as cursor:
@@ -125,6 +134,96 @@ def scoring_lock(run_id: Any) -> Iterator[bool]:
         if held:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+
+# A scoring lease lasts this long unless renewed (every third of it, by a helper thread):
+# a worker that died while scoring leaves its run to the sweeper (which scores again a run
+# stuck in scoring for STUCK_SCORING_SECONDS, 5 minutes) once it lapsed.
+SCORING_LEASE_SECONDS = 60.0
+_leases = threading.local()  # run id -> (owner, depth) of the leases this thread holds
+
+
+@contextlib.contextmanager
+def scoring_lease(run_id: Any) -> Iterator[bool]:
+    """The scoring lock without advisory locks: a compare-and-set UPDATE of the run's row
+    claims it (``scoring_owner``, ``scoring_until``) unless another owner's lease is still
+    running; a helper thread renews it while this scores, and it is given up at the end. On
+    SQLite every write is serialised, so two workers cannot both claim it (before, the lock
+    always succeeded there: the sweeper's finalize scored a long-scoring run a second time).
+    Re-entrant in one thread, as the advisory lock is (a rescore finalises under its lock)."""
+    key = str(run_id)
+    held: dict[str, list[Any]] = _leases.__dict__.setdefault("runs", {})
+    if key in held:
+        held[key][1] += 1
+        try:
+            yield True
+        finally:
+            held[key][1] -= 1
+        return
+    owner = uuid.uuid4().hex
+    if not _claim_lease(run_id, owner):
+        yield False
+        return
+    held[key] = [owner, 1]
+    keeper = _LeaseKeeper(run_id, owner)
+    try:
+        yield True
+    finally:
+        del held[key]
+        keeper.close()
+        _release_lease(run_id, owner)
+
+
+def _claim_lease(run_id: Any, owner: str) -> bool:
+    now = timezone.now()
+    free = Q(scoring_until__isnull=True) | Q(scoring_until__lt=now)
+    until = now + timedelta(seconds=SCORING_LEASE_SECONDS)
+    return Run.objects.filter(free, pk=run_id).update(scoring_owner=owner, scoring_until=until) == 1
+
+
+def renew_lease(run_id: Any, owner: str) -> bool:
+    """Move the lease of ``owner`` on; False when it is no longer its lease."""
+    until = timezone.now() + timedelta(seconds=SCORING_LEASE_SECONDS)
+    return Run.objects.filter(pk=run_id, scoring_owner=owner).update(scoring_until=until) == 1
+
+
+def _release_lease(run_id: Any, owner: str) -> None:
+    try:
+        Run.objects.filter(pk=run_id, scoring_owner=owner).update(scoring_owner="", scoring_until=None)
+    except DatabaseError:
+        # Not raised over what ended the scoring: the lease lapses by itself.
+        log.exception(
+            "run %s: the scoring lease was not given up; it lapses in %ss", run_id, SCORING_LEASE_SECONDS
+        )
+
+
+class _LeaseKeeper:
+    """Renews a scoring lease every third of ``SCORING_LEASE_SECONDS`` on its own thread (and
+    database connection) while the scoring thread is busy (an n_wise pass or a critique of
+    long judge calls)."""
+
+    def __init__(self, run_id: Any, owner: str) -> None:
+        self.run_id, self.owner = run_id, owner
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scoring-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(SCORING_LEASE_SECONDS / 3):
+                try:
+                    if not renew_lease(self.run_id, self.owner):
+                        log.warning("run %s: the scoring lease lapsed and was taken over", self.run_id)
+                        return
+                except DatabaseError:
+                    log.exception("run %s: the scoring lease was not renewed this time", self.run_id)
+                    connection.close()
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
 
 
 def finalize_run(run: Run) -> bool:

@@ -311,13 +311,20 @@ def deployment_create(
     return DeploymentWithKey(deployment=deployment, signing_key=signing_key)
 
 
-def _ensure_no_unfinished_run(deployment: Deployment) -> None:
+def ensure_kind_may_change(deployment: Deployment) -> None:
     """A kind change waits for the runs that use the deployment: their dispatchers call it
     with the executor of its current kind (a hosted endpoint was called as trace_import, and
     every case ended config_error "please report it"), and a lane keeps the kind it was
-    created with."""
+    created with. Raises :class:`DeploymentInUse` (field ``kind``) naming the first such run.
+
+    Inside a transaction the deployment's row is locked first (``FOR UPDATE``): a run being
+    created with it holds a key-share lock on the row from its lane insert until it commits,
+    so this waits for that run and then sees its lane (``run_create`` checks the other
+    order)."""
     from runs.models import RunLane, RunStatus
 
+    if transaction.get_connection().in_atomic_block:
+        list(Deployment.objects.select_for_update().filter(pk=deployment.pk).values_list("pk"))
     unfinished = (RunStatus.DRAFT, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.SCORING)
     busy = (
         RunLane.objects.filter(deployment=deployment, run__status__in=unfinished)
@@ -368,7 +375,7 @@ def deployment_update(
     state = {key: getattr(deployment, key) for key in given}
     state.update({key: value for key, value in given.items() if value is not UNSET})
     if kind is not UNSET and kind != deployment.kind:
-        _ensure_no_unfinished_run(deployment)
+        ensure_kind_may_change(deployment)
         if url is UNSET:
             # A hosted endpoint is not a chat base URL: a new calling kind needs its own URL.
             state["url"] = ""

@@ -285,10 +285,41 @@ def run_create(
             # A pack version with nothing to run: complete at once (nothing can fail).
             for lane in lanes:
                 transition_lane(lane, LaneStatus.SCORING, reason="no cases")
+        _lock_kinds(lanes_for)
         if enqueue:
             run_id = run.pk
             transaction.on_commit(lambda: enqueue_run(run_id, probe=not has_findings))
     return run
+
+
+def _lock_kinds(deployments: Sequence[Deployment]) -> None:
+    """Refuse a deployment whose kind changed after it was resolved above (and checked
+    against the execution mode): its lane would keep the old kind while its dispatcher
+    called the new one. On PostgreSQL the rows are read ``FOR KEY SHARE`` (last in the
+    transaction: the dispatchers' claims lock the same rows ``FOR UPDATE``), so a kind change
+    that locked a row first (``ensure_kind_may_change``) has committed when this reads it, and
+    one that comes later waits for this run's commit and then sees its lane. (The lanes' own
+    foreign keys are checked only at commit, deferred, so they order nothing before that.)
+    On SQLite the transaction holds the database's write lock."""
+    ids = sorted(d.pk for d in deployments)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, kind FROM runs_deployment WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE", [ids]
+            )
+            kinds = dict(cursor.fetchall())
+    else:
+        kinds = dict(Deployment.objects.filter(pk__in=ids).values_list("pk", "kind"))
+    for deployment in deployments:
+        now = kinds.get(deployment.pk)
+        if now != deployment.kind:
+            raise RunError(
+                "deployment_changed",
+                f"deployment {deployment.name!r} changed from {deployment.kind} to {now} while the"
+                " run was created; start the run again",
+                field="deployments",
+                status_code=409,
+            )
 
 
 # The columns that differ between the new items of a run; the others take the values of

@@ -88,3 +88,46 @@ def test_a_valid_change_saves_through_the_service(client, deployment):
         "gpt-4o",
     )
     assert deployment.get_secret() == "sk-kept" and deployment.has_signing_key
+
+
+def test_the_admin_keeps_the_kind_while_an_unfinished_run_uses_the_deployment(client, deployment, personas):
+    """The admin saved through deployment_update with the instance the form had already
+    changed, so the service saw no kind change and never checked the runs: a queued run's
+    hosted_http deployment became trace_import. The form now says why on the kind field;
+    other fields still change, and the kind once the run is cancelled."""
+    from runs.services.operations import run_cancel
+    from tests.runs.runfactory import create_run, publish
+
+    run = create_run(personas.workspace, publish(personas.workspace, cases=1), [deployment])
+    url = f"/admin/runs/deployment/{deployment.pk}/change/"
+    before = Deployment.objects.filter(pk=deployment.pk).values().get()
+    response = client.post(url, post(kind="trace_import", url=""))
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["kind"], errors
+    assert f"used by run {run.pk} (queued)" in errors["kind"][0]
+    assert Deployment.objects.filter(pk=deployment.pk).values().get() == before
+    assert client.post(url, post(max_in_flight="3")).status_code == 302
+    run_cancel(run=run)
+    assert client.post(url, post(kind="trace_import", url="", max_in_flight="3")).status_code == 302
+    deployment.refresh_from_db()
+    assert (deployment.kind, deployment.max_in_flight) == ("trace_import", 3)
+
+
+def test_the_admin_save_checks_the_runs_against_the_stored_kind(deployment, personas):
+    """A run queued between the form's check and the save: the save goes through the
+    service with the stored row, which refuses (the admin's view is atomic)."""
+    from django.contrib.admin.sites import site
+    from django.test import RequestFactory
+
+    from runs.admin import DeploymentAdmin, DeploymentAdminForm
+    from runs.services.deployments import DeploymentInUse
+    from tests.runs.runfactory import create_run, publish
+
+    edited = Deployment.objects.get(pk=deployment.pk)
+    form = DeploymentAdminForm(data=post(kind="trace_import", url=""), instance=edited)
+    assert form.is_valid(), form.errors
+    create_run(personas.workspace, publish(personas.workspace, cases=1), [deployment])
+    with pytest.raises(DeploymentInUse):
+        DeploymentAdmin(Deployment, site).save_model(RequestFactory().post("/"), edited, form, True)
+    assert Deployment.objects.get(pk=deployment.pk).kind == "hosted_http"

@@ -305,3 +305,52 @@ def test_an_interrupted_follow_names_the_run_it_leaves_going(personas, signum):
     assert f"run status {run.pk}" in error["message"]
     assert "Traceback" not in err
     assert Run.objects.get(pk=run.pk).status == "queued"  # it goes on
+
+
+INTERRUPT_WHILE_ENQUEUED = """
+import os, signal, sys
+import django
+
+django.setup()
+from django.core.management import call_command
+from runs.services import runs as services
+
+original = services.enqueue_run
+
+def enqueue_interrupted(run_id, **kwargs):
+    os.kill(os.getpid(), signal.{signum})  # the run is committed, its tasks not yet sent
+    original(run_id, **kwargs)
+    print("enqueued", file=sys.stderr, flush=True)
+
+services.enqueue_run = enqueue_interrupted
+call_command("eval", "start", "--workspace", "acme", "--pack", "echo", "--deployment", "agent", "--json")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_the_committed_run_is_enqueued_names_the_run(personas, signum):
+    """Ctrl-C (or SIGTERM) right after the run's commit, while its tasks were enqueued: a
+    KeyboardInterrupt traceback (SIGTERM: killed silently), the run's id never printed. The
+    signal is now held until the run can be named: the tasks are all sent, then the
+    ``interrupted`` error object, exit 3, as the other interrupts. The signal is sent from
+    inside the enqueue, so the moment is exact."""
+    import subprocess
+    import sys
+
+    from tests.processes import ROOT, child_env
+
+    publish(personas.workspace, cases=1)
+    hosted(personas.workspace, "http://127.0.0.1:9/agent")
+    script = INTERRUPT_WHILE_ENQUEUED.replace("{signum}", signum)
+    env = child_env(CELERY_BROKER_URL="memory://", DJANGO_SETTINGS_MODULE="agentclash_site.settings")
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr[-3000:])
+    run = Run.objects.get()
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "interrupted"
+    assert f"run status {run.pk}" in error["message"]
+    assert "enqueued" in done.stderr and "Traceback" not in done.stderr
+    assert run.status == "queued"  # it goes on

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.management.base import CommandParser
-from django.db import connection
+from django.db import connection, transaction
 
 from agentclash_site.celery import preload_broker_transport
 from agentclash_site.lib.cli import CliError, JsonCommand
@@ -139,22 +139,32 @@ class Command(JsonCommand):
         # The broker client's imports (~65 ms for Redis) overlap the run's database work:
         # eval start without --follow 473 -> 454 ms (median of 12 alternated).
         preload_broker_transport()
+        held = _HeldInterrupts()
         try:
             version = pack_version_for(workspace, options["pack"], options.get("pack_version"))
-            run = run_create(
-                workspace=workspace,
-                user=None,
-                pack_version=version,
-                input_set=options.get("input_set"),
-                deployments=options["deployment"],
-                repetitions=options["repetitions"],
-                name=options.get("name") or "",
-            )
+            # In a transaction of its own: Ctrl-C is held back from just before the commit
+            # until the run can be named (the run's tasks are enqueued on commit meanwhile).
+            with transaction.atomic():
+                run = run_create(
+                    workspace=workspace,
+                    user=None,
+                    pack_version=version,
+                    input_set=options.get("input_set"),
+                    deployments=options["deployment"],
+                    repetitions=options["repetitions"],
+                    name=options.get("name") or "",
+                )
+                held.hold()
         except RunError as exc:
             # The service names the API's body key; the CLI's option is --deployment.
             field = "deployment" if exc.field == "deployments" else exc.field
             raise CliError(exc.code, exc.message, field=field, choices=exc.choices) from exc
-        with _interrupts_name(run, workspace.slug, tty=self.stderr.isatty()):
+        except BaseException:
+            # The commit or the enqueue failed (a broker down names the run in its own error):
+            # an interrupt held meanwhile is dropped rather than raised over that error.
+            held.release(drop=True)
+            raise
+        with _interrupts_name(run, workspace.slug, tty=self.stderr.isatty(), held=held):
             # Imported after the run is queued: the worker starts while this process loads
             # the document code (it pulls in the grading engine).
             from runs.documents import run_document
@@ -229,14 +239,52 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
+
+
+class _HeldInterrupts:
+    """SIGINT and SIGTERM blocked (left pending by the kernel) from just before the run's
+    commit until ``_interrupts_name`` can name the run: a Ctrl-C while the committed run's
+    tasks were enqueued (or in the step after) ended in a traceback, the run's id never
+    printed. Main thread only (signals are delivered there)."""
+
+    def __init__(self) -> None:
+        self._previous: set[signal.Signals] | None = None
+
+    def hold(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+
+    def release(self, *, drop: bool = False) -> None:
+        """Unblock: a held signal is delivered now (its handler runs), or ignored with
+        ``drop``."""
+        if self._previous is None:
+            return
+        previous, self._previous = self._previous, None
+        if not drop:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            return
+        handlers = {signum: signal.signal(signum, signal.SIG_IGN) for signum in _INTERRUPTS}
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+
+
 @contextlib.contextmanager
-def _interrupts_name(run: Run, workspace: str, *, tty: bool) -> Iterator[None]:
+def _interrupts_name(
+    run: Run, workspace: str, *, tty: bool, held: _HeldInterrupts | None = None
+) -> Iterator[None]:
     """Ctrl-C, or SIGTERM (a CI job cancelled), once the run is queued: the ``interrupted``
     error naming the run, which goes on (exit 3, as ``follow_timeout``), not a traceback, or
-    nothing at all, with the run's id never printed."""
+    nothing at all, with the run's id never printed. An interrupt ``held`` since the commit
+    is delivered here, once the handlers are in place."""
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main else None
     try:
+        if held is not None:
+            held.release()
         yield
     except KeyboardInterrupt:
         if tty:

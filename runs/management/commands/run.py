@@ -1,5 +1,14 @@
 """``manage.py run status RUN [--cases]`` and ``run export RUN --format ... [--output F]``
-(spec/interfaces.md §6). Exit 0; 2 for an unknown run or a bad format."""
+(spec/interfaces.md §6). Exit 0; 2 for an unknown run or a bad format.
+
+The run operations of the API (``POST .../runs/{id}/cancel``, ``retry-failed``,
+``rescore``) for CI: ``run cancel RUN``, ``run retry-failed RUN``, ``run rescore RUN``
+(``--json``), through the same services (``runs.services.operations``), printing the body
+the API answers: ``{"run": {"id", "status"}}`` for cancel, with ``"retried": N`` for
+retry-failed, the run document (as ``run status``) for rescore. Exit 0 done; 2 unknown run
+or usage; 3 refused because of the run's state (the API's 409: ``run_finished``,
+``run_not_retryable``, ``nothing_to_retry``, ``run_not_rescorable``, ...), as ``pack
+publish`` exits 3 for its conflicts."""
 
 from __future__ import annotations
 
@@ -14,6 +23,10 @@ from runs.documents import run_document
 from runs.exports import FORMATS, export_stream
 from runs.management.commands.eval import render_text
 from runs.models import Run
+from runs.services.runs import RunError
+
+OPERATIONS = ("cancel", "retry-failed", "rescore")
+REFUSED_EXIT_CODE = 3  # the operation does not apply to the run as it stands (the API's 409)
 
 
 def _run(run_id: str) -> Run:
@@ -28,7 +41,7 @@ def _run(run_id: str) -> Run:
 
 
 class Command(JsonCommand):
-    help = "Inspect and export runs."
+    help = "Inspect and export runs; cancel, retry failed items, re-score."
     path_options = frozenset({"output"})
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -41,9 +54,22 @@ class Command(JsonCommand):
         export.add_argument("run", help="run id")
         export.add_argument("--format", required=True, choices=FORMATS)
         export.add_argument("--output", help="write to this file instead of stdout")
+        helps = {
+            "cancel": "cancel the run: nothing more starts or is graded",
+            "retry-failed": "send the run's infra_error and config_error items again",
+            "rescore": "re-grade the recorded evidence with the current engine (a task does it)",
+        }
+        for name in OPERATIONS:
+            operation = sub.add_parser(name, help=helps[name])
+            operation.add_argument("run", help="run id")
+            self.add_json_argument(operation)
 
     def handle(self, *args: Any, **options: Any) -> None:
         run = _run(options["run"])
+        if options["action"] in OPERATIONS:
+            document, text = _operate(options["action"], run)
+            self.emit(document, text)
+            return
         if options["action"] == "status":
             document = run_document(run, cases=options["cases"])
             self.emit(document, render_text(document))
@@ -62,3 +88,25 @@ class Command(JsonCommand):
             return
         for chunk in stream:
             self.stdout.write(chunk, ending="")
+
+
+def _operate(action: str, run: Run) -> tuple[dict[str, Any], str]:
+    """The operation's document (the API's body for it) and its text."""
+    from runs.services.operations import run_cancel, run_rescore, run_retry_failed
+
+    try:
+        if action == "cancel":
+            run = run_cancel(run=run)
+            return {"run": {"id": str(run.pk), "status": run.status}}, f"Run {run.pk} cancelled.\n"
+        if action == "retry-failed":
+            retried = run_retry_failed(run=run)
+            run.refresh_from_db()
+            document = {"run": {"id": str(run.pk), "status": run.status}, "retried": retried}
+            return document, f"Run {run.pk}: {retried} failed item(s) sent again; it is {run.status}.\n"
+        run = run_rescore(run=run)
+    except RunError as exc:
+        code = REFUSED_EXIT_CODE if exc.status_code == 409 else 2
+        raise CliError(exc.code, exc.message, exit_code=code, field=exc.field, choices=exc.choices) from exc
+    document = run_document(run)
+    note = f"Run {run.pk} is being re-scored (revision {run.scoring_revision}): run status {run.pk}\n"
+    return document, note + render_text(document)

@@ -292,3 +292,50 @@ def test_a_resumed_lane_budget_counts_the_calls_whose_usage_was_not_reported(per
     client.force_login(personas.owner)
     page = client.get(f"/runs/{run.id}/").content.decode()
     assert f"+{lane.judge_charged_tokens} counted against the budget" in page
+
+
+def test_a_critique_call_in_flight_when_the_run_is_cancelled_is_not_booked(
+    personas, fake, monkeypatch, caplog
+):
+    """The cancel lands while the critique's call is out: its answer is not used (the run is
+    cancelled) and its spend was still added to the lanes' judge counters, so the cancelled
+    run's figures changed after the cancel. As an n_wise answer that lands after a cancel
+    is dropped with its spend, the critique's is now too (and logged)."""
+    import grading.judges.model_pass  # noqa: F401
+    from runs import judging
+    from runs.services.operations import run_cancel
+
+    ws = personas.workspace
+    setup_provider(ws, fake)
+    version = publish_with_judges(
+        ws, [{"key": "j", "mode": "assertion", "assertion": "says it", "model": "gpt-4o-mini", "samples": 1}]
+    )
+    fake.default = by_mode(
+        assertion=verdict({"pass": True}),
+        claims=content('{"claims": []}'),
+        critique=content('{"suggestions": [], "overall": "fine"}'),
+    )
+    spend = ("judge_calls", "judge_input_tokens", "judge_output_tokens", "judge_cost_usd")
+    spend += ("judge_charged_tokens", "judge_charged_usd")
+    at_cancel: dict = {}
+    original = judging.model_critique
+
+    def critique_then_cancel(*args, **kwargs):
+        found = original(*args, **kwargs)  # the call went out and was answered
+        run_cancel(run=Run.objects.get(pk=run.pk))
+        at_cancel["lanes"] = list(RunLane.objects.filter(run=run).order_by("pk").values_list(*spend))
+        at_cancel["run"] = Run.objects.values_list(*spend[:4]).get(pk=run.pk)
+        return found
+
+    monkeypatch.setattr(judging, "model_critique", critique_then_cancel)
+    with FakeAgent() as agent:
+        agent.default = ok(lambda rec: {"final_output": rec.json["challenge"]["instructions"].split()[-1]})
+        run = create_run(ws, version, [hosted(ws, agent.url)])
+        with caplog.at_level("INFO", logger="runs.judging"):
+            run = drive(run)
+    assert run.status == "cancelled"
+    assert [mode_of(b) for b in fake.requests].count("critique") == 1
+    assert at_cancel["lanes"][0][0] > 0  # the grades' judge calls were booked before the cancel
+    assert list(RunLane.objects.filter(run=run).order_by("pk").values_list(*spend)) == at_cancel["lanes"]
+    assert Run.objects.values_list(*spend[:4]).get(pk=run.pk) == at_cancel["run"]
+    assert "cancelled while a judge pass ran: its 1 call(s)" in caplog.text
