@@ -408,3 +408,22 @@ class Draft(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class DraftReport(models.Model):
+    """The editor's view of a draft's validation report (``packs.services.draft_reports``),
+    kept so that opening the editor does not validate again what the last save validated.
+
+    ``key`` names exactly what was validated and by what: the validator's source and
+    libraries, the text, and each file's content (``draft_reports.report_key``). A stored
+    view is used only while its key is the draft's current one; a draft has at most one.
+    """
+
+    draft = models.OneToOneField(Draft, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    key = models.CharField(max_length=64)
+    revision = models.PositiveIntegerField(help_text="The draft revision it was computed for.")
+    body = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"report of draft {self.draft_id} at revision {self.revision}"

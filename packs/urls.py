@@ -14,6 +14,7 @@ urlpatterns = [
     path("packs/versions/<uuid:version_id>/new-draft/", views.version_new_draft, name="version-new-draft"),
     path("packs/drafts/<uuid:draft_id>/", views.draft_editor, name="draft-editor"),
     path("packs/drafts/<uuid:draft_id>/save/", views.draft_save, name="draft-save"),
+    path("packs/drafts/<uuid:draft_id>/report/", views.draft_report, name="draft-report"),
     path("packs/drafts/<uuid:draft_id>/case/", views.draft_case_form, name="draft-case-form"),
     path("packs/drafts/<uuid:draft_id>/case/save/", views.draft_case_save, name="draft-case-save"),
     path("packs/drafts/<uuid:draft_id>/case/delete/", views.draft_case_delete, name="draft-case-delete"),

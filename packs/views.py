@@ -28,7 +28,7 @@ from packs.access import get_asset_for_user, get_draft_for_user, get_pack_for_us
 from packs.bundle import archive
 from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm
 from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
-from packs.services import yaml_edit
+from packs.services import draft_reports, yaml_edit
 
 CASES_SHOWN = 500
 
@@ -164,39 +164,14 @@ def draft_new(request: HttpRequest) -> HttpResponse:
 # --- the draft editor -----------------------------------------------------------------------
 
 
-# The editor lists this many issues (errors first); the counts above the list are whole. A
-# 10,000-case pack with a warning per case made every autosave answer 5.7 MB of list items.
-REPORT_ITEMS_SHOWN = 200
 # Above this many lines the line-number gutter is left to editor.js, which builds it on load
 # anyway: 140,000 server-rendered spans were 4 MB of the page and seconds of rendering.
 GUTTER_SERVER_LINES = 5000
 
 
-def _report_body(report: Any) -> dict[str, Any]:
-    body = report.to_body()
-    # Rows the template lists: errors first, then warnings, each with its kind.
-    items = [{**e, "kind": "error"} for e in body["errors"]] + [
-        {**w, "kind": "warning"} for w in body["warnings"]
-    ]
-    body["items"] = items[:REPORT_ITEMS_SHOWN]
-    body["items_total"] = len(items)
-    return body
-
-
 def _gutter(text: str) -> range:
     lines = text.count("\n") + 1
     return range(1, lines + 1) if lines <= GUTTER_SERVER_LINES else range(0)
-
-
-def _outline(draft: Draft, report: Any, body: dict[str, Any]) -> dict[str, Any] | None:
-    # Only text the bundle parser read without a container-level error (syntax, aliases,
-    # size: reported with field "bundle") has one; it is read from the report's parse.
-    if report.document is None or any(e["field"] == "bundle" for e in body["errors"]):
-        return None
-    try:
-        return yaml_edit.outline(draft.bundle_text, data=report.document.data)
-    except yaml_edit.YamlEditError:
-        return None
 
 
 def _files(draft: Draft) -> list[dict[str, Any]]:
@@ -210,13 +185,17 @@ def _files(draft: Draft) -> list[dict[str, Any]]:
     ]
 
 
-def _editor_context(request: HttpRequest, draft: Draft, **extra: Any) -> dict[str, Any]:
-    report = services.draft_validate(draft=draft)
-    body = _report_body(report)
-    outline = _outline(draft, report, body)
+def _editor_context(
+    request: HttpRequest, draft: Draft, *, report: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The editor page's context; its report is ``report``, else the draft's stored or
+    computed one (``draft_reports.draft_report``)."""
+    if report is None:
+        report = draft_reports.draft_report(draft)
+    outline = report["outline"]
     context = {
         "draft": draft,
-        "report": body,
+        "report": report,
         "outline": outline,
         "files": _files(draft),
         "gutter": _gutter(draft.bundle_text),
@@ -320,10 +299,44 @@ def draft_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
     if not _save_text(draft, form):
         return _save_refused(request, draft, form, what="saved")
     if request.htmx:  # type: ignore[attr-defined]
-        context = _editor_context(request, draft)
+        # Answered at once: with the stored report when it is of this text (a rename), else
+        # with a pending report that editor.js loads from draft_report (a full validation
+        # of a 10,000-case pack takes seconds; the save does not wait for it).
+        report = draft_reports.stored_report(draft)
+        if report is None:
+            context = _pending_context(request, draft)
+        else:
+            context = _editor_context(request, draft, report=report)
         return render(request, "packs/draft_editor.html#autosave", context)
     messages.success(request, "Draft saved.")
     return redirect("draft-editor", draft_id=draft.public_id)
+
+
+def _pending_context(request: HttpRequest, draft: Draft) -> dict[str, Any]:
+    return {
+        "draft": draft,
+        "report": None,
+        "report_pending": True,
+        "can_write": _can_write(request, draft.workspace),
+    }
+
+
+@login_required
+@require_GET
+def draft_report(request: HttpRequest, draft_id: Any) -> HttpResponse:
+    """The report of the draft at ``?revision=N`` (and the side panel, out of band), loaded by
+    the editor after an autosave answered without it. 204 when the draft is no longer at that
+    revision: a later save's own request loads the report of its text, and a report of one
+    revision is never shown as another's."""
+    draft = get_draft_for_user(request, draft_id=draft_id)
+    try:
+        revision = int_param(request.GET, "revision")
+    except BadParameter as exc:
+        return HttpResponse(exc.message, status=400, content_type="text/plain")
+    if revision is not None and revision != draft.revision:
+        return HttpResponse(status=204)
+    context = _editor_context(request, draft)
+    return render(request, "packs/draft_editor.html#report_answer", context)
 
 
 @login_required

@@ -231,7 +231,7 @@
         if (!status) return;
         const code = event.detail.xhr ? event.detail.xhr.status : 0;
         if (code >= 200 && code < 300) {
-          status.textContent = "Saved and validated.";
+          status.textContent = document.querySelector("#report[data-report-pending]") ? "Saved; validating…" : "Saved and validated.";
           status.classList.replace("error", "muted");
           markInvalid("");
           showConflict(false);
@@ -246,6 +246,40 @@
       });
     }
     document.body.addEventListener("htmx:afterSettle", markGutter);
+
+    // An autosave is answered at once; when its report is not stored yet, the answer is a
+    // pending report naming its revision and where to load it (draft_report). It is loaded
+    // from the report slot, whose hx-sync keeps one such request in flight per tab and only
+    // the newest queued. Its target is the pending report it was asked for: once a later save
+    // has replaced that, the answer is not swapped in anywhere (htmx leaves a detached target
+    // alone), and the server answers 204 to a revision the draft has left: a report is never
+    // shown as the current one after the text changed.
+    const slot = document.getElementById("report-slot");
+    const revision = () => (document.getElementById("draft-revision") || {}).value;
+    let requested = "";
+    function loadPendingReport() {
+      const pending = document.querySelector("#report[data-report-url]");
+      if (!pending || !slot || !window.htmx || pending.dataset.reportUrl === requested) return;
+      requested = pending.dataset.reportUrl;
+      window.htmx.ajax("GET", pending.dataset.reportUrl, { source: slot, target: "#report", swap: "outerHTML" });
+    }
+    if (slot) {
+      slot.addEventListener("htmx:afterRequest", (event) => {
+        const code = event.detail.xhr ? event.detail.xhr.status : 0;
+        const asked = /[?&]revision=(\d+)/.exec((event.detail.pathInfo && event.detail.pathInfo.requestPath) || "");
+        if (asked && asked[1] !== revision()) return; // a save of this tab since: its own request follows
+        if (!status || document.querySelector("#report[data-report-pending]")) {
+          // 204: the draft is past this revision, though this tab saved nothing since: it was
+          // saved elsewhere; the next autosave here is refused and says so.
+          if (status && code === 204) status.textContent = "Saved; the draft has changed since (in another tab or by another user).";
+          else if (status && code && code !== 200) status.textContent = `Saved; the report could not be loaded (the server answered ${code}). Save again to retry.`;
+          return;
+        }
+        if (code === 200) status.textContent = "Saved and validated.";
+      });
+      if (form) form.addEventListener("htmx:afterRequest", loadPendingReport);
+      loadPendingReport();
+    }
 
     lineCount = 0;
     renderGutter();

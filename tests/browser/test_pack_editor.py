@@ -219,3 +219,44 @@ def test_an_autosaved_rename_updates_the_heading_and_the_page_title(personas, lo
     expect(page).to_have_title("Mental math · editor · AgentClash")
     assert page.locator("h1").count() == 1
     assert page.js_errors == []
+
+
+def test_a_report_arriving_after_a_later_save_is_never_shown_as_the_current_one(personas, login, page):
+    """The report of revision 2 is held back until revision 3 is saved: it is not swapped in
+    (the editor holds revision 3), and revision 3's report, queued behind it, is."""
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    held = []
+
+    def hold_revision_2(route):
+        if "revision=2" in route.request.url:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/report/**", hold_revision_2)
+    page.evaluate(
+        """() => {
+          window.reportsShown = [];
+          new MutationObserver(() => {
+            const r = document.getElementById("report");
+            window.reportsShown.push(`${r.dataset.revision}:${r.dataset.valid || "pending"}`);
+          }).observe(document.getElementById("report-slot"), { childList: true });
+        }"""
+    )
+    editor = page.locator("#bundle-text")
+    with page.expect_request(lambda request: "revision=2" in request.url):
+        editor.fill(mental_math(number=0))  # revision 2: one error
+    expect(page.locator('#report[data-report-pending][data-revision="2"]')).to_be_attached()
+    editor.fill(mental_math(name="Mental Math 3"))  # revision 3: valid, a text not validated yet
+    expect(page.locator('#report[data-report-pending][data-revision="3"]')).to_be_attached()
+    assert len(held) == 1
+    held[0].continue_()
+
+    expect(page.locator('#report[data-valid="true"][data-revision="3"]')).to_be_visible()
+    expect(page.locator("#save-status")).to_have_text("Saved and validated.")
+    assert page.evaluate("window.reportsShown") == ["2:pending", "3:pending", "3:true"]
+    assert page.js_errors == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -119,27 +121,47 @@ def test_outsiders_get_404_on_every_draft_page(personas, draft):
     client = client_for(personas.outsider)
     assert client.get(editor_url(draft)).status_code == 404
     assert client.get(editor_url(draft, "draft-case-form")).status_code == 404
+    assert client.get(editor_url(draft, "draft-report")).status_code == 404
     for name in ("draft-save", "draft-publish", "draft-case-save", "draft-file-upload", "draft-delete"):
         assert client.post(editor_url(draft, name), {}).status_code == 404, name
     assert Draft.objects.filter(pk=draft.pk).exists()
 
 
-def test_typing_saves_and_answers_the_report_partial(personas, draft):
+def report_url_of(html: str) -> str:
+    """The report an autosave's answer loads next (editor.js requests it)."""
+    found = re.search(r'data-report-url="([^"]+)"', html)
+    assert found, "the answer names no report to load"
+    return found.group(1).replace("&amp;", "&")
+
+
+def test_typing_saves_at_once_and_the_report_follows_in_a_second_request(personas, draft):
     broken = mental_math().replace("number: 1", "number: 0")
-    response = client_for(personas.editor).post(
+    client = client_for(personas.editor)
+    response = client.post(
         editor_url(draft, "draft-save"), {"name": "Renamed", "bundle_text": broken}, HTTP_HX_REQUEST="true"
     )
     assert response.status_code == 200
     html = response.content.decode()
     assert html.lstrip().startswith('<section id="report"')
-    assert "version.number" in html and "must be greater than 0" in html
-    assert 'class="issue-jump" data-line="' in html
-    assert 'id="structure" class="panel" hx-swap-oob="true"' in html
+    assert "data-report-pending" in html and 'data-revision="2"' in html
+    assert "must be greater than 0" not in html  # not validated in the save
     assert "<title>Renamed · editor · AgentClash</title>" in html  # htmx sets the page's title
     assert '<h1 id="draft-heading" hx-swap-oob="true"><bdi>Renamed</bdi> ' in html
+    assert 'id="draft-revision" value="2" hx-swap-oob="true"' in html
     assert "<html" not in html
     draft.refresh_from_db()
     assert draft.bundle_text == broken and draft.name == "Renamed"
+
+    url = report_url_of(html)
+    assert url == editor_url(draft, "draft-report") + "?revision=2"
+    report = client.get(url, HTTP_HX_REQUEST="true")
+    assert report.status_code == 200
+    html = report.content.decode()
+    assert html.lstrip().startswith('<section id="report"') and 'data-revision="2"' in html
+    assert "version.number" in html and "must be greater than 0" in html
+    assert 'class="issue-jump" data-line="' in html
+    assert 'id="structure" class="panel" hx-swap-oob="true"' in html
+    assert "<html" not in html
 
 
 def test_a_plain_save_redirects_back_to_the_editor(personas, draft):
@@ -155,7 +177,7 @@ def test_a_syntax_error_is_listed_with_its_line(personas, draft):
         {"bundle_text": "pack: {slug: x\nversion: [\n"},
         HTTP_HX_REQUEST="true",
     )
-    html = response.content.decode()
+    html = client_for(personas.editor).get(report_url_of(response.content.decode())).content.decode()
     assert "must be valid YAML" in html
     assert "Fix the YAML errors to see" in html
 
