@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
 
 from grading.engine.configs.fields import Bool, Choice, Key, Trimmed, Unit, fail
-from grading.engine.modelcheck import ConfigFor, check_model, format_path, suggest_key
+from grading.engine.modelcheck import ConfigFor, check_model, format_path, path_is_under, suggest_key
 
 
 class Closed(BaseModel):
@@ -304,3 +306,16 @@ def test_format_path_writes_dotted_indexed_paths():
     assert format_path(("tags", "0")) == 'tags["0"]'
     assert format_path(("my-key",)) == "my-key"
     assert format_path(()) == ""
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(["a", "b", 0, 1]), max_size=4).map(tuple), max_size=12),
+    st.lists(st.sampled_from(["a", "b", 0, 1]), max_size=5).map(tuple),
+)
+@settings(max_examples=300, deadline=None)
+def test_path_is_under_is_the_prefix_test_whatever_the_number_of_roots(roots, path):
+    # It looks prefixes up when there are more roots than path segments (linear in a pack's
+    # rejected values, not quadratic): the answer must be the plain definition's.
+    naive = any(path[: len(root)] == root for root in roots)
+    assert path_is_under(path, set(roots)) is naive
+    assert path_is_under(path, frozenset(roots)) is naive
