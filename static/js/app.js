@@ -39,3 +39,56 @@ document.addEventListener("htmx:afterRequest", (event) => {
   const xhr = event.detail.xhr;
   if (xhr && xhr.status >= 200 && xhr.status < 300) removeSessionNotes();
 });
+
+// Type-ahead suggestions (templates/_suggest_field.html): the field stays a plain text input,
+// validated on submit; htmx fills its list with a few matching names as buttons. Down moves
+// from the field into the list (Up/Down within it, past either end back to the field),
+// Enter or a click fills the field in, Escape closes the list. A field marked
+// data-suggest-several holds names separated by commas: a pick replaces the last one.
+// A picked value fires "change", which is what loads anything depending on the field.
+function suggestParts(element) {
+  const box = element.closest("[data-suggest]");
+  if (!box) return null;
+  const input = box.querySelector("[data-suggest-input]");
+  const list = box.querySelector("[data-suggest-list]");
+  return input && list ? { input, list } : null;
+}
+function suggestPick(parts, value) {
+  const input = parts.input;
+  if (input.hasAttribute("data-suggest-several")) {
+    const names = input.value.split(",").map((name) => name.trim());
+    names.pop();
+    names.push(value);
+    input.value = names.filter(Boolean).join(", ") + ", ";
+  } else {
+    input.value = value;
+  }
+  parts.list.replaceChildren();
+  input.focus();
+  input.dispatchEvent(new Event("change", { bubbles: true }));
+}
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-suggest-value]");
+  const parts = button && suggestParts(button);
+  if (parts) suggestPick(parts, button.dataset.suggestValue);
+});
+document.addEventListener("keydown", (event) => {
+  const parts = event.target.closest ? suggestParts(event.target) : null;
+  if (!parts) return;
+  const buttons = Array.from(parts.list.querySelectorAll("[data-suggest-value]"));
+  const at = buttons.indexOf(event.target);
+  if ((event.key === "ArrowDown" || event.key === "ArrowUp") && buttons.length) {
+    event.preventDefault();
+    const next = at < 0 ? (event.key === "ArrowDown" ? 0 : buttons.length - 1) : at + (event.key === "ArrowDown" ? 1 : -1);
+    (buttons[next] || parts.input).focus();
+  } else if (event.key === "Escape" && buttons.length) {
+    event.preventDefault();
+    parts.list.replaceChildren();
+    parts.input.focus();
+  } else if (event.key === "Enter" && event.target === parts.input && parts.input.hasAttribute("data-suggest-no-submit")) {
+    // In a form that does something (start a run), Enter in the field only takes its value.
+    event.preventDefault();
+    parts.list.replaceChildren();
+    parts.input.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+});
