@@ -386,7 +386,7 @@ class RunForm(forms.Form):
             "hx-trigger": "input changed delay:200ms",
             "hx-target": f"#id_{name}-suggestions",
             "hx-params": name,
-            "hx-sync": "this:replace",
+            "hx-sync": "this:queue last",
         }
         if several:
             attrs["data-suggest-several"] = True

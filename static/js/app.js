@@ -45,13 +45,21 @@ document.addEventListener("htmx:afterRequest", (event) => {
 // from the field into the list (Up/Down within it, past either end back to the field),
 // Enter or a click fills the field in, Escape closes the list. A field marked
 // data-suggest-several holds names separated by commas: a pick replaces the last one.
-// A picked value fires "change", which is what loads anything depending on the field.
+// A value taken (picked, Enter, or the focus leaving the field and its list) fires
+// "suggest:change" once per new value, which is what loads anything depending on the field:
+// not the browser's "change", which also fires when the focus moves into the list, half typed.
 function suggestParts(element) {
   const box = element.closest("[data-suggest]");
   if (!box) return null;
   const input = box.querySelector("[data-suggest-input]");
   const list = box.querySelector("[data-suggest-list]");
-  return input && list ? { input, list } : null;
+  return input && list ? { box, input, list } : null;
+}
+function suggestTake(parts) {
+  const input = parts.input;
+  if (input.value === input.dataset.suggestTaken) return;
+  input.dataset.suggestTaken = input.value;
+  input.dispatchEvent(new Event("suggest:change", { bubbles: true }));
 }
 function suggestPick(parts, value) {
   const input = parts.input;
@@ -63,10 +71,29 @@ function suggestPick(parts, value) {
   } else {
     input.value = value;
   }
-  parts.list.replaceChildren();
+  suggestClose(parts);
   input.focus();
-  input.dispatchEvent(new Event("change", { bubbles: true }));
+  suggestTake(parts);
 }
+// A closed list stays closed until the text changes: an answer still on its way (typing
+// fires one per pause) would open it again under the user's feet.
+function suggestClose(parts) {
+  parts.list.replaceChildren();
+  parts.input.dataset.suggestClosed = parts.input.value;
+}
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail.target;
+  const parts = target && target.matches && target.matches("[data-suggest-list]") ? suggestParts(target) : null;
+  if (parts && parts.input.dataset.suggestClosed === parts.input.value) event.detail.shouldSwap = false;
+});
+document.addEventListener("focusin", (event) => {
+  const parts = event.target.closest ? suggestParts(event.target) : null;
+  if (parts && parts.input.dataset.suggestTaken === undefined) parts.input.dataset.suggestTaken = parts.input.value;
+});
+document.addEventListener("focusout", (event) => {
+  const parts = event.target.closest ? suggestParts(event.target) : null;
+  if (parts && !(event.relatedTarget && parts.box.contains(event.relatedTarget))) suggestTake(parts);
+});
 document.addEventListener("click", (event) => {
   const button = event.target.closest("[data-suggest-value]");
   const parts = button && suggestParts(button);
@@ -83,12 +110,12 @@ document.addEventListener("keydown", (event) => {
     (buttons[next] || parts.input).focus();
   } else if (event.key === "Escape" && buttons.length) {
     event.preventDefault();
-    parts.list.replaceChildren();
+    suggestClose(parts);
     parts.input.focus();
   } else if (event.key === "Enter" && event.target === parts.input && parts.input.hasAttribute("data-suggest-no-submit")) {
     // In a form that does something (start a run), Enter in the field only takes its value.
     event.preventDefault();
-    parts.list.replaceChildren();
-    parts.input.dispatchEvent(new Event("change", { bubbles: true }));
+    suggestClose(parts);
+    suggestTake(parts);
   }
 });
