@@ -91,8 +91,9 @@ def _can_write(request: HttpRequest, workspace: Any) -> bool:
 # (``after``) and drafts, most recently edited first (``drafts_after``).
 PACK_PAGE = 50
 DRAFT_PAGE = 50
-# Version badges on a pack's row, newest first; the pack's page lists them all.
+# Version badges on a pack's row, newest first; the pack's page lists them all, a page at a time.
 VERSIONS_SHOWN = 10
+VERSION_PAGE = 50
 _LIST_PARTIALS = ("pack_rows", "draft_rows")
 
 
@@ -476,13 +477,28 @@ def draft_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
 @login_required
 @require_GET
 def pack_detail(request: HttpRequest, pack_id: Any) -> HttpResponse:
+    """The pack and its history, newest first, a keyset page of versions at a time (a pack
+    with thousands of versions listed them all, and twice more in the compare selects)."""
     pack = get_pack_for_user(request, pack_id=pack_id)
-    versions = list(PackVersion.objects.for_history(pack))
-    return render(
-        request,
-        "packs/pack_detail.html",
-        {"pack": pack, "versions": versions, "can_write": _can_write(request, pack.workspace)},
-    )
+    context: dict[str, Any] = {
+        "pack": pack,
+        "can_write": _can_write(request, pack.workspace),
+        "version_query": query_without(request.GET, "after"),
+    }
+    try:
+        page = keyset_page(
+            PackVersion.objects.for_history(pack),
+            sort="-number",
+            after=request.GET.get("after") or None,
+            size=VERSION_PAGE,
+        )
+    except InvalidCursor as exc:
+        context["error"] = f"The link to the next page is not valid: {exc}."
+        return render(request, "packs/pack_detail.html", context, status=400)
+    context.update(page=page, versions=page.items)
+    if request.htmx and request.GET.get("partial") == "version_rows":  # type: ignore[attr-defined]
+        return render(request, "packs/pack_detail.html#version_rows", {**context, "more": True})
+    return render(request, "packs/pack_detail.html", context)
 
 
 @login_required
@@ -543,35 +559,43 @@ def version_diff(request: HttpRequest, pack_id: Any) -> HttpResponse:
     that is not a whole number a database can hold is a 400 naming its parameter; a version
     the pack does not have, a 404."""
     pack = get_pack_for_user(request, pack_id=pack_id)
-    versions = list(PackVersion.objects.for_history(pack))
-    numbers = [v.number for v in versions]
+    numbers = PackVersion.objects.filter(pack=pack).order_by("-number").values_list("number", flat=True)
     try:
         to_number = int_param(request.GET, "to")
         from_number = int_param(request.GET, "from")
     except BadParameter as exc:
-        context = {"pack": pack, "versions": versions, "error": exc.message, "error_field": exc.name}
+        newest = numbers.first()
+        typed = {"to": newest, "from": numbers.filter(number__lt=newest).first() if newest else None}
+        context = {"pack": pack, "error": exc.message, "error_field": exc.name, "typed": typed}
         return render(request, "packs/version_diff.html", context, status=400)
     if to_number is None:
-        to_number = numbers[0] if numbers else 0
+        to_number = numbers.first() or 0
     if from_number is None:
-        from_number = next((n for n in numbers if n < to_number), to_number)
+        from_number = numbers.filter(number__lt=to_number).first() or to_number
     found = {
         v.number: v
         for v in PackVersion.objects.for_source().filter(pack=pack, number__in=[from_number, to_number])
     }
-    if from_number not in found or to_number not in found:
-        raise Http404("No such version.")
+    missing = next(
+        ((name, n) for name, n in (("from", from_number), ("to", to_number)) if n not in found), None
+    )
+    if missing is not None:
+        # The numbers are typed now (the selects listed every version): say which one is wrong.
+        name, number = missing
+        newest = numbers.first()
+        has = f"its newest is v{newest}" if newest else "it has no version yet"
+        context = {
+            "pack": pack,
+            "error": f"{name}: {pack.slug} has no version {number}; {has}.",
+            "error_field": name,
+            "typed": {"from": from_number, "to": to_number},
+        }
+        return render(request, "packs/version_diff.html", context, status=404)
     lines = selectors.version_diff(found[from_number], found[to_number])
     return render(
         request,
         "packs/version_diff.html",
-        {
-            "pack": pack,
-            "versions": versions,
-            "old": found[from_number],
-            "new": found[to_number],
-            "lines": lines,
-        },
+        {"pack": pack, "old": found[from_number], "new": found[to_number], "lines": lines},
     )
 
 

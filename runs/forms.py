@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django import forms
+from django.urls import reverse
 
 from agentclash_site.lib.params import whole_number
 from grading.engine import jsontext
@@ -244,3 +246,220 @@ def _labelled(message: str, api_name: str, field: str, form_field: forms.Field) 
         if name and message.startswith(name) and message[len(name) : len(name) + 1] in (" ", ":"):
             return label + message[len(name) :]
     return message
+
+
+# --- the new-run form -------------------------------------------------------------------------
+
+# The new-run form lists one pack's versions (newest first) and this many of the workspace's
+# deployments (by name) as checkboxes; more are chosen by name. It listed every version of
+# every pack and every deployment: megabytes of HTML for 2,000 packs and 1,000 deployments.
+VERSIONS_LISTED = 50
+DEPLOYMENTS_LISTED = 20
+_NAME_SEPARATORS = re.compile(r"[,\n]")
+
+
+def _names(text: str) -> list[str]:
+    """The names of a comma- (or line-) separated field, trimmed, each once, in order."""
+    return list(dict.fromkeys(n.strip() for n in _NAME_SEPARATORS.split(text or "") if n.strip()))
+
+
+def last_name(text: str) -> str:
+    """The name being typed in a comma-separated field (what its suggestions match)."""
+    return _NAME_SEPARATORS.split(text or "")[-1].strip()
+
+
+class RunForm(forms.Form):
+    """A pack, one of its versions and input sets, deployments, repetitions, a name.
+
+    ``pack_version`` and ``deployments`` take ids (what the API's and scripts' posts send,
+    any version or deployment of the workspace). The page types the pack's slug (``pack``,
+    with suggestions), then picks among that pack's versions; it ticks deployments among the
+    first listed and types any others by name (``deployment_names``). Each name is checked on
+    submit and an unknown one is named in the error of its field.
+    """
+
+    pack = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Pack",
+        help_text="Type part of a pack's slug and pick it; its versions are listed next.",
+    )
+    pack_version = IdChoiceField(queryset=None, label="Pack version", empty_label=None, required=False)  # type: ignore[arg-type]
+    # The selected version's sets (refreshed with htmx when the version changes; without
+    # JavaScript a set of another version is refused and the list shows the new version's).
+    input_set = forms.ChoiceField(
+        required=False,
+        label="Input set",
+        help_text="The cases to run, from the selected pack version.",
+    )
+    deployments = IdMultipleChoiceField(
+        queryset=None,  # type: ignore[arg-type]
+        widget=forms.CheckboxSelectMultiple,
+        label="Deployments",
+        required=False,
+    )
+    deployment_names = forms.CharField(
+        required=False,
+        max_length=10_000,
+        label="Other deployments, by name",
+        help_text="Names separated by commas; suggestions appear as you type.",
+    )
+    repetitions = forms.IntegerField(min_value=1, max_value=10, initial=1, label="Repetitions")
+    name = forms.CharField(required=False, max_length=200, label="Name")
+
+    def __init__(self, *args: Any, workspace: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from packs.models import InputSet, Pack, PackVersion
+
+        self.workspace = workspace
+        self.versions = (
+            PackVersion.objects.filter(pack__workspace=workspace)
+            .select_related("pack")
+            .defer("manifest", "source", "pack__description")
+        )
+        self.fields["pack_version"].queryset = self.versions  # type: ignore[attr-defined]
+        deployments = Deployment.objects.for_workspace(workspace)
+        self.fields["deployments"].queryset = deployments  # type: ignore[attr-defined]
+
+        self.chosen_version = self._version(self._raw("pack_version"))
+        typed = (self._raw("pack") or "").strip()
+        self.typed_pack = typed
+        if typed:
+            self.pack_obj = Pack.objects.filter(workspace=workspace, slug=typed).first()
+        elif self.chosen_version is not None:
+            self.pack_obj = self.chosen_version.pack
+        elif not self.is_bound:
+            first = self.versions.order_by("pack__slug", "-number").first()
+            self.pack_obj = first.pack if first else None
+        else:
+            self.pack_obj = None
+        if self.pack_obj is not None and not typed:
+            # Shown in the pack field: the pack of the version a link or a script chose.
+            if self.is_bound:
+                self.data = self.data.copy()
+                self.data["pack"] = self.pack_obj.slug
+            else:
+                self.initial["pack"] = self.pack_obj.slug
+
+        listed = self._listed_versions()
+        if self.chosen_version is None or self.chosen_version.pack_id != getattr(self.pack_obj, "id", None):
+            self.shown_version = listed[0] if listed else None
+        else:
+            self.shown_version = self.chosen_version
+        self.fields["pack_version"].widget.choices = [(v.id, f"v{v.number}") for v in listed]
+        self._suggest("pack", "pack_suggestions", several=False)
+        self._suggest("deployment_names", "deployment_suggestions", several=True)
+        self.fields["pack_version"].widget.attrs.update(
+            {
+                "hx-get": f"{reverse('run-new')}?partial=input_set",
+                "hx-trigger": "change",
+                "hx-target": "#input-set-field",
+                "hx-swap": "outerHTML",
+                "hx-params": "pack_version",
+            }
+        )
+        sets = (
+            InputSet.objects.filter(version=self.shown_version).order_by("position")
+            if self.shown_version
+            else []
+        )
+        choices = [(s.key, s.key if s.name in ("", s.key) else f"{s.name} ({s.key})") for s in sets]
+        self.fields["input_set"].choices = choices or [("", "none: one empty case per challenge")]  # type: ignore[attr-defined]
+
+        first = list(deployments.values_list("id", "name")[: DEPLOYMENTS_LISTED + 1])
+        self.more_deployments = len(first) > DEPLOYMENTS_LISTED
+        listed_ids = {pk for pk, _ in first[:DEPLOYMENTS_LISTED]}
+        ticked = [v for v in self._raw_list("deployments") if _is_id(v) and int(v) not in listed_ids]
+        extra = list(deployments.filter(pk__in=ticked).values_list("id", "name")) if ticked else []
+        self.fields["deployments"].widget.choices = sorted(
+            first[:DEPLOYMENTS_LISTED] + extra, key=lambda row: row[1]
+        )
+
+    def _suggest(self, name: str, partial: str, *, several: bool) -> None:
+        """Type-ahead attributes of a name field (templates/_suggest_field.html)."""
+        attrs = {
+            "autocomplete": "off",
+            "spellcheck": "false",
+            "data-suggest-input": True,
+            "data-suggest-no-submit": True,
+            "hx-get": f"{reverse('run-new')}?partial={partial}",
+            "hx-trigger": "input changed delay:200ms",
+            "hx-target": f"#id_{name}-suggestions",
+            "hx-params": name,
+            "hx-sync": "this:queue last",
+        }
+        if several:
+            attrs["data-suggest-several"] = True
+        self.fields[name].widget.attrs.update(attrs)
+
+    def _raw(self, name: str) -> Any:
+        return self.data.get(name) if self.is_bound else self.initial.get(name)
+
+    def _raw_list(self, name: str) -> list[Any]:
+        return self.data.getlist(name) if self.is_bound and hasattr(self.data, "getlist") else []
+
+    def _version(self, value: Any) -> Any:
+        """The workspace's version of id ``value``, or None."""
+        if value in (None, "") or not isinstance(value, str | int) or not _is_id(value):
+            return None
+        return self.versions.filter(pk=value).first()
+
+    def _listed_versions(self) -> list[Any]:
+        """The versions the select offers: the pack's newest, and the chosen one if older."""
+        if self.pack_obj is None:
+            return []
+        listed = list(self.versions.filter(pack=self.pack_obj).order_by("-number")[:VERSIONS_LISTED])
+        chosen = self.chosen_version
+        if chosen is not None and chosen.pack_id == self.pack_obj.id and chosen not in listed:
+            listed.append(chosen)
+        return listed
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        self._clean_pack(data)
+        self._clean_deployments(data)
+        return data
+
+    def _clean_pack(self, data: dict[str, Any]) -> None:
+        version = data.get("pack_version")
+        if self.typed_pack and self.pack_obj is None:
+            self.add_error(
+                "pack",
+                f"No pack named {self.typed_pack!r} in this workspace: type part of its slug "
+                "and pick one of the suggestions.",
+            )
+        elif "pack_version" in self.errors:
+            return
+        elif version is None and self.pack_obj is not None:
+            self.add_error(
+                "pack_version", f"Choose a version of {self.pack_obj.slug}: its versions are listed now."
+            )
+        elif version is None:
+            self.add_error("pack_version", self.fields["pack_version"].error_messages["required"])
+        elif self.pack_obj is not None and version.pack_id != self.pack_obj.id:
+            self.add_error(
+                "pack_version",
+                f"v{version.number} is a version of {version.pack.slug}, not {self.pack_obj.slug}: "
+                f"choose one of {self.pack_obj.slug}'s versions (listed now).",
+            )
+
+    def _clean_deployments(self, data: dict[str, Any]) -> None:
+        chosen = list(data.get("deployments") or [])
+        names = _names(data.get("deployment_names", ""))
+        if names:
+            found = {d.name: d for d in self.fields["deployments"].queryset.filter(name__in=names)}  # type: ignore[attr-defined]
+            missing = [n for n in names if n not in found]
+            if missing:
+                self.add_error(
+                    "deployment_names",
+                    "; ".join(f"No deployment named {n!r} in this workspace" for n in missing)
+                    + ": fix the name or pick one of the suggestions.",
+                )
+            chosen += [found[n] for n in names if n in found and found[n] not in chosen]
+        if not chosen and "deployment_names" not in self.errors and "deployments" not in self.errors:
+            self.add_error(
+                "deployments",
+                f"{self.fields['deployments'].error_messages['required']} Tick a deployment"
+                + (" or type its name." if self.more_deployments else "."),
+            )
+        data["deployments"] = chosen

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
@@ -23,11 +22,13 @@ from django_htmx.http import HttpResponseLocation
 
 from agentclash_site.lib.pagination import InvalidCursor, keyset_page
 from agentclash_site.lib.params import BadParameter, choice_param
+from agentclash_site.lib.suggest import suggest
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
+from packs.models import Pack
 from runs import charts
 from runs.access import get_run_for_user
-from runs.forms import IdChoiceField, IdMultipleChoiceField, _is_id
+from runs.forms import RunForm, last_name
 from runs.models import Deployment, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
 from runs.results import (
@@ -72,12 +73,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "status": request.GET.get("status", "").strip(),
         "deployment": request.GET.get("deployment", "").strip(),
     }
+    partial = request.GET.get("partial") if request.htmx else None  # type: ignore[attr-defined]
+    if partial in ("pack_suggestions", "deployment_suggestions"):
+        return _filter_suggestions(request, workspace, partial)
     context: dict[str, Any] = {
         "workspace": workspace,
         "filters": filters,
+        "unknown": _unknown_filters(workspace, filters),
         "statuses": RunStatus.values,
-        "packs": sorted(workspace.packs.values_list("slug", flat=True)),
-        "deployments": list(Deployment.objects.for_workspace(workspace).values_list("name", flat=True)),
         "can_write": _can_write(request, workspace),
         "query": _query_without_after(request),
     }
@@ -111,6 +114,46 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, TEMPLATES + "run_list.html", context)
 
 
+def _filter_suggestions(request: HttpRequest, workspace: Any, partial: str) -> HttpResponse:
+    """The type-ahead answer of the pack or deployment filter: a few of this workspace's
+    slugs or names matching what was typed."""
+    if partial == "pack_suggestions":
+        found = suggest(
+            Pack.objects.filter(workspace=workspace),
+            "slug",
+            request.GET.get("pack", ""),
+            noun="pack",
+            status_id="r-pack-suggestions-status",
+        )
+    else:
+        found = suggest(
+            Deployment.objects.filter(workspace=workspace),
+            "name",
+            request.GET.get("deployment", ""),
+            noun="deployment",
+            status_id="r-dep-suggestions-status",
+        )
+    return render(request, TEMPLATES + "run_list.html#suggestions", {"suggestions": found})
+
+
+def _unknown_filters(workspace: Any, filters: dict[str, str]) -> dict[str, str]:
+    """What to say of a pack or deployment filter naming none of this workspace's (typed by
+    hand now that the filters are text fields): the field, and how to fix it."""
+    unknown = {}
+    pack, deployment = filters["pack"], filters["deployment"]
+    if pack and not Pack.objects.filter(workspace=workspace, slug=pack).exists():
+        unknown["pack"] = (
+            f"Pack: no pack named {pack!r} in this workspace. "
+            "Type part of its slug and pick a suggestion, or clear the field to see every pack."
+        )
+    if deployment and not Deployment.objects.filter(workspace=workspace, name=deployment).exists():
+        unknown["deployment"] = (
+            f"Deployment: no deployment named {deployment!r} in this workspace. "
+            "Type part of its name and pick a suggestion, or clear the field to see every deployment."
+        )
+    return unknown
+
+
 def _query_without_after(request: HttpRequest) -> str:
     params = request.GET.copy()
     params.pop("after", None)
@@ -121,60 +164,6 @@ def _query_without_after(request: HttpRequest) -> str:
 # --- new run ----------------------------------------------------------------------------------
 
 
-class RunForm(forms.Form):
-    pack_version = IdChoiceField(queryset=None, label="Pack version", empty_label=None)  # type: ignore[arg-type]
-    # The selected version's sets (refreshed with htmx when the version changes; without
-    # JavaScript a set of another version is refused and the list shows the new version's).
-    input_set = forms.ChoiceField(
-        required=False,
-        label="Input set",
-        help_text="The cases to run, from the selected pack version.",
-    )
-    deployments = IdMultipleChoiceField(
-        queryset=None,  # type: ignore[arg-type]
-        widget=forms.CheckboxSelectMultiple,
-        label="Deployments",
-    )
-    repetitions = forms.IntegerField(min_value=1, max_value=10, initial=1, label="Repetitions")
-    name = forms.CharField(required=False, max_length=200, label="Name")
-
-    def __init__(self, *args: Any, workspace: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        from packs.models import PackVersion
-
-        versions = (
-            PackVersion.objects.filter(pack__workspace=workspace)
-            .select_related("pack")
-            .defer("manifest", "source")
-            .order_by("pack__slug", "-number")
-        )
-        version_field = self.fields["pack_version"]
-        version_field.queryset = versions  # type: ignore[attr-defined]
-        version_field.label_from_instance = lambda v: f"{v.pack.slug} v{v.number}"  # type: ignore[attr-defined]
-        version_field.widget.attrs.update(
-            {
-                "hx-get": f"{reverse('run-new')}?partial=input_set",
-                "hx-trigger": "change",
-                "hx-target": "#input-set-field",
-                "hx-swap": "outerHTML",
-                "hx-params": "pack_version",
-            }
-        )
-        self.fields["input_set"].choices = self._set_choices(versions)  # type: ignore[attr-defined]
-        self.fields["deployments"].queryset = Deployment.objects.for_workspace(workspace)  # type: ignore[attr-defined]
-
-    def _set_choices(self, versions: Any) -> list[tuple[str, str]]:
-        """The input sets of the version picked (the submitted one, else the initial one,
-        else the first listed) as (key, label) pairs."""
-        from packs.models import InputSet
-
-        value = self.data.get("pack_version") if self.is_bound else self.initial.get("pack_version")
-        version = versions.filter(pk=value).first() if value and _is_id(value) else versions.first()
-        sets = InputSet.objects.filter(version=version).order_by("position") if version else []
-        choices = [(s.key, s.key if s.name in ("", s.key) else f"{s.name} ({s.key})") for s in sets]
-        return choices or [("", "none: one empty case per challenge")]
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 @member_page("New run")
@@ -183,11 +172,16 @@ def run_new(request: HttpRequest) -> HttpResponse:
 
     workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
-    initial = {"pack_version": request.GET["pack_version"]} if request.GET.get("pack_version") else {}
+    partial = request.GET.get("partial") if request.htmx else None  # type: ignore[attr-defined]
+    if partial in ("pack_suggestions", "deployment_suggestions"):
+        return _run_new_suggestions(request, workspace, partial)
+    initial = {name: request.GET[name] for name in ("pack", "pack_version") if request.GET.get(name)}
     form = RunForm(request.POST or None, initial=initial, workspace=workspace)
     context: dict[str, Any] = {"form": form, "workspace": workspace}
-    if request.htmx and request.GET.get("partial") == "input_set":  # type: ignore[attr-defined]
+    if partial == "input_set":
         return render(request, TEMPLATES + "run_new.html#input_set_field", context)
+    if partial == "versions":
+        return render(request, TEMPLATES + "run_new.html#version_fields", context)
     # What a run needs and the workspace does not have yet, said next to its empty field.
     context["no_versions"] = not form.fields["pack_version"].queryset.exists()  # type: ignore[attr-defined]
     context["no_deployments"] = not form.fields["deployments"].queryset.exists()  # type: ignore[attr-defined]
@@ -211,6 +205,28 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 return redirect("run-detail", run_id=run.id)
         status = 400
     return render(request, TEMPLATES + "run_new.html", context, status=status)
+
+
+def _run_new_suggestions(request: HttpRequest, workspace: Any, partial: str) -> HttpResponse:
+    """The type-ahead answer of the form's pack field or deployment names field (the name
+    being typed, after the last comma)."""
+    if partial == "pack_suggestions":
+        found = suggest(
+            Pack.objects.filter(workspace=workspace),
+            "slug",
+            request.GET.get("pack", ""),
+            noun="pack",
+            status_id="id_pack-suggestions-status",
+        )
+    else:
+        found = suggest(
+            Deployment.objects.filter(workspace=workspace),
+            "name",
+            last_name(request.GET.get("deployment_names", "")),
+            noun="deployment",
+            status_id="id_deployment_names-suggestions-status",
+        )
+    return render(request, TEMPLATES + "run_new.html#suggestions", {"suggestions": found})
 
 
 # --- overview ---------------------------------------------------------------------------------

@@ -39,3 +39,83 @@ document.addEventListener("htmx:afterRequest", (event) => {
   const xhr = event.detail.xhr;
   if (xhr && xhr.status >= 200 && xhr.status < 300) removeSessionNotes();
 });
+
+// Type-ahead suggestions (templates/_suggest_field.html): the field stays a plain text input,
+// validated on submit; htmx fills its list with a few matching names as buttons. Down moves
+// from the field into the list (Up/Down within it, past either end back to the field),
+// Enter or a click fills the field in, Escape closes the list. A field marked
+// data-suggest-several holds names separated by commas: a pick replaces the last one.
+// A value taken (picked, Enter, or the focus leaving the field and its list) fires
+// "suggest:change" once per new value, which is what loads anything depending on the field:
+// not the browser's "change", which also fires when the focus moves into the list, half typed.
+function suggestParts(element) {
+  const box = element.closest("[data-suggest]");
+  if (!box) return null;
+  const input = box.querySelector("[data-suggest-input]");
+  const list = box.querySelector("[data-suggest-list]");
+  return input && list ? { box, input, list } : null;
+}
+function suggestTake(parts) {
+  const input = parts.input;
+  if (input.value === input.dataset.suggestTaken) return;
+  input.dataset.suggestTaken = input.value;
+  input.dispatchEvent(new Event("suggest:change", { bubbles: true }));
+}
+function suggestPick(parts, value) {
+  const input = parts.input;
+  if (input.hasAttribute("data-suggest-several")) {
+    const names = input.value.split(",").map((name) => name.trim());
+    names.pop();
+    names.push(value);
+    input.value = names.filter(Boolean).join(", ") + ", ";
+  } else {
+    input.value = value;
+  }
+  suggestClose(parts);
+  input.focus();
+  suggestTake(parts);
+}
+// A closed list stays closed until the text changes: an answer still on its way (typing
+// fires one per pause) would open it again under the user's feet.
+function suggestClose(parts) {
+  parts.list.replaceChildren();
+  parts.input.dataset.suggestClosed = parts.input.value;
+}
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail.target;
+  const parts = target && target.matches && target.matches("[data-suggest-list]") ? suggestParts(target) : null;
+  if (parts && parts.input.dataset.suggestClosed === parts.input.value) event.detail.shouldSwap = false;
+});
+document.addEventListener("focusin", (event) => {
+  const parts = event.target.closest ? suggestParts(event.target) : null;
+  if (parts && parts.input.dataset.suggestTaken === undefined) parts.input.dataset.suggestTaken = parts.input.value;
+});
+document.addEventListener("focusout", (event) => {
+  const parts = event.target.closest ? suggestParts(event.target) : null;
+  if (parts && !(event.relatedTarget && parts.box.contains(event.relatedTarget))) suggestTake(parts);
+});
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-suggest-value]");
+  const parts = button && suggestParts(button);
+  if (parts) suggestPick(parts, button.dataset.suggestValue);
+});
+document.addEventListener("keydown", (event) => {
+  const parts = event.target.closest ? suggestParts(event.target) : null;
+  if (!parts) return;
+  const buttons = Array.from(parts.list.querySelectorAll("[data-suggest-value]"));
+  const at = buttons.indexOf(event.target);
+  if ((event.key === "ArrowDown" || event.key === "ArrowUp") && buttons.length) {
+    event.preventDefault();
+    const next = at < 0 ? (event.key === "ArrowDown" ? 0 : buttons.length - 1) : at + (event.key === "ArrowDown" ? 1 : -1);
+    (buttons[next] || parts.input).focus();
+  } else if (event.key === "Escape" && buttons.length) {
+    event.preventDefault();
+    suggestClose(parts);
+    parts.input.focus();
+  } else if (event.key === "Enter" && event.target === parts.input && parts.input.hasAttribute("data-suggest-no-submit")) {
+    // In a form that does something (start a run), Enter in the field only takes its value.
+    event.preventDefault();
+    suggestClose(parts);
+    suggestTake(parts);
+  }
+});
