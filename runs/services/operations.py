@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +26,7 @@ from django.db import connection, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
+from agentclash_site.lib.broker import BrokerError, BrokerUnavailable
 from grading.engine.aggregate import LaneCounters, record_from_grade
 from runs.models import (
     GradeRevision,
@@ -227,11 +229,22 @@ def run_rescore(*, run: Run, enqueue: bool = True) -> Run:
         for lane in RunLane.objects.filter(run=run).exclude(status=LaneStatus.SCORING):
             transition_lane(lane, LaneStatus.SCORING, reason=f"rescore (revision {revision})")
         if enqueue:
-            from runs import tasks
-
-            run_id = str(run.pk)
-            transaction.on_commit(lambda: tasks.rescore_run.delay(run_id, revision))
+            transaction.on_commit(functools.partial(_enqueue_rescore, str(run.pk), revision))
     return run
+
+
+def _enqueue_rescore(run_id: str, revision: int) -> None:
+    from runs import tasks
+
+    try:
+        tasks.rescore_run.delay(run_id, revision)
+    except BrokerError as exc:
+        # The revision is committed: the sweeper sends a stalled re-grade again.
+        raise BrokerUnavailable(
+            str(exc),
+            after=f"Run {run_id} is re-scoring (revision {revision}); its re-grade is sent once the "
+            f"broker is back (run status {run_id})",
+        ) from exc
 
 
 def rescore_pending(run: Run) -> bool:

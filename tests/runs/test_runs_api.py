@@ -276,3 +276,31 @@ def test_an_unreachable_broker_is_a_503_naming_the_setting(personas, monkeypatch
     assert "CELERY_BROKER_URL" in error["message"] and "Connection refused" in error["message"]
     # The run was stored before the broker was asked; the message says which one it is.
     assert str(Run.objects.get().pk) in error["message"]
+
+
+def test_a_rescore_with_the_broker_down_is_a_503_saying_the_regrade_follows(personas, monkeypatch):
+    # The rescore's task was published on commit without a guard: the broker's error went out
+    # as a 500 (and a traceback in the CLI), though the revision was committed and the sweeper
+    # sends a stalled re-grade again.
+    from kombu.exceptions import OperationalError as BrokerError
+
+    from runs import tasks
+
+    publish(personas.workspace, cases=1)
+    deployment_create(workspace=personas.workspace, name="ci", kind="trace_import")
+    api = personas.api(personas.editor)
+    run = Run.objects.get(
+        pk=api.post(BASE, {"pack": "echo", "deployments": ["ci"]}, format="json").json()["run"]["id"]
+    )
+    Run.objects.filter(pk=run.pk).update(status="completed")
+
+    def refuse(*args):
+        raise BrokerError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.rescore_run, "delay", refuse)
+    response = api.post(f"{BASE}/{run.pk}/rescore")
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] == "broker_unavailable"
+    assert f"Run {run.pk} is re-scoring (revision 2)" in error["message"]
+    assert Run.objects.get(pk=run.pk).status == "scoring"  # committed: the sweeper sends it again
