@@ -52,7 +52,9 @@ def test_start_a_run_from_the_new_run_form_with_the_keyboard(personas, login, pa
     page.keyboard.press("Enter")
     page.wait_for_url("**/runs/new/")
     skip_to_content(page)
-    tab_to(page, page.get_by_label("Pack version"), limit=2)  # after the breadcrumb
+    tab_to(page, page.get_by_label("Pack", exact=True), limit=2)  # after the breadcrumb
+    page.keyboard.press("Tab")  # the pack is preselected: on to its versions
+    expect(page.get_by_label("Pack version")).to_be_focused()
     page.keyboard.press("Tab")
     expect(page.get_by_label("Input set")).to_be_focused()
     page.keyboard.press("Tab")
@@ -60,7 +62,8 @@ def test_start_a_run_from_the_new_run_form_with_the_keyboard(personas, login, pa
     expect(first).to_be_focused()
     page.keyboard.press("Space")
     expect(first).to_be_checked()
-    tab_to(page, page.get_by_label("Repetitions"), limit=2)  # past the second deployment
+    # past the second deployment and the field for deployments beyond the listed ones
+    tab_to(page, page.get_by_label("Repetitions"), limit=3)
     page.keyboard.press("ArrowUp")
     expect(page.get_by_label("Repetitions")).to_have_value("2")
     page.keyboard.press("Tab")
