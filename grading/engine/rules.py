@@ -74,6 +74,12 @@ def task_commands(evidence: Evidence, shell_tools: Collection[str] = DEFAULT_SHE
     return out
 
 
+def command_text(evidence: Evidence, shell_tools: Collection[str] = DEFAULT_SHELL_TOOLS) -> str:
+    """The job's executed_commands: each task's commands one per line, tasks one line apart
+    (field_values of job scope, without deriving or dispatching)."""
+    return "\n".join(["\n".join(commands) for commands in task_commands(evidence, shell_tools)])
+
+
 def derive_tasks(
     evidence: Evidence,
     context: GradeContext | None = None,
@@ -243,6 +249,22 @@ def _outcome(key: str, label: str, ok: bool, evidence: EvidenceText, required: b
     return rule_result(key, label, Status.FAILED, OutcomeClass.FAIL, evidence, 0.0, None, required)
 
 
+def _outcome_of(
+    key: str, label: str, required: bool, ok: bool
+) -> Callable[[EvidenceText], ExpectationResult]:
+    """``_outcome`` with everything but the evidence bound: a prepared rule's PASSED or FAILED."""
+    status, klass, score = (
+        (Status.PASSED, OutcomeClass.PASS, 1.0) if ok else (Status.FAILED, OutcomeClass.FAIL, 0.0)
+    )
+
+    def outcome(evidence: EvidenceText) -> ExpectationResult:
+        return ExpectationResult(
+            key, ResultKind.RULE, label, status, klass, evidence, score, None, None, required
+        )
+
+    return outcome
+
+
 def _ungraded(
     key: str, label: str, status: Status, klass: OutcomeClass, evidence: str, reason: str, required: bool
 ) -> ExpectationResult:
@@ -337,10 +359,17 @@ def prepare_rule(
         return resolution_status
 
     where = str(cfg(rule, "where", ""))
+    job_commands = job and where == "executed_commands"  # the usual rule: read the commands alone
+    passed = _outcome_of(key, label, required, not negate)
+    failed = _outcome_of(key, label, required, negate)
 
     def pattern_match(evidence: Evidence, tasks: list[Task] | None) -> ExpectationResult:
         try:
-            values = field_values(where, evidence, tasks, job, shell_tools)
+            if job_commands:
+                _channel_check(where, evidence)
+                values = [command_text(evidence, shell_tools)]
+            else:
+                values = field_values(where, evidence, tasks, job, shell_tools)
         except FieldUnavailable as exc:
             return _ungraded(key, label, exc.status, exc.klass, exc.message, exc.reason, required)
         for i, text in enumerate(values):
@@ -348,10 +377,8 @@ def prepare_rule(
                 continue
             span = search_span(rx, text)
             if span is not None:
-                return _outcome(
-                    key, label, not negate, functools.partial(_hit_text, i, span[0], text), required
-                )
-        return _outcome(key, label, negate, lambda: _miss_text(values), required)
+                return passed(functools.partial(_hit_text, i, span[0], text))
+        return failed(lambda: _miss_text(values))
 
     def _hit_text(i: int, offset: int, text: str) -> str:
         where_txt = f"task {i}" if not job else "job"
