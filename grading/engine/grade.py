@@ -904,6 +904,27 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
                 if early is not None:
                     return result(early, list(refs))
             r = grader(actual, expected, env)
+            if type(r) is tuple:  # a plain verdict (status, score, evidence): built directly
+                status, score, evidence = r
+                if status is _PASSED or actual is None or not actual.truncated:
+                    if time_limited and _clock() - start > VALIDATOR_TIME_LIMIT:
+                        return result(_timeout_result(), list(refs))
+                    return ExpectationResult(
+                        key,
+                        kind,
+                        text,
+                        status,
+                        DEFAULT_CLASS[status],
+                        evidence,
+                        score,
+                        threshold,
+                        None,
+                        gating,
+                        list(refs),
+                        None,
+                        {},
+                    )
+                r = VResult(status, score, evidence)
             if r.status is not _PASSED:  # one test on the passing path, as before
                 if r.status is _FAILED and actual is not None and actual.truncated:
                     r = VResult(
@@ -924,7 +945,7 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
                 if code_ref is not None:
                     ids.append(code_ref)
                 else:
-                    ids.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
+                    ids += [f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20]]
             return ExpectationResult(  # result(r, ids), inline: the hot path
                 key,
                 kind,

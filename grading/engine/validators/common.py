@@ -118,6 +118,18 @@ def binary(ok: bool, evidence: EvidenceText, **kw: Any) -> VResult:
     return VResult(_PASSED if ok else _FAILED, 1.0 if ok else 0.0, evidence)
 
 
+# A prepared grader's plain verdict: ``(status, score, evidence)``, PASSED (1.0) or FAILED (0.0)
+# with no reason code, outcome class, details or per-invocation scores. The compiled plan
+# builds the expectation from it without a ``VResult`` in between; a grader called directly
+# (``Preparable.__call__``) returns it as a ``VResult``.
+Verdict = tuple[Status, float, EvidenceText]
+
+
+def verdict(ok: bool, evidence: EvidenceText) -> Verdict:
+    """``binary`` for prepared graders: a plain verdict."""
+    return (_PASSED, 1.0, evidence) if ok else (_FAILED, 0.0, evidence)
+
+
 def graded(score: float, threshold: float, evidence: str, **kw: Any) -> VResult:
     score = min(1.0, max(0.0, score))
     return VResult(Status.PASSED if meets(score, threshold) else Status.FAILED, score, evidence, **kw)
@@ -141,8 +153,10 @@ def error(
     return VResult(Status.ERROR, None, evidence, reason, klass, **kw)
 
 
-# A grade function bound to one validator's config: ``(actual, expected, env) -> VResult``.
-PreparedGrader = Callable[[Any, Any, "Env"], VResult]
+# A grade function bound to one validator's config: ``(actual, expected, env) -> VResult`` or
+# a plain ``Verdict``. A grader whose result adds evidence refs (tool_call_assertion,
+# code_execution: see ``_VPlan.extra_refs``) returns a ``VResult``.
+PreparedGrader = Callable[[Any, Any, "Env"], "VResult | Verdict"]
 
 
 class Preparable:
@@ -157,7 +171,8 @@ class Preparable:
         self.__name__ = name
 
     def __call__(self, actual: Any, expected: Any, config: Any, env: Env) -> VResult:
-        return self.prepare(config)(actual, expected, env)
+        r = self.prepare(config)(actual, expected, env)
+        return VResult(*r) if type(r) is tuple else r  # a plain verdict as a VResult
 
     def __repr__(self) -> str:
         return f"<grade function {self.__name__}>"

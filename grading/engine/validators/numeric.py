@@ -9,7 +9,18 @@ from typing import Any
 
 from ..configs.models import LEGACY_DEFAULT_TOLERANCE
 from ..refs import Resolved
-from .common import Env, PreparedGrader, VResult, binary, cfg, failed, fmt_num, pack_error, prepared, quote
+from .common import (
+    Env,
+    PreparedGrader,
+    Verdict,
+    VResult,
+    cfg,
+    fmt_num,
+    pack_error,
+    prepared,
+    quote,
+    verdict,
+)
 from .text import strip_currency
 
 # A number is ASCII only, for the plain parse and extract_number alike: `\d` and float() also
@@ -65,7 +76,7 @@ def numeric_match(config: Any) -> PreparedGrader:
     digits = int(digits) if digits else 0
     abs_tol, rel_tol = tolerances(config)
 
-    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult | Verdict:
         ev = expected.value if expected is not None else ""
         e = float(ev) if type(ev) in (int, float) and not extract and math.isfinite(float(ev)) else None
         if e is None:
@@ -82,20 +93,21 @@ def numeric_match(config: Any) -> PreparedGrader:
         if a is None:
             text = actual.text
             expected_number = e
-            return failed(
-                lambda: f"actual {quote(text, 80)} holds no number (expected {fmt_num(expected_number)})"
+            return verdict(
+                False,
+                lambda: f"actual {quote(text, 80)} holds no number (expected {fmt_num(expected_number)})",
             )
         if digits:
             a, e = round_significant(a, digits), round_significant(e, digits)
         diff = abs(a - e)
         if abs_tol is None and rel_tol is None:
-            return binary(a == e, lambda: f"{_head(a, e, diff)}; exact comparison")
+            return verdict(a == e, lambda: f"{_head(a, e, diff)}; exact comparison")
         rel = 0.0 if diff == 0 else (math.inf if e == 0 else diff / abs(e))
         ok_abs = abs_tol is not None and diff <= abs_tol
         ok_rel = rel_tol is not None and rel <= rel_tol
         if not (ok_abs or ok_rel):
             ok_abs, ok_rel = _decimal_within(a, e, abs_tol, rel_tol)
-        return binary(
+        return verdict(
             ok_abs or ok_rel, lambda: _tolerance_text(a, e, diff, rel, abs_tol, rel_tol, ok_abs, ok_rel)
         )
 
