@@ -1230,7 +1230,7 @@ _OVERALL_LINES_SIZE = 256
 
 
 def _overall_line(findings: list[Suggestion]) -> str:
-    kinds = tuple(sorted(s.finding for s in findings))
+    kinds = tuple(sorted(s.finding for s in findings)) if findings else ()
     line = _OVERALL_LINES.get(kinds)
     if line is None:
         line = _overall_line_uncached(findings)
@@ -1402,12 +1402,13 @@ def _grade(
         found = _verdict(plan, evidence, v_results, judge_results, compliance, claims_exp, guard_results)
     sc, status, klass, validity_, resolution_gate, guards_gate = found
 
-    findings = _findings(spec, case, context)
-    feedback: dict[str, Any] = (
-        {"suggestions": [_suggestion_dict(s) for s in findings], "overall": _overall_line(findings)}
-        if findings
-        else {"suggestions": [], "overall": _overall_line(findings)}
-    )
+    findings = context.case_findings
+    if findings is None:
+        findings = _findings(spec, case, context)
+    feedback: dict[str, Any] = {
+        "suggestions": [_suggestion_dict(s) for s in findings],
+        "overall": _overall_line(findings),
+    }
     if context.eval_feedback_ref:
         feedback["run"] = context.eval_feedback_ref
 
