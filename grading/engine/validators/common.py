@@ -277,7 +277,7 @@ def parse_json_text(text: str) -> tuple[Any, int | None]:
     gives the result or the error offset. orjson reads integers beyond 64 bits as floats, so
     a text with a run of 19 digits goes to ``json`` directly: integers stay exact. NaN,
     Infinity and -Infinity are not JSON: the offset of the first one is the error."""
-    if len(text) < 19 or search_span(_LONG_DIGITS, text) is None:
+    if len(text) < 19 or not _has_long_digit_run(text):
         try:
             return orjson.loads(text), None
         except orjson.JSONDecodeError:
@@ -290,6 +290,15 @@ def parse_json_text(text: str) -> tuple[Any, int | None]:
         return None, _constant_offset(text)
     except (ValueError, RecursionError):
         return None, 0
+
+
+def _has_long_digit_run(text: str) -> bool:
+    """Whether ``text`` holds 19 ASCII digits in a row. Most JSON texts do not hold 19 digits
+    at all, which counting them (``bytes.translate``, C speed) tells without the search."""
+    data = text.encode("utf-8", "surrogatepass")  # a lone surrogate is no digit either
+    if len(data) - len(data.translate(None, b"0123456789")) < 19:
+        return False
+    return search_span(_LONG_DIGITS, text) is not None
 
 
 class _NonFinite(ValueError):
