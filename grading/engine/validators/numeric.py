@@ -40,7 +40,8 @@ def parse_number(text: str, extract: bool) -> float | None:
         if m is None:
             return None
         t = m.group(0)
-    elif _DECIMAL.fullmatch(t) is None:
+    elif t.strip("0123456789.") and _DECIMAL.fullmatch(t) is None:
+        # (digits and dots alone need no pattern: float() reads exactly the ones it allows)
         return None
     try:
         v = float(t)
