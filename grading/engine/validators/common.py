@@ -122,10 +122,10 @@ def binary(ok: bool, evidence: EvidenceText, **kw: Any) -> VResult:
 # with no reason code, outcome class, details or per-invocation scores. The compiled plan
 # builds the expectation from it without a ``VResult`` in between; a grader called directly
 # (``Preparable.__call__``) returns it as a ``VResult``.
-Verdict = tuple[Status, float, EvidenceText]
+PlainVerdict = tuple[Status, float, EvidenceText]
 
 
-def verdict(ok: bool, evidence: EvidenceText) -> Verdict:
+def plain_verdict(ok: bool, evidence: EvidenceText) -> PlainVerdict:
     """``binary`` for prepared graders: a plain verdict."""
     return (_PASSED, 1.0, evidence) if ok else (_FAILED, 0.0, evidence)
 
@@ -154,9 +154,9 @@ def error(
 
 
 # A grade function bound to one validator's config: ``(actual, expected, env) -> VResult`` or
-# a plain ``Verdict``. A grader whose result adds evidence refs (tool_call_assertion,
+# a ``PlainVerdict``. A grader whose result adds evidence refs (tool_call_assertion,
 # code_execution: see ``_VPlan.extra_refs``) returns a ``VResult``.
-PreparedGrader = Callable[[Any, Any, "Env"], "VResult | Verdict"]
+PreparedGrader = Callable[[Any, Any, "Env"], "VResult | PlainVerdict"]
 
 
 class Preparable:

@@ -11,15 +11,15 @@ from ..configs.models import LEGACY_DEFAULT_TOLERANCE
 from ..refs import Resolved
 from .common import (
     Env,
+    PlainVerdict,
     PreparedGrader,
-    Verdict,
     VResult,
     cfg,
     fmt_num,
     pack_error,
+    plain_verdict,
     prepared,
     quote,
-    verdict,
 )
 from .text import strip_currency
 
@@ -77,7 +77,7 @@ def numeric_match(config: Any) -> PreparedGrader:
     digits = int(digits) if digits else 0
     abs_tol, rel_tol = tolerances(config)
 
-    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult | Verdict:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult | PlainVerdict:
         ev = expected.value if expected is not None else ""
         e = float(ev) if type(ev) in (int, float) and not extract and math.isfinite(float(ev)) else None
         if e is None:
@@ -94,7 +94,7 @@ def numeric_match(config: Any) -> PreparedGrader:
         if a is None:
             text = actual.text
             expected_number = e
-            return verdict(
+            return plain_verdict(
                 False,
                 lambda: f"actual {quote(text, 80)} holds no number (expected {fmt_num(expected_number)})",
             )
@@ -102,13 +102,13 @@ def numeric_match(config: Any) -> PreparedGrader:
             a, e = round_significant(a, digits), round_significant(e, digits)
         diff = abs(a - e)
         if abs_tol is None and rel_tol is None:
-            return verdict(a == e, lambda: f"{_head(a, e, diff)}; exact comparison")
+            return plain_verdict(a == e, lambda: f"{_head(a, e, diff)}; exact comparison")
         rel = 0.0 if diff == 0 else (math.inf if e == 0 else diff / abs(e))
         ok_abs = abs_tol is not None and diff <= abs_tol
         ok_rel = rel_tol is not None and rel <= rel_tol
         if not (ok_abs or ok_rel):
             ok_abs, ok_rel = _decimal_within(a, e, abs_tol, rel_tol)
-        return verdict(
+        return plain_verdict(
             ok_abs or ok_rel, lambda: _tolerance_text(a, e, diff, rel, abs_tol, rel_tol, ok_abs, ok_rel)
         )
 
