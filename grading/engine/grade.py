@@ -904,6 +904,27 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
                 if early is not None:
                     return result(early, list(refs))
             r = grader(actual, expected, env)
+            if type(r) is tuple:  # a plain verdict (status, score, evidence): built directly
+                status, score, evidence = r
+                if status is _PASSED or actual is None or not actual.truncated:
+                    if time_limited and _clock() - start > VALIDATOR_TIME_LIMIT:
+                        return result(_timeout_result(), list(refs))
+                    return ExpectationResult(
+                        key,
+                        kind,
+                        text,
+                        status,
+                        DEFAULT_CLASS[status],
+                        evidence,
+                        score,
+                        threshold,
+                        None,
+                        gating,
+                        list(refs),
+                        None,
+                        {},
+                    )
+                r = VResult(status, score, evidence)
             if r.status is not _PASSED:  # one test on the passing path, as before
                 if r.status is _FAILED and actual is not None and actual.truncated:
                     r = VResult(
@@ -924,7 +945,7 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
                 if code_ref is not None:
                     ids.append(code_ref)
                 else:
-                    ids.extend(f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20])
+                    ids += [f"tool_call:{i}" for i in r.details.get("matched_indices", [])[:20]]
             return ExpectationResult(  # result(r, ids), inline: the hot path
                 key,
                 kind,
@@ -1209,7 +1230,7 @@ _OVERALL_LINES_SIZE = 256
 
 
 def _overall_line(findings: list[Suggestion]) -> str:
-    kinds = tuple(sorted(s.finding for s in findings))
+    kinds = tuple(sorted(s.finding for s in findings)) if findings else ()
     line = _OVERALL_LINES.get(kinds)
     if line is None:
         line = _overall_line_uncached(findings)
@@ -1381,12 +1402,13 @@ def _grade(
         found = _verdict(plan, evidence, v_results, judge_results, compliance, claims_exp, guard_results)
     sc, status, klass, validity_, resolution_gate, guards_gate = found
 
-    findings = _findings(spec, case, context)
-    feedback: dict[str, Any] = (
-        {"suggestions": [_suggestion_dict(s) for s in findings], "overall": _overall_line(findings)}
-        if findings
-        else {"suggestions": [], "overall": _overall_line(findings)}
-    )
+    findings = context.case_findings
+    if findings is None:
+        findings = _findings(spec, case, context)
+    feedback: dict[str, Any] = {
+        "suggestions": [_suggestion_dict(s) for s in findings],
+        "overall": _overall_line(findings),
+    }
     if context.eval_feedback_ref:
         feedback["run"] = context.eval_feedback_ref
 

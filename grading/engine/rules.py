@@ -24,6 +24,10 @@ from .validators.common import PatternError, cfg, clip, compile_re2, quote, sear
 
 DEFAULT_SHELL_TOOLS = ("Bash", "bash", "shell", "exec", "run_command", "terminal")
 PLAN_TOOLS = ("TodoWrite", "update_plan", "write_todos")
+# Enum members read per case: ``Status.PASSED`` is a class attribute lookup through the enum
+# metaclass (~0.1 us on Python 3.11), a module name is not.
+_PASSED, _FAILED, _RULE = Status.PASSED, Status.FAILED, ResultKind.RULE
+_PASS, _FAIL = OutcomeClass.PASS, OutcomeClass.FAIL
 # The where targets (pack-format §7, declared with the spec models).
 TASK_FIELDS = frozenset(SPEC_TASK_FIELDS)
 JOB_FIELDS = frozenset(SPEC_JOB_FIELDS)
@@ -72,6 +76,12 @@ def task_commands(evidence: Evidence, shell_tools: Collection[str] = DEFAULT_SHE
                         commands.append(cmd)
         out.append(commands)
     return out
+
+
+def command_text(evidence: Evidence, shell_tools: Collection[str] = DEFAULT_SHELL_TOOLS) -> str:
+    """The job's executed_commands: each task's commands one per line, tasks one line apart
+    (field_values of job scope, without deriving or dispatching)."""
+    return "\n".join(["\n".join(commands) for commands in task_commands(evidence, shell_tools)])
 
 
 def derive_tasks(
@@ -243,6 +253,18 @@ def _outcome(key: str, label: str, ok: bool, evidence: EvidenceText, required: b
     return rule_result(key, label, Status.FAILED, OutcomeClass.FAIL, evidence, 0.0, None, required)
 
 
+def _outcome_of(
+    key: str, label: str, required: bool, ok: bool
+) -> Callable[[EvidenceText], ExpectationResult]:
+    """``_outcome`` with everything but the evidence bound: a prepared rule's PASSED or FAILED."""
+    status, klass, score = (_PASSED, _PASS, 1.0) if ok else (_FAILED, _FAIL, 0.0)
+
+    def outcome(evidence: EvidenceText) -> ExpectationResult:
+        return ExpectationResult(key, _RULE, label, status, klass, evidence, score, None, None, required)
+
+    return outcome
+
+
 def _ungraded(
     key: str, label: str, status: Status, klass: OutcomeClass, evidence: str, reason: str, required: bool
 ) -> ExpectationResult:
@@ -337,10 +359,17 @@ def prepare_rule(
         return resolution_status
 
     where = str(cfg(rule, "where", ""))
+    job_commands = job and where == "executed_commands"  # the usual rule: read the commands alone
+    passed = _outcome_of(key, label, required, not negate)
+    failed = _outcome_of(key, label, required, negate)
 
     def pattern_match(evidence: Evidence, tasks: list[Task] | None) -> ExpectationResult:
         try:
-            values = field_values(where, evidence, tasks, job, shell_tools)
+            if job_commands:
+                _channel_check(where, evidence)
+                values = [command_text(evidence, shell_tools)]
+            else:
+                values = field_values(where, evidence, tasks, job, shell_tools)
         except FieldUnavailable as exc:
             return _ungraded(key, label, exc.status, exc.klass, exc.message, exc.reason, required)
         for i, text in enumerate(values):
@@ -348,10 +377,8 @@ def prepare_rule(
                 continue
             span = search_span(rx, text)
             if span is not None:
-                return _outcome(
-                    key, label, not negate, functools.partial(_hit_text, i, span[0], text), required
-                )
-        return _outcome(key, label, negate, lambda: _miss_text(values), required)
+                return passed(functools.partial(_hit_text, i, span[0], text))
+        return failed(lambda: _miss_text(values))
 
     def _hit_text(i: int, offset: int, text: str) -> str:
         where_txt = f"task {i}" if not job else "job"
@@ -384,10 +411,10 @@ def compliance(outcomes: list[ExpectationResult]) -> tuple[float | None, str, St
     error = unavailable = not_evaluated = None
     for o in outcomes:
         st = o.status
-        if st is Status.PASSED:
+        if st is _PASSED:
             passed += 1
             graded += 1
-        elif st is Status.FAILED:
+        elif st is _FAILED:
             graded += 1
             failed_required = failed_required or o.gating
         elif not o.gating:  # a required rule gates
@@ -400,8 +427,8 @@ def compliance(outcomes: list[ExpectationResult]) -> tuple[float | None, str, St
             not_evaluated = not_evaluated or o
     score = passed / graded if graded else None
     if failed_required:
-        return score, "failed", Status.FAILED, OutcomeClass.FAIL
+        return score, "failed", _FAILED, _FAIL
     bad = error or unavailable or not_evaluated
     if bad is not None:
         return score, "not_graded", bad.status, bad.outcome_class
-    return score, "passed", Status.PASSED, OutcomeClass.PASS
+    return score, "passed", _PASSED, _PASS

@@ -172,3 +172,19 @@ def test_a_unicode_minus_sign_makes_the_number_negative():
     assert status(run("numeric_match", "It is −5 °C", "-5", {"extract_number": True})) == "PASSED"
     assert status(run("numeric_match", "−5", "-5")) == "PASSED"
     assert status(run("numeric_match", "−0.5", "0.5", {"absolute_tolerance": 0.1})) == "FAILED"
+
+
+def test_digits_and_dots_read_as_the_decimal_pattern_reads_them():
+    """parse_number skips the pattern for a side of digits and dots alone: float() must then
+    accept exactly the strings the pattern allows (and refuse '1.2.3', '.', '')."""
+    import itertools
+    import math
+
+    from grading.engine.validators.numeric import _DECIMAL, parse_number
+
+    for n in range(6):
+        for chars in itertools.product("09.", repeat=n):
+            text = "".join(chars)
+            want = float(text) if _DECIMAL.fullmatch(text) else None
+            assert parse_number(text, False) == want, text
+            assert want is None or math.isfinite(want)

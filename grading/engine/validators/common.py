@@ -118,6 +118,18 @@ def binary(ok: bool, evidence: EvidenceText, **kw: Any) -> VResult:
     return VResult(_PASSED if ok else _FAILED, 1.0 if ok else 0.0, evidence)
 
 
+# A prepared grader's plain verdict: ``(status, score, evidence)``, PASSED (1.0) or FAILED (0.0)
+# with no reason code, outcome class, details or per-invocation scores. The compiled plan
+# builds the expectation from it without a ``VResult`` in between; a grader called directly
+# (``Preparable.__call__``) returns it as a ``VResult``.
+PlainVerdict = tuple[Status, float, EvidenceText]
+
+
+def plain_verdict(ok: bool, evidence: EvidenceText) -> PlainVerdict:
+    """``binary`` for prepared graders: a plain verdict."""
+    return (_PASSED, 1.0, evidence) if ok else (_FAILED, 0.0, evidence)
+
+
 def graded(score: float, threshold: float, evidence: str, **kw: Any) -> VResult:
     score = min(1.0, max(0.0, score))
     return VResult(Status.PASSED if meets(score, threshold) else Status.FAILED, score, evidence, **kw)
@@ -141,8 +153,10 @@ def error(
     return VResult(Status.ERROR, None, evidence, reason, klass, **kw)
 
 
-# A grade function bound to one validator's config: ``(actual, expected, env) -> VResult``.
-PreparedGrader = Callable[[Any, Any, "Env"], VResult]
+# A grade function bound to one validator's config: ``(actual, expected, env) -> VResult`` or
+# a ``PlainVerdict``. A grader whose result adds evidence refs (tool_call_assertion,
+# code_execution: see ``_VPlan.extra_refs``) returns a ``VResult``.
+PreparedGrader = Callable[[Any, Any, "Env"], "VResult | PlainVerdict"]
 
 
 class Preparable:
@@ -157,7 +171,8 @@ class Preparable:
         self.__name__ = name
 
     def __call__(self, actual: Any, expected: Any, config: Any, env: Env) -> VResult:
-        return self.prepare(config)(actual, expected, env)
+        r = self.prepare(config)(actual, expected, env)
+        return VResult(*r) if type(r) is tuple else r  # a plain verdict as a VResult
 
     def __repr__(self) -> str:
         return f"<grade function {self.__name__}>"
@@ -262,7 +277,7 @@ def parse_json_text(text: str) -> tuple[Any, int | None]:
     gives the result or the error offset. orjson reads integers beyond 64 bits as floats, so
     a text with a run of 19 digits goes to ``json`` directly: integers stay exact. NaN,
     Infinity and -Infinity are not JSON: the offset of the first one is the error."""
-    if len(text) < 19 or search_span(_LONG_DIGITS, text) is None:
+    if len(text) < 19 or not _has_long_digit_run(text):
         try:
             return orjson.loads(text), None
         except orjson.JSONDecodeError:
@@ -275,6 +290,15 @@ def parse_json_text(text: str) -> tuple[Any, int | None]:
         return None, _constant_offset(text)
     except (ValueError, RecursionError):
         return None, 0
+
+
+def _has_long_digit_run(text: str) -> bool:
+    """Whether ``text`` holds 19 ASCII digits in a row. Most JSON texts do not hold 19 digits
+    at all, which counting them (``bytes.translate``, C speed) tells without the search."""
+    data = text.encode("utf-8", "surrogatepass")  # a lone surrogate is no digit either
+    if len(data) - len(data.translate(None, b"0123456789")) < 19:
+        return False
+    return search_span(_LONG_DIGITS, text) is not None
 
 
 class _NonFinite(ValueError):

@@ -9,7 +9,18 @@ from typing import Any
 
 from ..configs.models import LEGACY_DEFAULT_TOLERANCE
 from ..refs import Resolved
-from .common import Env, PreparedGrader, VResult, binary, cfg, failed, fmt_num, pack_error, prepared, quote
+from .common import (
+    Env,
+    PlainVerdict,
+    PreparedGrader,
+    VResult,
+    cfg,
+    fmt_num,
+    pack_error,
+    plain_verdict,
+    prepared,
+    quote,
+)
 from .text import strip_currency
 
 # A number is ASCII only, for the plain parse and extract_number alike: `\d` and float() also
@@ -29,7 +40,8 @@ def parse_number(text: str, extract: bool) -> float | None:
         if m is None:
             return None
         t = m.group(0)
-    elif _DECIMAL.fullmatch(t) is None:
+    elif t.strip("0123456789.") and _DECIMAL.fullmatch(t) is None:
+        # (digits and dots alone need no pattern: float() reads exactly the ones it allows)
         return None
     try:
         v = float(t)
@@ -65,7 +77,7 @@ def numeric_match(config: Any) -> PreparedGrader:
     digits = int(digits) if digits else 0
     abs_tol, rel_tol = tolerances(config)
 
-    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult | PlainVerdict:
         ev = expected.value if expected is not None else ""
         e = float(ev) if type(ev) in (int, float) and not extract and math.isfinite(float(ev)) else None
         if e is None:
@@ -82,20 +94,21 @@ def numeric_match(config: Any) -> PreparedGrader:
         if a is None:
             text = actual.text
             expected_number = e
-            return failed(
-                lambda: f"actual {quote(text, 80)} holds no number (expected {fmt_num(expected_number)})"
+            return plain_verdict(
+                False,
+                lambda: f"actual {quote(text, 80)} holds no number (expected {fmt_num(expected_number)})",
             )
         if digits:
             a, e = round_significant(a, digits), round_significant(e, digits)
         diff = abs(a - e)
         if abs_tol is None and rel_tol is None:
-            return binary(a == e, lambda: f"{_head(a, e, diff)}; exact comparison")
+            return plain_verdict(a == e, lambda: f"{_head(a, e, diff)}; exact comparison")
         rel = 0.0 if diff == 0 else (math.inf if e == 0 else diff / abs(e))
         ok_abs = abs_tol is not None and diff <= abs_tol
         ok_rel = rel_tol is not None and rel <= rel_tol
         if not (ok_abs or ok_rel):
             ok_abs, ok_rel = _decimal_within(a, e, abs_tol, rel_tol)
-        return binary(
+        return plain_verdict(
             ok_abs or ok_rel, lambda: _tolerance_text(a, e, diff, rel, abs_tol, rel_tol, ok_abs, ok_rel)
         )
 

@@ -16,6 +16,7 @@ from ..types import Status, canonical_json
 from .common import (
     NOT_FOUND,
     Env,
+    PlainVerdict,
     PreparedGrader,
     VResult,
     binary,
@@ -31,6 +32,7 @@ from .common import (
     pack_error,
     parse_json_path,
     parse_json_text,
+    plain_verdict,
     prepared,
     quote,
     search_span,
@@ -68,12 +70,12 @@ def _difference(a: str, e: str, lengths: bool = True) -> str:
 
 @prepared("exact_match")
 def exact_match(config: Any) -> PreparedGrader:
-    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> PlainVerdict:
         a = actual.text
         e = expected.text if expected is not None else ""
         if a == e:
-            return VResult(_PASSED, 1.0, lambda: f"exact match ({len(a)} code points)")
-        return VResult(_FAILED, 0.0, lambda: _difference(a, e))
+            return _PASSED, 1.0, lambda: f"exact match ({len(a)} code points)"
+        return _FAILED, 0.0, lambda: _difference(a, e)
 
     return grade
 
@@ -83,16 +85,18 @@ def contains(config: Any) -> PreparedGrader:
     folded = bool(cfg(config, "case_insensitive", False))
     where = "case-folded text" if folded else "actual"
 
-    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> PlainVerdict:
         a = actual.text
         e = expected.text if expected is not None else ""
         if folded:
             a, e = a.casefold(), e.casefold()
         i = a.find(e)
         if i >= 0:
-            return VResult(_PASSED, 1.0, lambda: f"found {quote(e, 120)} at offset {i} of the {where}")
-        return VResult(
-            _FAILED, 0.0, lambda: f"{quote(e, 120)} not found in {len(a)} code points; head: {head(a, 200)}"
+            return _PASSED, 1.0, lambda: f"found {quote(e, 120)} at offset {i} of the {where}"
+        return (
+            _FAILED,
+            0.0,
+            lambda: f"{quote(e, 120)} not found in {len(a)} code points; head: {head(a, 200)}",
         )
 
     return grade
@@ -105,7 +109,7 @@ def regex_match(config: Any) -> PreparedGrader:
 
     last: list[tuple[str | None, Any]] = [(None, None)]  # the pattern compiled last, its RE2 object
 
-    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult | PlainVerdict:
         pattern = expected.text if expected is not None else ""
         seen, rx = last[0]
         if pattern != seen:
@@ -116,14 +120,14 @@ def regex_match(config: Any) -> PreparedGrader:
         text = actual.text
         span = search_span(rx, text)
         if span is None:
-            return VResult(
+            return (
                 _FAILED,
                 0.0,
                 lambda: (
                     f"no match for {quote(pattern, 200)} in {len(text)} code points; head: {head(text, 200)}"
                 ),
             )
-        return VResult(_PASSED, 1.0, lambda: _match_text(span, text))
+        return _PASSED, 1.0, lambda: _match_text(span, text)
 
     return grade
 
@@ -281,7 +285,7 @@ def json_path_spec(expected: Resolved | None) -> tuple[str, str, Any, VResult | 
     return value["path"], comparator, value.get("value"), None
 
 
-def compare_json_path(doc: Any, path: str, comparator: str, value: Any) -> VResult:
+def compare_json_path(doc: Any, path: str, comparator: str, value: Any) -> VResult | PlainVerdict:
     try:
         segs = parse_json_path(path)
     except ValueError as exc:
@@ -289,10 +293,10 @@ def compare_json_path(doc: Any, path: str, comparator: str, value: Any) -> VResu
     found = json_path_get(doc, segs)
     if comparator == "exists":
         if found is NOT_FOUND:
-            return binary(False, f"path {path}, comparator exists: path does not resolve")
-        return binary(True, lambda: f"path {path}, comparator exists: resolves to {short_json(found)}")
+            return plain_verdict(False, f"path {path}, comparator exists: path does not resolve")
+        return plain_verdict(True, lambda: f"path {path}, comparator exists: resolves to {short_json(found)}")
     if found is NOT_FOUND:
-        return binary(
+        return plain_verdict(
             False,
             lambda: (
                 f"path {path}, comparator {comparator}: path does not resolve; expected {short_json(value)}"
@@ -305,28 +309,28 @@ def compare_json_path(doc: Any, path: str, comparator: str, value: Any) -> VResu
         )
 
     if comparator == "equals":
-        return binary(deep_equal(found, value), shown)
+        return plain_verdict(deep_equal(found, value), shown)
     if comparator == "contains":
         if isinstance(found, str):
             if not isinstance(value, str):
                 return pack_error(f"{shown()}: contains on a string needs a string value", "invalid_expected")
-            return binary(value in found, shown)
+            return plain_verdict(value in found, shown)
         if isinstance(found, list):
-            return binary(any(deep_equal(x, value) for x in found), shown)
+            return plain_verdict(any(deep_equal(x, value) for x in found), shown)
         needle = value if isinstance(value, str) else canonical_json(value)
-        return binary(needle in canonical_json(found), shown)
+        return plain_verdict(needle in canonical_json(found), shown)
     if not is_number(value):
         return pack_error(f"{shown()}: {comparator} needs a numeric value", "invalid_expected")
     if not is_number(found):
-        return binary(False, lambda: f"{shown()}: actual is not a number")
+        return plain_verdict(False, lambda: f"{shown()}: actual is not a number")
     ok = found > value if comparator == "greater_than" else found < value
     op = ">" if comparator == "greater_than" else "<"
-    return binary(ok, lambda: f"{shown()} ({fmt_num(found)} {op} {fmt_num(value)}: {ok})")
+    return plain_verdict(ok, lambda: f"{shown()} ({fmt_num(found)} {op} {fmt_num(value)}: {ok})")
 
 
 @prepared("json_path_match")
 def json_path_match(config: Any) -> PreparedGrader:
-    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult:
+    def grade(actual: Resolved, expected: Resolved | None, env: Env) -> VResult | PlainVerdict:
         path, comparator, value, problem = json_path_spec(expected)
         if problem is not None:
             return problem
