@@ -128,7 +128,9 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _text(value: str) -> str:
-    return escape(_NOT_XML.sub("\ufffd", value))
+    # A raw CR in element text reaches readers as LF (XML end-of-line handling): a CRLF in
+    # the evidence came back as one LF, a lone CR as a line break. &#13; keeps it.
+    return escape(_NOT_XML.sub("\ufffd", value), {"\r": "&#13;"})
 
 
 def _attr(value: str) -> str:
