@@ -366,3 +366,63 @@ def test_evidence_finds_exactly_the_characters_storage_replaces(text):
     unstorable = jsontext.UNSTORABLE_CHARS.search(text) is not None
     assert jsontext._unstorable(text) is unstorable
     assert (jsontext.bounded([text]) != [text]) is unstorable
+
+
+def _file_json_equal(content: str, expected: str):
+    spec = {
+        "validators": [
+            {
+                "key": "f",
+                "type": "file_content_match",
+                "target": "file:out",
+                "expected_from": "literal:" + expected,
+                "config": {"match_mode": "json_equal"},
+            }
+        ],
+        "post_execution_checks": [{"key": "out", "type": "file_capture", "path": "out.json"}],
+    }
+    return _grade({"final_output": "x", "files": {"out.json": content}}, spec).expectations[0]
+
+
+def test_json_equal_on_two_documents_too_deep_to_compare_is_an_input_over_limits_error():
+    # Both sides parse (about 1,000 levels), but the comparison recursed past the interpreter's
+    # limit: ERROR 'exception' "validator crashed: RecursionError". Grading.md §2 names input
+    # over limits; the depth is never cut on parse, so two different documents never compare equal.
+    deep = "[" * 600 + "1" + "]" * 600
+    for expected in (deep, deep.replace("1", "2")):
+        e = _file_json_equal(deep, expected)
+        assert (e.status.value, e.outcome_class.value, e.reason_code) == (
+            "ERROR",
+            "evaluator_error",
+            "input_too_large",
+        )
+        assert "input over limits" in e.evidence and "600 levels deep" in e.evidence, e.evidence
+        assert "RecursionError" not in e.evidence
+    # one side shallow: decided without recursing, still a verdict
+    assert _file_json_equal(deep, "[1]").status.value == "FAILED"
+
+
+def test_json_schema_with_a_recursive_ref_on_an_answer_too_deep_to_validate_is_an_input_over_limits_error():
+    schema = {"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"}
+    spec = {
+        "validators": [
+            {
+                "key": "s",
+                "type": "json_schema",
+                "target": "final_output",
+                "expected_from": "literal:" + json.dumps(schema),
+            }
+        ]
+    }
+    for answer in ("[" * 600 + "]" * 600, "[" * 600 + "1" + "]" * 600):
+        e = _grade({"final_output": answer}, spec).expectations[0]
+        assert (e.status.value, e.outcome_class.value, e.reason_code) == (
+            "ERROR",
+            "evaluator_error",
+            "input_too_large",
+        )
+        assert "input over limits" in e.evidence and "levels deep" in e.evidence, e.evidence
+        assert "RecursionError" not in e.evidence
+    # the same schema on a shallow answer is a verdict either way
+    assert _grade({"final_output": "[[[]]]"}, spec).expectations[0].status.value == "PASSED"
+    assert _grade({"final_output": "[[1]]"}, spec).expectations[0].status.value == "FAILED"

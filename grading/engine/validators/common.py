@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import re
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -264,6 +265,25 @@ def deep_equal(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(deep_equal(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests arrays and objects (a scalar is 0), level by level: it
+    measures documents too deep for the recursive helpers."""
+    depth, level = 0, [value]
+    while True:
+        containers = [v for v in level if isinstance(v, (dict, list))]
+        if not containers:
+            return depth
+        depth += 1
+        level = [c for v in containers for c in (v.values() if isinstance(v, dict) else v)]
+
+
+def too_deep(evidence: str) -> VResult:
+    """ERROR / evaluator_error ``input_too_large`` (grading.md §2, input over limits) for a
+    check that went past the interpreter's recursion limit on a deeply nested document."""
+    limit = sys.getrecursionlimit()
+    return error(f"input over limits: {evidence} (recursion limit {limit})", "input_too_large")
 
 
 _LONG_DIGITS = re2.compile(r"[0-9]{19}")

@@ -21,6 +21,7 @@ from .common import (
     compile_pattern,
     deep_equal,
     failed,
+    json_depth,
     json_path_get,
     pack_error,
     parse_json_path,
@@ -28,6 +29,7 @@ from .common import (
     quote,
     search_span,
     short_json,
+    too_deep,
     value_as_json,
 )
 from .text import first_difference, load_schema, schema_validator, validate_json_text
@@ -69,9 +71,12 @@ def file_content_match(actual: Resolved, expected: Resolved | None, config: Any,
         a_val, bad = parse_json_text(text)
         if bad is not None:
             return failed(f"{where}: not JSON at offset {bad}")
-        return binary(
-            deep_equal(a_val, e_val), f"{where}: JSON {short_json(a_val)} vs expected {short_json(e_val)}"
-        )
+        try:
+            same = deep_equal(a_val, e_val)
+        except RecursionError:
+            depths = f"{json_depth(a_val)} and {json_depth(e_val)}"
+            return too_deep(f"{where}: JSON and expected nested {depths} levels deep, too deep to compare")
+        return binary(same, f"{where}: JSON {short_json(a_val)} vs expected {short_json(e_val)}")
     if mode == "regex":
         rx, problem = compile_pattern(exp)
         if problem is not None:

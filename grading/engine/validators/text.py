@@ -28,6 +28,7 @@ from .common import (
     fmt_num,
     head,
     is_number,
+    json_depth,
     json_path_get,
     pack_error,
     parse_json_path,
@@ -37,6 +38,7 @@ from .common import (
     quote,
     search_span,
     short_json,
+    too_deep,
     value_as_json,
 )
 
@@ -224,7 +226,14 @@ def validate_json_text(text: str, validator: Any, what: str = "actual") -> VResu
     instance, bad = parse_json_text(text)
     if bad is not None:
         return failed(f"{what} is not JSON at offset {bad}; head: {head(text, 120)}")
-    errors = schema_errors(validator, instance)
+    return schema_verdict(validator, instance, what)
+
+
+def schema_verdict(validator: Any, instance: Any, what: str = "actual") -> VResult:
+    try:
+        errors = schema_errors(validator, instance)
+    except RecursionError:  # a recursive $ref follows the document down
+        return too_deep(f"{what} nested {json_depth(instance)} levels deep, too deep to validate")
     if not errors:
         return binary(True, f"{what} is JSON and validates against the schema")
     return binary(False, "\n".join(errors))
@@ -235,10 +244,7 @@ def json_schema(actual: Resolved, expected: Resolved | None, config: Any, env: E
     if problem is not None:
         return problem
     if not isinstance(actual.value, str) and not cfg(config, "extract_markdown_fence", False):
-        errors = schema_errors(validator, actual.value)
-        return binary(
-            not errors, "\n".join(errors) if errors else "actual is JSON and validates against the schema"
-        )
+        return schema_verdict(validator, actual.value)
     text = actual.text
     if cfg(config, "extract_markdown_fence", False):
         text = extract_fence(text)
