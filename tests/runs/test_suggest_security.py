@@ -5,6 +5,8 @@ outsider or a viewer types reaches no other workspace's names and no write path.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -68,3 +70,18 @@ def test_an_outsider_and_a_viewer_reach_nothing_of_the_workspace_through_the_sug
     viewer = logged_in(personas.viewer)
     assert b"secret-agent" in viewer.get(ROUTES[0][0] + "secret", **HTMX).content  # may filter runs
     assert viewer.get(ROUTES[1][0] + "secret", **HTMX).status_code == 403  # may not start one
+
+
+def test_a_typed_name_with_markup_and_bidi_controls_is_escaped_in_its_fields_error(personas):
+    """The field keeps what was typed (escaped, in its value); its error quotes it with repr,
+    which spells a bidi control out, so the sentence around it is not reordered."""
+    typed = "<b>x</b>\u202e'\""
+    page = logged_in(personas.owner).post("/runs/new/", {"pack": typed, "deployment_names": typed})
+    body = page.content.decode()
+    assert page.status_code == 400 and "<b>x</b>" not in body
+    errors = re.findall(r"No (?:pack|deployment) named [^\n]*", body)
+    assert len(errors) == 2 and all("&lt;b&gt;x&lt;/b&gt;\\u202e" in e and "\u202e" not in e for e in errors)
+    listed = logged_in(personas.viewer).get("/runs/", {"pack": typed, "deployment": typed}).content.decode()
+    errors = re.findall(r"no (?:pack|deployment) named [^\n]*", listed)
+    assert "<b>x</b>" not in listed and len(errors) == 2
+    assert all("&lt;b&gt;x&lt;/b&gt;\\u202e" in e and "\u202e" not in e for e in errors)
