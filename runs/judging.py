@@ -348,10 +348,18 @@ def rank_run(run: Any) -> int:
 
 
 def still_scoring(run_id: Any) -> bool:
-    """Whether the run is still in ``scoring`` (a cancel moves it on while it is scored)."""
+    """Whether the run is still in ``scoring`` (a cancel moves it on while it is scored) and,
+    when this thread scores it under a lease (SQLite), the lease is still its own: a worker
+    whose lease lapsed (not renewed in time) and was taken over stops as for a cancel, rather
+    than pay the judge calls again beside the new owner and write over its grades."""
     from runs.models import Run, RunStatus
+    from runs.scoring import lease_held_here
 
-    return Run.objects.filter(pk=run_id, status=RunStatus.SCORING).exists()
+    scoring = Run.objects.filter(pk=run_id, status=RunStatus.SCORING)
+    owner = lease_held_here(run_id)
+    if owner is not None:
+        scoring = scoring.filter(scoring_owner=owner)
+    return scoring.exists()
 
 
 def _consecutive_groups(items: Iterable[Any]) -> Iterator[tuple[tuple[str, str, int], list[Any]]]:

@@ -174,6 +174,13 @@ def scoring_lease(run_id: Any) -> Iterator[bool]:
         _release_lease(run_id, owner)
 
 
+def lease_held_here(run_id: Any) -> str | None:
+    """The owner of the scoring lease this thread holds on the run, or None (none held: on
+    PostgreSQL, or outside a scoring)."""
+    entry = _leases.__dict__.get("runs", {}).get(str(run_id))
+    return entry[0] if entry else None
+
+
 def _claim_lease(run_id: Any, owner: str) -> bool:
     now = timezone.now()
     free = Q(scoring_until__isnull=True) | Q(scoring_until__lt=now)

@@ -361,6 +361,10 @@ def deployment_update(
 
     Changing ``kind`` drops the URL and model the new kind does not use.
     """
+    # The stored row, locked: ``deployment`` was read before this transaction (a page, an
+    # API call), and a kind changed since then (with a run started on the new kind) was
+    # compared with the kind read, or written back unchecked with the other fields.
+    deployment.refresh_from_db(from_queryset=Deployment.objects.select_for_update())
     given = {
         "name": name,
         "kind": kind,

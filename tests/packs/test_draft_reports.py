@@ -240,3 +240,48 @@ def test_a_viewer_reads_the_report_and_an_outsider_gets_404(personas, draft):
     assert client_for(personas.viewer).get(url(draft, "draft-report") + "?revision=1").status_code == 200
     assert client_for(personas.outsider).get(url(draft, "draft-report") + "?revision=1").status_code == 404
     assert client_for(personas.outsider).get(url(draft, "draft-report")).status_code == 404
+
+
+def test_the_same_text_in_two_workspaces_keeps_a_report_per_draft(personas):
+    """Two drafts holding the same text (one with the file its asset names, one without, in
+    another workspace): each is shown the report of its own bytes, never the other's, and a
+    draft naming the other workspace's artifact reads it as absent (nothing of it leaks)."""
+    ours = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Invoices", bundle_text=INVOICE_PACK
+    )
+    add_file(ours, "data/invoices.json", INVOICES_JSON, personas.owner)
+    theirs = services.draft_create(
+        workspace=personas.other_workspace, user=personas.outsider, name="Invoices", bundle_text=INVOICE_PACK
+    )
+    add_file(theirs, "notes.txt", b"unused", personas.outsider)
+    ours_report, theirs_report = shown(ours), shown(theirs)
+    assert ours_report == fresh(ours) and theirs_report == fresh(theirs) and ours_report != theirs_report
+    assert DraftReport.objects.filter(draft__in=[ours, theirs]).count() == 2
+    # Their draft names our artifact (a forged files map): validated as absent, as published.
+    foreign = Draft.objects.get(pk=ours.pk).files["data/invoices.json"]
+    Draft.objects.filter(pk=theirs.pk).update(
+        files=Draft.objects.get(pk=theirs.pk).files | {"data/invoices.json": foreign}
+    )
+    forged = shown(theirs)
+    assert forged == fresh(theirs) == theirs_report
+    assert shown(ours) == ours_report
+
+
+def unmasked(body: bytes) -> str:
+    """A page without its CSRF tokens (masked afresh on every response)."""
+    body_text = re.sub(r'("X-CSRFToken": ")[^"]*', r"\1", body.decode())
+    return re.sub(r'(name="csrfmiddlewaretoken" value=")[^"]*', r"\1", body_text)
+
+
+def test_an_outsider_learns_nothing_from_the_report_url(personas, draft):
+    """A foreign draft answers as a draft that does not exist, whatever the revision (a bad
+    one too: the 400 would tell the draft exists), and nothing is computed for it."""
+    outsider = client_for(personas.outsider)
+    missing = reverse("draft-report", args=["00000000-0000-4000-8000-000000000000"])
+    for query in ("", "?revision=1", "?revision=2", "?revision=x", "?revision=99999999999999999999"):
+        for headers in ({}, HTMX):
+            foreign = outsider.get(url(draft, "draft-report") + query, **headers)
+            nothing = outsider.get(missing + query, **headers)
+            assert foreign.status_code == nothing.status_code == 404, query
+            assert unmasked(foreign.content) == unmasked(nothing.content)
+    assert not DraftReport.objects.filter(draft=draft).exists()

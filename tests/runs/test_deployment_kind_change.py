@@ -135,3 +135,25 @@ def test_a_run_created_first_makes_the_kind_change_meanwhile_fail(personas, monk
     assert isinstance(outcomes["change"], DeploymentInUse), outcomes
     assert str(outcomes["create"].pk) in outcomes["change"].message
     assert Deployment.objects.get(pk=dep.pk).kind == "hosted_http"
+
+
+@pytest.mark.django_db
+def test_an_update_through_an_instance_read_before_a_kind_change_is_checked_against_the_stored_kind(
+    personas,
+):
+    """A page or an API call reads the deployment, then updates it: when another change of
+    kind and a run using the new kind came in between, the update compared the kind it sent
+    with the kind it had read (the same) and wrote the old kind back under the run's lane,
+    unchecked; a change of the name alone wrote the old kind back too."""
+    version = publish(personas.workspace, cases=1)
+    read_earlier = hosted(personas.workspace, "http://127.0.0.1:9/agent", name="agent")
+    stored = Deployment.objects.get(pk=read_earlier.pk)
+    deployment_update(deployment=stored, kind="openai_chat", url="http://127.0.0.1:9/v1", model="m")
+    run = create_run(personas.workspace, version, [Deployment.objects.get(pk=read_earlier.pk)])
+    with pytest.raises(DeploymentInUse) as caught:
+        deployment_update(deployment=read_earlier, kind="hosted_http", url="http://127.0.0.1:9/agent")
+    assert str(run.pk) in caught.value.message
+    assert Deployment.objects.get(pk=read_earlier.pk).kind == "openai_chat"
+    renamed = deployment_update(deployment=read_earlier, name="renamed")
+    assert (renamed.name, renamed.kind) == ("renamed", "openai_chat")
+    assert Deployment.objects.get(pk=read_earlier.pk).kind == "openai_chat"

@@ -181,3 +181,27 @@ def test_two_workers_on_sqlite_do_not_both_score_a_run(tmp_path):
         if holder.poll() is None:
             holder.kill()
             holder.wait(timeout=10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_whose_lease_was_taken_over_stops_scoring(run):
+    """A worker slow past its lease (its keeper could not renew it: the database locked, the
+    process paused) went on scoring beside the one that took the run over: both paid the n_wise
+    judge calls and the critique and wrote their grades. Its checks between calls
+    (``still_scoring``) now see the lease is no longer its own, as they see a cancel."""
+    from runs.judging import still_scoring
+
+    Run.objects.filter(pk=run.pk).update(status="scoring")
+    later = timezone.now() + timedelta(seconds=SCORING_LEASE_SECONDS + 1)
+    with scoring_lease(run.pk) as first:
+        assert first is True and still_scoring(run.pk)
+        with time_machine.travel(later, tick=False):
+            release = threading.Event()
+            other, seen = _held_elsewhere(run.pk, release=release)
+            try:
+                assert seen["mine"] is True
+                assert not still_scoring(run.pk)
+            finally:
+                release.set()
+                other.join(DEADLINE_S)
+    assert still_scoring(run.pk)  # no lease held here: the run's status alone

@@ -5,6 +5,8 @@ fallback can be dropped. Before, a changed key made every stored secret unreadab
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from cryptography.fernet import Fernet
 from django.test import override_settings
@@ -90,3 +92,78 @@ def test_a_fallback_that_is_not_a_fernet_key_is_refused_at_start_up():
     result = _manage(["check"], env)
     assert result.returncode != 0
     assert "each entry of FIELD_ENCRYPTION_KEY_FALLBACKS must be a Fernet key" in result.stderr
+
+
+def test_fallbacks_with_spaces_empty_entries_and_repeats_are_read_as_the_distinct_keys():
+    from agentclash_site.lib.env import env_list
+
+    raw = f" {OLD} ,, {OLD},{NEW} , "
+    assert env_list("K", [], {"K": raw}) == [OLD, OLD, NEW]
+    env = {"FIELD_ENCRYPTION_KEY": NEW, "FIELD_ENCRYPTION_KEY_FALLBACKS": raw}
+    result = _manage(["check"], env)
+    assert result.returncode == 0, result.stderr
+    bad = _manage(
+        ["check"], {"FIELD_ENCRYPTION_KEY": NEW, "FIELD_ENCRYPTION_KEY_FALLBACKS": f"{OLD}, {OTHER[:30]}"}
+    )
+    assert bad.returncode != 0 and OTHER[:30] not in bad.stderr + bad.stdout  # the key is never echoed
+
+
+@pytest.mark.parametrize("fallbacks", [[OLD, OLD, NEW], []], ids=["readable", "unreadable"])
+def test_rotate_never_prints_or_logs_a_secret_or_a_key(stored, fallbacks, caplog):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    deployment_pk, signing_key, judge_pk = stored
+    tokens = [
+        Deployment.objects.get(pk=deployment_pk).secret_encrypted,
+        JudgeProviderConfig.objects.get(pk=judge_pk).api_key_encrypted,
+    ]
+    said = []
+    for json_flag in ([], ["--json"]):
+        out, err = StringIO(), StringIO()
+        with (
+            override_settings(FIELD_ENCRYPTION_KEY=NEW, FIELD_ENCRYPTION_KEY_FALLBACKS=fallbacks),
+            contextlib.suppress(SystemExit),  # exit 1 when some are unreadable
+        ):
+            call_command("encryption", "rotate", *json_flag, stdout=out, stderr=err)
+        said += [out.getvalue(), err.getvalue()]
+    said.append(caplog.text)
+    text = "\n".join(said)
+    assert "acme/agent" in text or "re-encrypted" in text  # it did say something
+    for secret in ("s3cret-value", signing_key, "sk-judge-key", OLD, NEW, *tokens):
+        assert secret not in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rotation_interrupted_inside_a_row_leaves_that_row_as_it_was(stored, monkeypatch):
+    from agentclash_site.workspaces.management.commands import encryption
+
+    deployment_pk, signing_key, judge_pk = stored
+    before = Deployment.objects.filter(pk=deployment_pk).values_list(
+        "secret_encrypted", "signing_key_encrypted"
+    )
+    before = list(before)
+    original, calls = encryption.reencrypt_text, []
+
+    def interrupted(token):
+        calls.append(token)
+        if len(calls) == 2:  # the deployment's second field
+            raise KeyboardInterrupt
+        return original(token)
+
+    monkeypatch.setattr(encryption, "reencrypt_text", interrupted)
+    with (
+        override_settings(FIELD_ENCRYPTION_KEY=NEW, FIELD_ENCRYPTION_KEY_FALLBACKS=[OLD]),
+        pytest.raises(KeyboardInterrupt),
+    ):
+        encryption.rotate_all()
+    after = list(
+        Deployment.objects.filter(pk=deployment_pk).values_list("secret_encrypted", "signing_key_encrypted")
+    )
+    assert after == before  # not one field of the two re-encrypted
+    monkeypatch.setattr(encryption, "reencrypt_text", original)
+    with override_settings(FIELD_ENCRYPTION_KEY=NEW, FIELD_ENCRYPTION_KEY_FALLBACKS=[OLD]):
+        assert encryption.rotate_all() == {"rotated": 3, "unreadable": []}  # run again, it completes
+    with override_settings(FIELD_ENCRYPTION_KEY=NEW, FIELD_ENCRYPTION_KEY_FALLBACKS=[]):
+        assert _read(deployment_pk, judge_pk) == ("s3cret-value", signing_key, "sk-judge-key")
