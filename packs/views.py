@@ -493,7 +493,7 @@ def pack_detail(request: HttpRequest, pack_id: Any) -> HttpResponse:
             size=VERSION_PAGE,
         )
     except InvalidCursor as exc:
-        context["error"] = f"The link to the next page is not valid: {exc}."
+        context["error"] = exc.page_message()
         return render(request, "packs/pack_detail.html", context, status=400)
     context.update(page=page, versions=page.items)
     if request.htmx and request.GET.get("partial") == "version_rows":  # type: ignore[attr-defined]
