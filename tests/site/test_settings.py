@@ -137,6 +137,28 @@ def test_a_malformed_value_stops_start_up_naming_the_variable(env, named):
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [
+        ["-m", "celery", "-A", "agentclash_site", "worker"],
+        ["-c", "import agentclash_site.wsgi"],
+        ["-c", "import agentclash_site.asgi"],
+    ],
+    ids=["celery-worker", "wsgi", "asgi"],
+)
+def test_a_malformed_value_stops_the_other_entry_points_naming_the_variable(argv):
+    # The README's team installation starts `celery -A agentclash_site worker` and a WSGI
+    # server: a malformed setting stopped them with a 90-line traceback and exit 1.
+    clean = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    clean["DEBUG"] = "yes"
+    result = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "configuration error: DEBUG must be true or false" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "redis://127.0.0.1:6379/0",
