@@ -27,6 +27,7 @@ bytecode: $(STAMP)
 RUN_BASE_URL = $(or $(PUBLIC_BASE_URL),http://$(or $(BIND),127.0.0.1:8000))
 run: $(STAMP) bytecode
 	@mkdir -p var
+	@$(PY) scripts/devserver.py --check
 	$(PY) manage.py migrate --noinput
 	PUBLIC_BASE_URL=$(RUN_BASE_URL) $(PY) manage.py demo setup
 	PUBLIC_BASE_URL=$(RUN_BASE_URL) $(PY) scripts/devserver.py

@@ -47,6 +47,15 @@ class _FilesystemHostnameFilter(logging.Filter):
 logging.getLogger("kombu.connection").addFilter(_FilesystemHostnameFilter())
 
 
+@app.on_configure.connect
+def _load_settings(sender: Celery, **kwargs: object) -> None:
+    """``celery -A agentclash_site worker`` with a malformed setting: one
+    ``configuration error`` line naming the variable and exit 2, not a traceback."""
+    from agentclash_site.lib.env import load_settings_or_exit
+
+    load_settings_or_exit()
+
+
 @app.on_after_configure.connect
 def _setup(sender: Celery, **kwargs: object) -> None:
     _ensure_filesystem_broker_dirs()

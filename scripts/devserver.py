@@ -81,8 +81,13 @@ def busy_addresses(procs: list[tuple[str, list[str]]]) -> list[str]:
     return lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Start everything; with ``--check`` only say whether every address is free (exit 0)
+    or name each taken one (exit 1). ``make run`` checks first, so that a second ``make run``
+    stops before ``demo setup`` prints "AgentClash is ready at ..." for a server that will
+    not start."""
     os.chdir(ROOT)
+    check_only = "--check" in (sys.argv[1:] if argv is None else argv)
     procs = commands()
     busy = busy_addresses(procs)
     if busy:
@@ -94,6 +99,8 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
+    if check_only:
+        return 0
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     for name, argv in procs:
         print(f"[devserver] starting {name}: {' '.join(argv[1:])}", flush=True)

@@ -19,6 +19,22 @@ class ConfigError(Exception):
     """A setting is missing or malformed; the message names the variable."""
 
 
+def load_settings_or_exit() -> None:
+    """Load Django's settings; on a :class:`ConfigError` print ``configuration error: ...``
+    on stderr and exit 2, as ``manage.py`` does. For the entry points that are not
+    ``manage.py`` (the Celery worker, the WSGI/ASGI servers), which otherwise stopped on a
+    malformed setting with a 90-line traceback and exit 1."""
+    import sys
+
+    from django.conf import settings
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - imports the settings module
+    except ConfigError as exc:
+        sys.stderr.write(f"configuration error: {exc}\n")
+        raise SystemExit(2) from None
+
+
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0"}
 

@@ -358,18 +358,26 @@ def _mean_diff(base: list[float], cand: list[float]) -> float | None:
     return mean([c - b for b, c in zip(base, cand, strict=True)])
 
 
+# A delta this close to 0 is floating-point noise, not a change: a case's mean score over
+# repetitions is a running sum divided by the count, so ten repetitions scoring 0.865625
+# average to 0.8656249999999999, and the same agent against its own one-repetition run
+# read as "regressed" on an interval of (-1.1e-16, -2.8e-17).
+DELTA_NOISE = 1e-9
+
+
 def comparison_verdict(
     matched_graded: int,
     pass_interval: tuple[float, float] | None,
     score_interval: tuple[float, float] | None,
 ) -> str:
     """§10.4: regressed if either interval lies wholly below 0; else improved if either lies
-    wholly above 0; else within_noise; not_comparable with no matched graded case."""
+    wholly above 0; else within_noise; not_comparable with no matched graded case. Bounds
+    within ``DELTA_NOISE`` of 0 count as 0."""
     if matched_graded == 0:
         return "not_comparable"
     intervals = [i for i in (pass_interval, score_interval) if i is not None]
-    if any(hi < 0.0 for _, hi in intervals):
+    if any(hi < -DELTA_NOISE for _, hi in intervals):
         return "regressed"
-    if any(lo > 0.0 for lo, _ in intervals):
+    if any(lo > DELTA_NOISE for lo, _ in intervals):
         return "improved"
     return "within_noise"

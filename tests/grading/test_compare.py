@@ -193,6 +193,20 @@ def test_regressed_wins_over_improved():
     assert comparison_verdict(3, (-0.1, 0.1), None) == "within_noise"
 
 
+def test_the_same_scores_over_more_repetitions_are_within_noise_not_a_regression():
+    # make run's demo: a ledger run with 10 repetitions of the same agent compared with the
+    # demo's one-repetition run said "regressed" (mean score delta interval below 0 by 1e-16).
+    scores = {"acme": 0.865625, "bolt": 0.9375, "cinder": 0.85, "delta": 0.86125}
+    base = [rec(case, score=score) for case, score in scores.items()]
+    cand = [rec(case, score=score, rep=rep) for case, score in scores.items() for rep in range(1, 11)]
+    comparison = compare_records(base, cand)
+    assert comparison.verdict == "within_noise"
+    assert comparison.to_dict()["mean_score_delta"] == 0.0
+    assert comparison_verdict(3, (-1e-16, -1e-17), None) == "within_noise"
+    assert comparison_verdict(3, None, (1e-17, 1e-16)) == "within_noise"
+    assert comparison_verdict(3, (-0.01, -1e-6), None) == "regressed"
+
+
 def test_comparison_is_deterministic_for_its_seed():
     base = [rec(f"c{i}", "PASSED" if i % 3 else "FAILED", score=i / 10) for i in range(10)]
     cand = [rec(f"c{i}", "PASSED" if i % 2 else "FAILED", score=(10 - i) / 10) for i in range(10)]

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -65,6 +67,39 @@ def test_make_runs_runner_starts_nothing_when_the_web_address_is_taken():
     assert f"web cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "nothing started" in result.stderr
     assert "starting" not in result.stdout
+
+
+def test_make_run_checks_the_addresses_before_it_migrates_and_sets_up_the_demo():
+    """A second ``make run`` ran ``demo setup``, which printed "AgentClash is ready at
+    http://127.0.0.1:8001/", and only then said that nothing would start."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("BIND", "PUBLIC_BASE_URL")}
+    done = subprocess.run(
+        ["make", "-n", "run"], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    check = next(i for i, line in enumerate(lines) if "scripts/devserver.py --check" in line)
+    migrate = next(i for i, line in enumerate(lines) if "manage.py migrate" in line)
+    assert check < migrate
+
+
+def test_the_check_names_a_taken_address_and_starts_nothing():
+    with _listening() as taken:
+        port = taken.getsockname()[1]
+        busy = subprocess.run(
+            [sys.executable, "scripts/devserver.py", "--check"],
+            cwd=ROOT, env={**os.environ, "BIND": f"127.0.0.1:{port}"}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert busy.returncode == 1
+    assert f"web cannot listen on 127.0.0.1:{port}" in busy.stderr
+    assert "starting" not in busy.stdout
+
+
+def test_the_check_starts_nothing_when_every_address_is_free(monkeypatch):
+    devserver = _devserver()
+    monkeypatch.setattr(devserver, "busy_addresses", lambda procs: [])
+    monkeypatch.setattr(devserver.subprocess, "Popen", lambda *a, **k: pytest.fail("started a process"))
+    assert devserver.main(["--check"]) == 0
 
 
 # A stand-in for the Celery worker: a leader that stops its own child on SIGTERM. The child
@@ -153,7 +188,11 @@ def _make_run_lines(**env: str) -> list[str]:
         ["make", "-n", "run"], cwd=ROOT, env={**environ, **env}, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    return [line for line in done.stdout.splitlines() if "demo setup" in line or "devserver.py" in line]
+    return [
+        line
+        for line in done.stdout.splitlines()
+        if "demo setup" in line or ("devserver.py" in line and "--check" not in line)
+    ]
 
 
 def test_bind_moves_the_public_base_url_with_the_web_server():

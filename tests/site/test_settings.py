@@ -137,6 +137,28 @@ def test_a_malformed_value_stops_start_up_naming_the_variable(env, named):
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [
+        ["-m", "celery", "-A", "agentclash_site", "worker"],
+        ["-c", "import agentclash_site.wsgi"],
+        ["-c", "import agentclash_site.asgi"],
+    ],
+    ids=["celery-worker", "wsgi", "asgi"],
+)
+def test_a_malformed_value_stops_the_other_entry_points_naming_the_variable(argv):
+    # The README's team installation starts `celery -A agentclash_site worker` and a WSGI
+    # server: a malformed setting stopped them with a 90-line traceback and exit 1.
+    clean = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    clean["DEBUG"] = "yes"
+    result = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "configuration error: DEBUG must be true or false" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "redis://127.0.0.1:6379/0",
@@ -179,13 +201,18 @@ def test_env_example_documents_every_variable_the_settings_read():
     import re
     from pathlib import Path
 
+    # The commands and make run's script read some too (AGENTCLASH_FOLLOW_TIMEOUT and
+    # AGENTCLASH_FOLLOW_RECONNECT, which the README documents, were missing).
     root = Path(__file__).resolve().parents[2]
-    source = (root / "agentclash_site" / "settings.py").read_text()
+    files = [root / "scripts" / "devserver.py"]
+    for app in ("agentclash_site", "packs", "runs", "grading"):
+        files += sorted((root / app).rglob("*.py"))
+    source = "\n".join(f.read_text() for f in files)
     read = set(
         re.findall(r"""(?:env_\w+|environ\.get|environ\.setdefault)\(\s*["']([A-Z][A-Z0-9_]+)["']""", source)
     )
     read |= set(re.findall(r"""environ\[["']([A-Z][A-Z0-9_]+)["']\]""", source))
-    test_only = {"AGENTCLASH_TESTING", "TEST_DATABASE_NAME"}
+    test_only = {"AGENTCLASH_TESTING", "TEST_DATABASE_NAME", "DJANGO_SETTINGS_MODULE"}
     documented = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", (root / ".env.example").read_text(), re.M))
     assert len(read) > 20
     assert sorted(read - test_only - documented) == []
