@@ -31,10 +31,8 @@ time. Not part of ``make bench``'s table (no P goal); run it on its own:
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,42 +41,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+from bench.database import setup_django  # noqa: E402
+
 DATABASE = "agentclash_bench_drafts"
 HTMX = {"HTTP_HX_REQUEST": "true"}
 NAME_LINE = "  name: P1 squares benchmark"
 _REPORT_URL = re.compile(r'data-report-url="([^"]+)"')
-
-
-def _recreate_database(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def _setup_django(database: str) -> None:
-    os.environ["DATABASE_URL"] = f"{PG}/{database}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
-    # Production-like: no DEBUG query log or template debug. Throwaway keys for this process.
-    os.environ["DEBUG"] = "false"
-    os.environ.setdefault("SECRET_KEY", "bench-drafts-" + "x" * 50)
-    if not os.environ.get("FIELD_ENCRYPTION_KEY"):
-        from cryptography.fernet import Fernet
-
-        os.environ["FIELD_ENCRYPTION_KEY"] = Fernet.generate_key().decode()
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    _recreate_database(database)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=dict(os.environ),
-        check=True,
-    )
-    import django
-
-    django.setup()
 
 
 class Editor:
@@ -157,7 +125,7 @@ def _drop_stored_reports() -> bool:
 
 
 def measure(*, sizes: list[int], rounds: int, database: str, profile: str | None, log=print) -> dict:
-    _setup_django(database)
+    setup_django(database, production=True, label="bench-drafts")
     from django.contrib.auth import get_user_model
     from django.test import Client
 

@@ -26,9 +26,7 @@ Prints a table, the overview's response size, and ends with exactly one line
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,40 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+from bench.database import setup_django  # noqa: E402
+
 DATABASE = "agentclash_bench_pages"
 OVERVIEW_BUDGET = 100 * 1024
-
-
-def _recreate_database(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def _setup_django(database: str) -> None:
-    os.environ["DATABASE_URL"] = f"{PG}/{database}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
-    # Production-like: no DEBUG query log or template debug. A throwaway key for this process.
-    os.environ["DEBUG"] = "false"
-    os.environ.setdefault("SECRET_KEY", "bench-pages-" + "x" * 50)
-    if not os.environ.get("FIELD_ENCRYPTION_KEY"):
-        from cryptography.fernet import Fernet
-
-        os.environ["FIELD_ENCRYPTION_KEY"] = Fernet.generate_key().decode()
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    _recreate_database(database)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=dict(os.environ),
-        check=True,
-    )
-    import django
-
-    django.setup()
 
 
 def _seed(workspace, user, items: int, log) -> dict:
@@ -138,7 +106,7 @@ def _timed(client, url: str) -> float:
 def measure(
     *, small: int = 1000, large: int = 100_000, rounds: int = 15, database: str = DATABASE, log=print
 ) -> dict:
-    _setup_django(database)
+    setup_django(database, production=True, label="bench-pages")
     from django.contrib.auth import get_user_model
     from django.test import Client
 

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,31 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+from bench.database import setup_django  # noqa: E402
+
 DATABASE = "agentclash_bench_publish"
-
-
-def _recreate_database(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def _setup_django(database: str) -> None:
-    os.environ["DATABASE_URL"] = f"{PG}/{database}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
-    _recreate_database(database)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=dict(os.environ),
-        check=True,
-    )
-    import django
-
-    django.setup()
 
 
 def _pack_bytes(cases: int, slug: str) -> bytes:
@@ -79,7 +55,7 @@ def _parse_seconds(data: bytes) -> float:
 def measure(
     *, cases: int = 10_000, rounds: int = 3, database: str = DATABASE, profile: bool = False, log=print
 ) -> dict:
-    _setup_django(database)
+    setup_django(database)
     from django.contrib.auth import get_user_model
 
     from agentclash_site.workspaces.models import Workspace

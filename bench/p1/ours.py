@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.database import recreate_database
 from bench.p1.tools import NotMeasured
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,20 +101,13 @@ class Stack:
             )
         return done
 
-    def _recreate_database(self) -> None:
-        import psycopg
-
-        with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{self.database}"')
-
     def start(self) -> None:
         ready, why = eval_command_ready()
         if not ready:
             raise NotMeasured(why)
         if shutil.which("redis-server") is None:
             raise NotMeasured("redis-server is not installed")
-        self._recreate_database()
+        recreate_database(self.database)
         self.redis_port = free_port()
         self.redis = subprocess.Popen(
             [
