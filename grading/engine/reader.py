@@ -12,6 +12,7 @@ deployment in order of first appearance, each with its ``Evidence``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,8 @@ EvidenceBuilder = Callable[..., Evidence]
 
 
 class InvalidResults(ValueError):
-    """Bad result lines; ``lines`` is ``[{"line": n, "message": "..."}]`` (1-based)."""
+    """Bad result lines; ``lines`` is ``[{"line": n, "message": "...", "field"?: "..."}]``
+    (1-based; ``field`` names the line's first field at fault, when a field is)."""
 
     code = "invalid_results"
 
@@ -91,13 +93,38 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _key(value: Any, name: str, problems: list[str], *, required: bool) -> str | None:
+def _quoted(key: str) -> str:
+    """A key as ``repr`` shows it, cut to 60 characters (a bad line's message does not echo
+    a megabyte of key back)."""
+    return repr(key) if len(key) <= 60 else repr(key[:59]) + "…"
+
+
+# A protocol error's message starts with the field it is about (``messages[0].role must ...``).
+_PROTOCOL_FIELD = re.compile(r"([a-z_]+(?:\[[^\]]*\]|\.[a-z_]+)*) (?:must|is) ")
+
+Problems = list[tuple[str | None, str]]  # (field at fault or None, message)
+
+
+def _protocol_field(message: str) -> str | None:
+    match = _PROTOCOL_FIELD.match(message)
+    return match.group(1) if match else None
+
+
+def _bad_line(number: int, problems: Problems) -> dict[str, Any]:
+    bad: dict[str, Any] = {"line": number, "message": "; ".join(m for _, m in problems)}
+    field_name = next((f for f, _ in problems if f is not None), None)
+    if field_name is not None:
+        bad["field"] = field_name
+    return bad
+
+
+def _key(value: Any, name: str, problems: Problems, *, required: bool) -> str | None:
     if value is None:
         if required:
-            problems.append(f"{name} is required")
+            problems.append((name, f"{name} is required"))
         return None
     if not isinstance(value, str) or not value.strip():
-        problems.append(f"{name} must be a non-empty string")
+        problems.append((name, f"{name} must be a non-empty string"))
         return None
     return value.strip()
 
@@ -134,7 +161,7 @@ def read_results(
         raw = raw.rstrip(b"\r")
         if not raw.strip():
             continue
-        problems: list[str] = []
+        problems: Problems = []
         try:
             obj = jsontext.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:
@@ -151,14 +178,21 @@ def read_results(
         deployment = _key(obj.get("deployment", DEFAULT_DEPLOYMENT), "deployment", problems, required=True)
         repetition = obj.get("repetition", 1)
         if isinstance(repetition, bool) or not isinstance(repetition, int) or repetition < 1:
-            problems.append(f"repetition must be a positive integer, got {_shown(repetition)}")
+            problems.append(
+                ("repetition", f"repetition must be a positive integer, got {_shown(repetition)}")
+            )
         elif repetition > MAX_REPETITION:
-            problems.append(f"repetition must be at most {MAX_REPETITION:,}, got {_shown(repetition)}")
+            problems.append(
+                ("repetition", f"repetition must be at most {MAX_REPETITION:,}, got {_shown(repetition)}")
+            )
         if "final_output" not in obj:
-            problems.append("final_output is required")
+            problems.append(("final_output", "final_output is required"))
         if obj.get("invocations") is not None and obj.get("tool_calls"):
             problems.append(
-                "both invocations and a non-empty tool_calls: group the calls in invocations only"
+                (
+                    "tool_calls",
+                    "both invocations and a non-empty tool_calls: group the calls in invocations only",
+                )
             )
         case: CaseDef | None = None
         if case_key is not None:
@@ -167,25 +201,36 @@ def read_results(
                 matching = [c for c in candidates if c.challenge_key.strip() == challenge_key]
                 if not matching:
                     problems.append(
-                        f"challenge_key {challenge_key!r} does not match case {case_key!r} "
-                        f"(challenge {candidates[0].challenge_key!r})"
+                        (
+                            "challenge_key",
+                            f"challenge_key {_quoted(challenge_key)} does not match case "
+                            f"{_quoted(case_key)} (challenge {candidates[0].challenge_key!r})",
+                        )
                     )
                 candidates = matching or None
             if candidates is None:
                 pass
             elif not candidates:
-                problems.append(f"case {case_key!r} is not in the input set")
+                problems.append(("case_key", f"case {_quoted(case_key)} is not in the input set"))
             elif len(candidates) > 1:
                 names = ", ".join(sorted(c.challenge_key for c in candidates))
-                problems.append(f"case {case_key!r} is ambiguous: give challenge_key (one of {names})")
+                problems.append(
+                    (
+                        "challenge_key",
+                        f"case {_quoted(case_key)} is ambiguous: give challenge_key (one of {names})",
+                    )
+                )
             else:
                 case = candidates[0]
         if case is not None and deployment is not None and isinstance(repetition, int):
             ident = (deployment, case.challenge_key, case.case_key, repetition)
             if ident in seen:
                 problems.append(
-                    f"duplicate result for deployment {deployment!r}, case {case.case_key!r}, "
-                    f"repetition {repetition} (first on line {seen[ident]})"
+                    (
+                        "case_key",
+                        f"duplicate result for deployment {_quoted(deployment)}, case "
+                        f"{case.case_key!r}, repetition {repetition} (first on line {seen[ident]})",
+                    )
                 )
             else:
                 seen[ident] = number
@@ -195,9 +240,9 @@ def read_results(
             try:
                 evidence = build(obj, **_evidence_options(ctx))
             except protocol_errors as exc:
-                problems.append(str(exc))
+                problems.append((_protocol_field(str(exc)), str(exc)))
         if problems:
-            bad.append({"line": number, "message": "; ".join(problems)})
+            bad.append(_bad_line(number, problems))
             continue
         assert case is not None and deployment is not None and evidence is not None
         if deployment not in deployments:

@@ -466,7 +466,8 @@ def _match_lines(
         try:
             execution = read_results(raw, cases, contexts=contexts).executions[0]
         except InvalidResults as exc:
-            bad.append(_bad(number, exc.lines[0]["message"], label=label))
+            first = exc.lines[0]
+            bad.append(_bad(number, first["message"], first.get("field"), label=label))
             continue
         name = execution.deployment
         lane = lanes.get(name)
@@ -486,7 +487,7 @@ def _match_lines(
         ident = (lane.pk, execution.challenge_key, execution.case_key, execution.repetition)
         if ident in seen:
             message = f"duplicate result for this case and repetition (first on line {seen[ident]})"
-            bad.append(_bad(number, message, label=label))
+            bad.append(_bad(number, message, "case_key", label=label))
             continue
         seen[ident] = number
         matched.append(_Matched(number, label, lane, execution))
@@ -507,7 +508,7 @@ def _find_items(matched: list[_Matched], bad: list[dict[str, Any]]) -> None:
                 e = m.execution
                 m.item = pending.get((e.challenge_key, e.case_key, e.repetition))
                 if m.item is None:
-                    bad.append(_bad(m.number, ALREADY_DONE, label=m.label))
+                    bad.append(_bad(m.number, ALREADY_DONE, "case_key", label=m.label))
 
 
 def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
@@ -559,7 +560,11 @@ def _grade_and_record(run: Run, matched: list[_Matched]) -> int:
             if len(done) != len(results):  # rolls back every lane written so far
                 kept = set(done)
                 raise _Raced(
-                    [_bad(m.number, ALREADY_DONE, label=m.label) for pk, m in lines.items() if pk not in kept]
+                    [
+                        _bad(m.number, ALREADY_DONE, "case_key", label=m.label)
+                        for pk, m in lines.items()
+                        if pk not in kept
+                    ]
                 )
             written += len(done)
             if lane.status == LaneStatus.QUEUED:

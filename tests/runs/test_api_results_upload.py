@@ -149,7 +149,7 @@ def test_an_item_finished_by_someone_else_meanwhile_rolls_back_every_lane(person
     response = _post(personas, run, "\n".join(lines))
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["lines"] == [{"line": 4, "message": trace_import.ALREADY_DONE}]
+    assert error["lines"] == [{"line": 4, "message": trace_import.ALREADY_DONE, "field": "case_key"}]
     RunItem.objects.filter(pk=taken.pk).update(state="pending")
     assert _nothing_stored(run)
     assert Run.objects.get(pk=run.pk).status == "queued"
@@ -175,7 +175,7 @@ def test_a_bad_otlp_trace_refuses_the_document_and_is_named_by_its_trace(persona
     response = _post(personas, run, _spans(trace("t1", "c0"), trace("t2", "zz")))
     assert response.status_code == 400
     assert response.json()["error"]["lines"] == [
-        {"line": 2, "message": "trace t2: case 'zz' is not in the input set"}
+        {"line": 2, "message": "trace t2: case 'zz' is not in the input set", "field": "case_key"}
     ]
     assert _nothing_stored(run)
     accepted = _post(personas, run, _spans(trace("t1", "c0")))

@@ -182,3 +182,32 @@ def test_an_uploaded_result_is_the_items_one_attempt(personas):
     attempt = Attempt.objects.get(item=item)
     assert (attempt.number, attempt.category, attempt.latency_ms) == (1, "ok", 1234.5)
     assert item.grade["case"]["attempt"] == 1
+
+
+def test_every_bad_uploaded_line_names_its_field(personas):
+    """The reader's bad lines (case, final_output, protocol shape) came back without the
+    ``field`` the API documents; only the import's own checks (deployment, repetition) had it."""
+    run = _trace_run(personas)
+    data = "\n".join(
+        [
+            json.dumps({"case_key": "c0", "final_output": "answer-0"}),
+            json.dumps({"case_key": "nope", "final_output": "x"}),
+            json.dumps({"case_key": "c1"}),
+            json.dumps({"case_key": "c0", "final_output": "again"}),
+            json.dumps({"case_key": "c2", "final_output": "x", "tool_calls": "nope"}),
+            json.dumps({"case_key": "c2", "deployment": "other", "final_output": "x"}),
+            "[1]",
+        ]
+    ).encode()
+    outcome = run_import_results(run=run, data=data)
+    assert [(b["line"], b.get("field")) for b in outcome.bad_lines] == [
+        (2, "case_key"),
+        (3, "final_output"),
+        (4, "case_key"),
+        (5, "tool_calls"),
+        (6, "deployment"),
+        (7, None),
+    ]
+    assert run_import_results(run=run, data=data.split(b"\n")[0]).accepted == 1
+    again = run_import_results(run=run, data=data.split(b"\n")[0])
+    assert [(b["line"], b.get("field")) for b in again.bad_lines] == [(1, "case_key")]
