@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,38 @@ class InvalidResults(ValueError):
 
     def to_dict(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, "lines": list(self.lines)}}
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class ResultsTooLarge(ValueError):
+    """Gzipped results that decompress past the limit."""
+
+
+def gunzipped(data: bytes, limit: int) -> bytes:
+    """``data`` itself, or its decompressed bytes when it is gzip (no JSONL or UTF-8 text
+    starts with 0x1f 0x8b; concatenated members are read in turn). :class:`ResultsTooLarge`
+    as soon as the output passes ``limit`` bytes (never more is inflated), ``ValueError``
+    when the gzip is broken or cut short."""
+    if not data.startswith(GZIP_MAGIC):
+        return data
+    out = bytearray()
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise ValueError(f"the gzip data is broken ({exc})") from None
+        if len(out) > limit:
+            raise ResultsTooLarge(f"the results are larger than {limit:,} bytes decompressed")
+        if not inflater.eof:
+            raise ValueError("the gzip data is cut short")
+        rest = inflater.unused_data
+        if not rest.strip(b"\0"):  # trailing padding after the last member
+            break
+    return bytes(out)
 
 
 @dataclass(slots=True)

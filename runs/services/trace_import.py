@@ -31,7 +31,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from grading.engine import jsontext
-from grading.engine.reader import DEFAULT_DEPLOYMENT, Execution, InvalidResults, read_results
+from grading.engine.reader import (
+    DEFAULT_DEPLOYMENT,
+    Execution,
+    InvalidResults,
+    ResultsTooLarge,
+    gunzipped,
+    read_results,
+)
 from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.models import (
     DeploymentKind,
@@ -428,6 +435,21 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
             "this run has no trace_import deployment; results can only be uploaded to those",
             status_code=409,
         )
+    try:
+        data = gunzipped(data, MAX_RESULTS_BYTES)
+    except ResultsTooLarge:
+        raise RunError(
+            "payload_too_large", "results are limited to 64 MB per upload, decompressed", status_code=413
+        ) from None
+    except ValueError as exc:
+        raise RunError("parse_error", f"the body is gzip but cannot be read: {exc}") from None
+    lines = _lines(data)
+    if not lines:
+        raise RunError(
+            "no_results",
+            "the upload has no result lines: send JSONL (one agent response per line) or OTLP "
+            "JSON with spans",
+        )
     run = Run.objects.light().get(pk=run.pk)
     any_lane = next(iter(lanes.values()))
     ctx0 = lane_context_for(any_lane, run, any_lane.deployment)
@@ -435,7 +457,7 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     cases = [c for c, _ in pairs]
     contexts = {(c.challenge_key, c.case_key): ctx for c, ctx in pairs}
     outcome = ImportOutcome()
-    matched = _match_lines(_lines(data), run, lanes, cases, contexts, outcome.bad_lines)
+    matched = _match_lines(lines, run, lanes, cases, contexts, outcome.bad_lines)
     _find_items(matched, outcome.bad_lines)
     if outcome.bad_lines:
         outcome.bad_lines.sort(key=lambda b: b["line"])

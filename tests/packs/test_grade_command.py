@@ -282,3 +282,24 @@ def test_lone_surrogates_in_the_results_are_printed_as_replacement_characters(tm
                 assert doc["lanes"][0]["deployment"] == "agent\ufffd"
         elif code == 0:
             assert "agent\ufffd" in result.stdout
+
+
+def test_a_gzipped_results_file_grades_as_the_file_itself(tmp_path, mental_results, monkeypatch):
+    """The trace-import route reads gzip; grade read the same .jsonl.gz as one bad line
+    ("not UTF-8 text") and exited 2."""
+    import gzip
+
+    from packs.management.commands import grade as grade_module
+
+    packed = tmp_path / "results.jsonl.gz"
+    packed.write_bytes(gzip.compress(mental_results.read_bytes()))
+    plain_code, plain = grade_json(str(MENTAL), "--results", str(mental_results))
+    code, doc = grade_json(str(MENTAL), "--results", str(packed))
+    assert (code, without_timing(doc)) == (plain_code, without_timing(plain)) == (0, without_timing(plain))
+    packed.write_bytes(gzip.compress(mental_results.read_bytes())[:-10])
+    code, doc = grade_json(str(MENTAL), "--results", str(packed))
+    assert (code, doc["error"]["code"], doc["error"]["field"]) == (2, "parse_error", "results")
+    monkeypatch.setattr(grade_module, "RESULTS_MAX_BYTES", 100)
+    packed.write_bytes(gzip.compress(mental_results.read_bytes() + b"\n" * 1000))
+    code, doc = grade_json(str(MENTAL), "--results", str(packed))
+    assert (code, doc["error"]["code"]) == (2, "payload_too_large")

@@ -150,7 +150,19 @@ def _read_results(path: Path) -> bytes:
             f"{path} is larger than 64 MiB; results are limited to 64 MiB, as an upload is: split the file",
             field="results",
         )
-    return data
+    from grading.engine.reader import ResultsTooLarge, gunzipped
+
+    try:  # a .jsonl.gz is read as the upload route reads it
+        return gunzipped(data, RESULTS_MAX_BYTES)
+    except ResultsTooLarge:
+        raise CliError(
+            "payload_too_large",
+            f"{path} decompresses to more than 64 MiB; results are limited to 64 MiB, as an upload is: "
+            "split the file",
+            field="results",
+        ) from None
+    except ValueError as exc:
+        raise CliError("parse_error", f"{path} is gzip but cannot be read: {exc}", field="results") from None
 
 
 def _write(path: Path, text: str) -> None:
