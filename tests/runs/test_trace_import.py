@@ -211,3 +211,57 @@ def test_every_bad_uploaded_line_names_its_field(personas):
     assert run_import_results(run=run, data=data.split(b"\n")[0]).accepted == 1
     again = run_import_results(run=run, data=data.split(b"\n")[0])
     assert [(b["line"], b.get("field")) for b in again.bad_lines] == [(1, "case_key")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_uploads_of_overlapping_lines_grade_each_case_once(personas, monkeypatch):
+    """Both uploads pass their checks before either writes (a barrier after the pending items
+    are found); the lane lock and the pending-only UPDATE let one in, the other is refused
+    whole with the shared line, and no case is graded or counted twice."""
+    import threading
+
+    from django.db import connection
+
+    from runs.models import Run
+    from runs.services import trace_import
+
+    run = _trace_run(personas)
+    barrier = threading.Barrier(2, timeout=60)
+    find = trace_import._find_items
+
+    def find_then_wait(matched, bad):
+        find(matched, bad)
+        barrier.wait()
+
+    monkeypatch.setattr(trace_import, "_find_items", find_then_wait)
+    uploads = {
+        "a": [{"case_key": "c0", "final_output": "answer-0"}, {"case_key": "c1", "final_output": "answer-1"}],
+        "b": [{"case_key": "c2", "final_output": "answer-2"}, {"case_key": "c1", "final_output": "wrong"}],
+    }
+    outcomes = {}
+
+    def upload(name):
+        try:
+            data = "\n".join(json.dumps(line) for line in uploads[name]).encode()
+            outcomes[name] = run_import_results(run=Run.objects.get(pk=run.pk), data=data)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=upload, args=(name,)) for name in uploads]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    accepted = sorted(name for name, o in outcomes.items() if o.accepted)
+    assert len(accepted) == 1 and len(outcomes) == 2
+    loser = outcomes["b" if accepted == ["a"] else "a"]
+    assert loser.accepted == 0
+    assert [(b["line"], b["message"]) for b in loser.bad_lines] == [
+        (2, trace_import.ALREADY_DONE)  # c1 is the second line of either upload
+    ]
+    lane = RunLane.objects.get(run=run)
+    run.refresh_from_db()
+    graded = RunItem.objects.filter(run=run).exclude(status="")
+    assert graded.count() == 2
+    assert (lane.pending, run.items_open, lane.passed + lane.failed) == (1, 1, 2)
+    assert sorted(graded.values_list("attempt_count", flat=True)) == [1, 1]
