@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -143,6 +144,11 @@ def _protocol_field(message: str) -> str | None:
     return match.group(1) if match else None
 
 
+def _folded(key: str) -> str:
+    """A key for a hint only (matching is exact): NFC, then case-folded."""
+    return unicodedata.normalize("NFC", key).casefold()
+
+
 def _bad_line(number: int, problems: Problems) -> dict[str, Any]:
     bad: dict[str, Any] = {"line": number, "message": "; ".join(m for _, m in problems)}
     field_name = next((f for f, _ in problems if f is not None), None)
@@ -178,8 +184,10 @@ def read_results(
     protocol_errors = _protocol_errors()
     by_key: dict[str, list[CaseDef]] = {}
     order: dict[tuple[str, str], int] = {}
+    near: dict[str, str] = {}  # folded key -> the key, for "did you mean"
     for i, known in enumerate(cases):
         by_key.setdefault(known.case_key.strip(), []).append(known)
+        near.setdefault(_folded(known.case_key.strip()), known.case_key.strip())
         order.setdefault((known.challenge_key, known.case_key), i)
     if isinstance(data, str):
         data = data.encode()
@@ -244,7 +252,10 @@ def read_results(
             if candidates is None:
                 pass
             elif not candidates:
-                problems.append(("case_key", f"case {_quoted(case_key)} is not in the input set"))
+                message = f"case {_quoted(case_key)} is not in the input set"
+                if _folded(case_key) in near:
+                    message += f" (keys match exactly: did you mean {_quoted(near[_folded(case_key)])}?)"
+                problems.append(("case_key", message))
             elif len(candidates) > 1:
                 names = ", ".join(sorted(c.challenge_key for c in candidates))
                 problems.append(

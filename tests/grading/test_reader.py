@@ -208,3 +208,24 @@ def test_a_long_key_is_cut_in_the_message():
     with pytest.raises(InvalidResults) as info:
         read_results(jsonl({"case_key": long_key, "challenge_key": long_key, "final_output": ""}), CASES)
     assert len(info.value.lines[0]["message"]) < 300
+
+
+def test_a_key_differing_only_in_case_or_normalisation_is_refused_with_the_real_key():
+    """Keys match exactly (interfaces.md §5); a key in another case or Unicode form was
+    refused as unknown with nothing to say which case the line meant."""
+    import unicodedata
+
+    cases = [*CASES, CaseDef(challenge_key="word-problem", case_key="caf\u00e9")]
+    data = jsonl(
+        {"case_key": "Crates", "final_output": ""},
+        {"case_key": unicodedata.normalize("NFD", "caf\u00e9"), "final_output": ""},
+        {"case_key": "CAF\u00c9", "final_output": ""},
+        {"case_key": "boats", "final_output": ""},
+    )
+    with pytest.raises(InvalidResults) as info:
+        read_results(data, cases)
+    messages = [item["message"] for item in info.value.lines]
+    assert messages[0] == "case 'Crates' is not in the input set (keys match exactly: did you mean 'crates'?)"
+    assert messages[1].endswith("(keys match exactly: did you mean 'café'?)")
+    assert messages[2].endswith("(keys match exactly: did you mean 'café'?)")
+    assert messages[3] == "case 'boats' is not in the input set"
