@@ -15,7 +15,7 @@ import json
 import re
 import unicodedata
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,52 +168,50 @@ def _key(value: Any, name: str, problems: Problems, *, required: bool) -> str | 
     return value.strip()
 
 
-def read_results(
-    data: bytes | str,
-    cases: Sequence[CaseDef],
-    *,
-    contexts: Mapping[tuple[str, str], GradeContext] | None = None,
-    build_evidence: EvidenceBuilder | None = None,
-) -> ResultSet:
-    """Parse and check every line; raise :class:`InvalidResults` listing all bad lines.
+class ResultsReader:
+    """Reads result lines one at a time against one input set, indexed once (a trace import
+    reads each uploaded line with one reader: a fresh index per line made an upload of N
+    lines to an N-case run cost N²). ``duplicates``: report a second line for the same
+    deployment, case and repetition (the trace import checks that per lane itself)."""
 
-    ``contexts`` (by ``(challenge_key, case_key)``) supply the rendered instructions, tool
-    policy, working directory and evidence level each case's evidence is built with.
-    """
-    build = build_evidence or _default_builder()
-    protocol_errors = _protocol_errors()
-    by_key: dict[str, list[CaseDef]] = {}
-    order: dict[tuple[str, str], int] = {}
-    near: dict[str, str] = {}  # folded key -> the key, for "did you mean"
-    for i, known in enumerate(cases):
-        by_key.setdefault(known.case_key.strip(), []).append(known)
-        near.setdefault(_folded(known.case_key.strip()), known.case_key.strip())
-        order.setdefault((known.challenge_key, known.case_key), i)
-    if isinstance(data, str):
-        data = data.encode()
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    def __init__(
+        self,
+        cases: Sequence[CaseDef],
+        *,
+        contexts: Mapping[tuple[str, str], GradeContext] | None = None,
+        build_evidence: EvidenceBuilder | None = None,
+        duplicates: bool = True,
+    ) -> None:
+        self._build = build_evidence or _default_builder()
+        self._protocol_errors = _protocol_errors()
+        self._contexts = contexts or {}
+        self._by_key: dict[str, list[CaseDef]] = {}
+        self.order: dict[tuple[str, str], int] = {}
+        self._near: dict[str, str] = {}  # folded key -> the key, for "did you mean"
+        for i, known in enumerate(cases):
+            key = known.case_key.strip()
+            self._by_key.setdefault(key, []).append(known)
+            self._near.setdefault(_folded(key), key)
+            self.order.setdefault((known.challenge_key, known.case_key), i)
+        self._seen: dict[tuple[str, str, str, int], int] | None = {} if duplicates else None
 
-    bad: list[dict[str, Any]] = []
-    seen: dict[tuple[str, str, str, int], int] = {}
-    deployments: list[str] = []
-    executions: list[Execution] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    def read_line(self, number: int, raw: bytes) -> Execution | dict[str, Any] | None:
+        """The line's execution, its bad-line report (``{"line", "message", "field"?}``), or
+        None for a blank line. A UTF-8 BOM and a final CR are ignored."""
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
         raw = raw.rstrip(b"\r")
         if not raw.strip():
-            continue
+            return None
         problems: Problems = []
         try:
             obj = jsontext.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:
-            bad.append({"line": number, "message": "not UTF-8 text"})
-            continue
+            return {"line": number, "message": "not UTF-8 text"}
         except ValueError as exc:
-            bad.append({"line": number, "message": f"not JSON: {exc}"})
-            continue
+            return {"line": number, "message": f"not JSON: {exc}"}
         if not isinstance(obj, dict):
-            bad.append({"line": number, "message": "not a JSON object"})
-            continue
+            return {"line": number, "message": "not a JSON object"}
         case_key = _key(obj.get("case_key"), "case_key", problems, required=True)
         challenge_key = _key(obj.get("challenge_key"), "challenge_key", problems, required=False)
         deployment = _key(obj.get("deployment", DEFAULT_DEPLOYMENT), "deployment", problems, required=True)
@@ -237,7 +235,7 @@ def read_results(
             )
         case: CaseDef | None = None
         if case_key is not None:
-            candidates: list[CaseDef] | None = by_key.get(case_key, [])
+            candidates: list[CaseDef] | None = self._by_key.get(case_key, [])
             if challenge_key is not None and candidates:
                 matching = [c for c in candidates if c.challenge_key.strip() == challenge_key]
                 if not matching:
@@ -253,8 +251,10 @@ def read_results(
                 pass
             elif not candidates:
                 message = f"case {_quoted(case_key)} is not in the input set"
-                if _folded(case_key) in near:
-                    message += f" (keys match exactly: did you mean {_quoted(near[_folded(case_key)])}?)"
+                if _folded(case_key) in self._near:
+                    message += (
+                        f" (keys match exactly: did you mean {_quoted(self._near[_folded(case_key)])}?)"
+                    )
                 problems.append(("case_key", message))
             elif len(candidates) > 1:
                 names = ", ".join(sorted(c.challenge_key for c in candidates))
@@ -268,33 +268,75 @@ def read_results(
                 case = candidates[0]
         if case is not None and deployment is not None and isinstance(repetition, int):
             ident = (deployment, case.challenge_key, case.case_key, repetition)
-            if ident in seen:
+            if self._seen is not None and ident in self._seen:
                 problems.append(
                     (
                         "case_key",
                         f"duplicate result for deployment {_quoted(deployment)}, case "
-                        f"{case.case_key!r}, repetition {repetition} (first on line {seen[ident]})",
+                        f"{case.case_key!r}, repetition {repetition} (first on line {self._seen[ident]})",
                     )
                 )
-            else:
-                seen[ident] = number
+            elif self._seen is not None:
+                self._seen[ident] = number
         evidence = None
         if not problems and case is not None and deployment is not None:
-            ctx = (contexts or {}).get((case.challenge_key, case.case_key))
+            ctx = self._contexts.get((case.challenge_key, case.case_key))
             try:
-                evidence = build(obj, **_evidence_options(ctx))
-            except protocol_errors as exc:
+                evidence = self._build(obj, **_evidence_options(ctx))
+            except self._protocol_errors as exc:
                 problems.append((_protocol_field(str(exc)), str(exc)))
         if problems:
-            bad.append(_bad_line(number, problems))
-            continue
+            return _bad_line(number, problems)
         assert case is not None and deployment is not None and evidence is not None
-        if deployment not in deployments:
-            deployments.append(deployment)
-        executions.append(Execution(deployment, case, int(repetition), number, evidence, obj))
+        return Execution(deployment, case, int(repetition), number, evidence, obj)
+
+
+def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(1-based number, bytes) of each line of ``data``, without copying it into a list."""
+    start = 0
+    number = 0
+    size = len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        if end < 0:
+            end = size
+        number += 1
+        yield number, data[start:end]
+        start = end + 1
+
+
+def read_results(
+    data: bytes | str,
+    cases: Sequence[CaseDef],
+    *,
+    contexts: Mapping[tuple[str, str], GradeContext] | None = None,
+    build_evidence: EvidenceBuilder | None = None,
+) -> ResultSet:
+    """Parse and check every line; raise :class:`InvalidResults` listing all bad lines.
+
+    ``contexts`` (by ``(challenge_key, case_key)``) supply the rendered instructions, tool
+    policy, working directory and evidence level each case's evidence is built with.
+    """
+    reader = ResultsReader(cases, contexts=contexts, build_evidence=build_evidence)
+    if isinstance(data, str):
+        data = data.encode()
+    bad: list[dict[str, Any]] = []
+    deployments: list[str] = []
+    executions: list[Execution] = []
+    for number, raw in iter_lines(data):
+        read = reader.read_line(number, raw)
+        if read is None:
+            continue
+        if isinstance(read, dict):
+            bad.append(read)
+            continue
+        if read.deployment not in deployments:
+            deployments.append(read.deployment)
+        executions.append(read)
     if bad:
         raise InvalidResults(bad)
     rank = {d: i for i, d in enumerate(deployments)}
+    order = reader.order
     executions.sort(
         key=lambda e: (rank[e.deployment], order[(e.case.challenge_key, e.case.case_key)], e.repetition)
     )

@@ -34,10 +34,9 @@ from grading.engine import jsontext
 from grading.engine.reader import (
     DEFAULT_DEPLOYMENT,
     Execution,
-    InvalidResults,
+    ResultsReader,
     ResultsTooLarge,
     gunzipped,
-    read_results,
 )
 from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.models import (
@@ -479,17 +478,19 @@ def _match_lines(
 ) -> list[_Matched]:
     """Each good line with its lane; a report of each bad one appended to ``bad``."""
     only_lane = next(iter(lanes.values())) if len(lanes) == 1 else None
+    # one reader (the cases indexed once); duplicates are checked per lane below
+    reader = ResultsReader(cases, contexts=contexts, duplicates=False)
     seen: dict[tuple[int, str, str, int], int] = {}
     matched: list[_Matched] = []
     for number, raw, label in lines:
         if raw is None:
             bad.append(_bad(number, label))  # the trace's problem, with its label
             continue
-        try:
-            execution = read_results(raw, cases, contexts=contexts).executions[0]
-        except InvalidResults as exc:
-            first = exc.lines[0]
-            bad.append(_bad(number, first["message"], first.get("field"), label=label))
+        execution = reader.read_line(number, raw)
+        if execution is None:
+            continue
+        if isinstance(execution, dict):
+            bad.append(_bad(number, execution["message"], execution.get("field"), label=label))
             continue
         name = execution.deployment
         lane = lanes.get(name)
