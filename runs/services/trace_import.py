@@ -53,6 +53,8 @@ from runs.services.runs import RunError
 from runs.states import transition_lane, transition_run
 
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
+# Uploaded lines graded per loaded batch of cases (below the per-process case cache's 4,096).
+GRADE_BATCH = 500
 
 
 @dataclass
@@ -567,7 +569,14 @@ def _grade_and_record(run: Run, matched: list[_Matched]) -> int:
         ctx = lane_context_for(lane, run, lane.deployment)
         results: list[ItemResult] = []
         lines: dict[int, _Matched] = {}  # by item id
-        for m in rows:
+        for number, m in enumerate(rows):
+            if number % GRADE_BATCH == 0:  # the batch's cases in one query, as a claim loads them
+                ctx.data.load(
+                    {
+                        (r.execution.challenge_key, r.execution.case_key)
+                        for r in rows[number : number + GRADE_BATCH]
+                    }
+                )
             item = m.item
             assert item is not None  # _find_items reported the lines without one
             key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
