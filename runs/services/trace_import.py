@@ -369,10 +369,10 @@ def _otlp_lines(document: Mapping[str, Any]) -> list[tuple[int, bytes | None, st
 def _lines(data: bytes) -> list[tuple[int, bytes | None, str]]:
     """(line number, JSONL bytes or None, label or problem) per result line of JSONL or OTLP
     JSON: an OTLP trace's label (``trace <id>``), or its problem when it has no line."""
-    stripped = data.lstrip()
+    stripped = data.removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 BOM before an OTLP document
     if stripped.startswith(b"{") and b"resourceSpans" in stripped[:4096]:
         try:
-            document = jsontext.loads(data)
+            document = jsontext.loads(stripped)
         except ValueError:
             document = None
         if isinstance(document, Mapping) and "resourceSpans" in document:

@@ -294,3 +294,31 @@ def test_an_upload_reads_the_cases_it_grades_in_batches_not_one_query_each(perso
         assert run_import_results(run=run, data=data.encode()).accepted == 30
     case_reads = [q["sql"] for q in queries.captured_queries if 'FROM "packs_case"' in q["sql"]]
     assert len(case_reads) <= 3, len(case_reads)
+
+
+def test_an_otlp_document_with_a_bom_is_read_as_otlp(personas):
+    """A UTF-8 BOM (PowerShell's Out-File, some exporters) before an OTLP JSON document made
+    it read as one JSONL line: "case_key is required; final_output is required"."""
+    run = _trace_run(personas, cases=1)
+    span = {
+        "traceId": "t1",
+        "spanId": "root",
+        "name": "invoke_agent",
+        "attributes": [_attr("agentclash.case_key", "c0"), _attr("agentclash.final_output", "answer-0")],
+    }
+    document = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}, indent=2)
+    outcome = run_import_results(run=run, data=b"\xef\xbb\xbf" + document.replace("\n", "\r\n").encode())
+    assert (outcome.accepted, outcome.bad_lines) == (1, [])
+
+
+def test_an_upload_to_a_cancelled_run_is_refused_and_changes_nothing(personas):
+    from runs.services.operations import run_cancel
+    from runs.services.runs import RunError
+
+    run = _trace_run(personas, cases=1)
+    run_cancel(run=run)
+    run.refresh_from_db()
+    with pytest.raises(RunError) as caught:
+        run_import_results(run=run, data=json.dumps({"case_key": "c0", "final_output": "answer-0"}).encode())
+    assert (caught.value.code, caught.value.status_code) == ("run_not_accepting_results", 409)
+    assert not RunItem.objects.filter(run=run).exclude(status="").exists()
