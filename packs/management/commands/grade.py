@@ -72,24 +72,114 @@ class Command(JsonCommand):
         }
         try:
             if provider is None:
-                document = grade_offline(**arguments, judge=None)
+                document = self._grade_streamed(arguments, options)
             else:
                 from grading.judges.offline import grade_offline_with_judges
 
                 document = grade_offline_with_judges(provider=provider, **arguments)
+                if options.get("output"):
+                    _write(Path(options["output"]), dumps(document) + "\n")
+                self.emit(document, render_text(document))
         except InvalidResults as exc:
             body = exc.to_dict()
             if not self._as_json:
                 lines = [f"  line {bad['line']}: {bad['message']}" for bad in body["error"].get("lines", [])]
                 self.stderr.write(printable_text("\n".join([body["error"]["message"] + ":", *lines])))
             raise CliError("invalid_results", body["error"]["message"], document=body) from exc
-        if options.get("output"):
-            _write(Path(options["output"]), dumps(document) + "\n")
-        self.emit(document, render_text(document))
         code = offline_exit_code(document)
         if code:
             self.stdout.flush()
             sys.exit(code)
+
+    def _grade_streamed(self, arguments: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+        """Grade without judges, writing the ``--json`` document (to ``--output`` or stdout)
+        case by case as it is graded, never whole in memory; the same text as ``dumps`` of the
+        whole document. Nothing is written before the results are read valid. Returns the
+        document with, in ``cases``, only what the readable table and the exit code read."""
+        output = options.get("output")
+        sink: Any = None  # opened at the first case: an invalid file writes nothing
+        target = Path(output) if output else None
+        slim: list[dict[str, Any]] = []
+        writer = _DocumentWriter()
+
+        def open_sink() -> Any:
+            nonlocal sink
+            if sink is None:
+                if target is not None:
+                    try:
+                        sink = target.open("w", encoding="utf-8")
+                    except OSError as exc:
+                        raise CliError(
+                            "io_error", f"cannot write {target}: {exc.strerror or exc}", field="output"
+                        ) from exc
+                elif self._as_json:
+                    sink = _Unended(self.stdout)
+                else:
+                    sink = _Discard()
+                sink.write(
+                    writer.head(arguments["pack_slug"], arguments["pack_number"], arguments["input_set_name"])
+                )
+            return sink
+
+        def on_case(entry: dict[str, Any]) -> None:
+            open_sink().write(writer.case(entry))
+            grading = entry["grading"]
+            slim.append(
+                {
+                    **{k: entry[k] for k in ("deployment", "challenge_key", "case_key", "repetition")},
+                    "grading": {
+                        "status": grading.get("status"),
+                        "reason_code": grading.get("reason_code"),
+                        "scorecard": {"overall_score": (grading.get("scorecard") or {}).get("overall_score")},
+                    },
+                }
+            )
+
+        try:
+            document = grade_offline(**arguments, judge=None, on_case=on_case)
+            open_sink().write(writer.tail(document["lanes"], document["eval_feedback"]) + "\n")
+        finally:
+            if sink is not None and target is not None:
+                sink.close()
+        document["cases"] = slim
+        if output or not self._as_json:
+            self.stdout.write(printable_text(render_text(document)))
+        return document
+
+
+class _DocumentWriter:
+    """The offline document in parts, each as ``dumps`` writes it inside the whole (two-space
+    indent; a case entry sits four spaces in): head, the cases one by one, tail."""
+
+    def __init__(self) -> None:
+        self.cases = 0
+
+    def head(self, slug: str, number: int, input_set: str | None) -> str:
+        text = dumps({"pack": {"slug": slug, "number": number}, "input_set": input_set})
+        return text[: -len("\n}")] + ',\n  "cases": ['
+
+    def case(self, entry: dict[str, Any]) -> str:
+        self.cases += 1
+        return ("," if self.cases > 1 else "") + "\n    " + dumps(entry).replace("\n", "\n    ")
+
+    def tail(self, lanes: list[Any], eval_feedback: Any) -> str:
+        text = dumps({"lanes": lanes, "eval_feedback": eval_feedback})
+        return ("\n  ]" if self.cases else "]") + ",\n" + text[len("{\n") :]
+
+
+class _Unended:
+    """Django's stdout wrapper writing each part as it is (no newline added after it)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        self.out.write(text, ending="")
+
+
+class _Discard:
+    def write(self, text: str) -> None:
+        pass
 
 
 def _judge_provider(options: dict[str, Any]) -> Any:
