@@ -363,3 +363,12 @@ def test_cases_are_written_as_they_are_graded_not_held_for_the_end(tmp_path, mon
         call_command("grade", str(MENTAL), "--results", str(results), "--json", stdout=out)
     assert len(sizes) >= 3 and sizes[-1] > sizes[0]
     assert len(json.loads(out.getvalue())["cases"]) == 3
+
+
+def test_json_and_output_print_the_document_to_both(tmp_path, mental_results):
+    out = tmp_path / "doc.json"
+    code, printed, _ = grade(str(MENTAL), "--results", str(mental_results), "--json", "--output", str(out))
+    assert code == 0
+    assert json.loads(printed) == json.loads(out.read_text())
+    code, printed, _ = grade(str(MENTAL), "--results", str(mental_results), "--output", str(out))
+    assert code == 0 and printed.startswith("Pack mental-math v1") and json.loads(out.read_text())["cases"]

@@ -96,26 +96,25 @@ class Command(JsonCommand):
         case by case as it is graded, never whole in memory; the same text as ``dumps`` of the
         whole document. Nothing is written before the results are read valid. Returns the
         document with, in ``cases``, only what the readable table and the exit code read."""
-        output = options.get("output")
         sink: Any = None  # opened at the first case: an invalid file writes nothing
-        target = Path(output) if output else None
+        target = Path(options["output"]) if options.get("output") else None
         slim: list[dict[str, Any]] = []
         writer = _DocumentWriter()
 
         def open_sink() -> Any:
             nonlocal sink
             if sink is None:
+                sinks: list[Any] = []
                 if target is not None:
                     try:
-                        sink = target.open("w", encoding="utf-8")
+                        sinks.append(target.open("w", encoding="utf-8"))
                     except OSError as exc:
                         raise CliError(
                             "io_error", f"cannot write {target}: {exc.strerror or exc}", field="output"
                         ) from exc
-                elif self._as_json:
-                    sink = _Unended(self.stdout)
-                else:
-                    sink = _Discard()
+                if self._as_json:  # --json prints the document, --output or not (as emit does)
+                    sinks.append(_Unended(self.stdout))
+                sink = _Tee(sinks)
                 sink.write(
                     writer.head(arguments["pack_slug"], arguments["pack_number"], arguments["input_set_name"])
                 )
@@ -139,10 +138,10 @@ class Command(JsonCommand):
             document = grade_offline(**arguments, judge=None, on_case=on_case)
             open_sink().write(writer.tail(document["lanes"], document["eval_feedback"]) + "\n")
         finally:
-            if sink is not None and target is not None:
+            if sink is not None:
                 sink.close()
         document["cases"] = slim
-        if output or not self._as_json:
+        if not self._as_json:
             self.stdout.write(printable_text(render_text(document)))
         return document
 
@@ -176,10 +175,21 @@ class _Unended:
     def write(self, text: str) -> None:
         self.out.write(text, ending="")
 
-
-class _Discard:
-    def write(self, text: str) -> None:
+    def close(self) -> None:
         pass
+
+
+class _Tee:
+    def __init__(self, sinks: list[Any]) -> None:
+        self.sinks = sinks
+
+    def write(self, text: str) -> None:
+        for sink in self.sinks:
+            sink.write(text)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
 
 
 def _judge_provider(options: dict[str, Any]) -> Any:
