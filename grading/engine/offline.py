@@ -18,7 +18,7 @@ from typing import Any
 
 from .aggregate import STATUSES, CaseRecord, aggregate_lane, record_from_grade
 from .critique import probe_case, run_health
-from .reader import DEFAULT_DEPLOYMENT, Execution, read_results
+from .reader import DEFAULT_DEPLOYMENT, Execution, evidence_of, read_results
 from .stats import round4, round_interval
 from .types import CaseDef, GradeContext
 
@@ -92,7 +92,7 @@ def grade_offline(
     grade = grade or _default_grade()
     no_result = no_result or _default_no_result()
     contexts = {(c.challenge_key, c.case_key): ctx for c, ctx in cases}
-    result_set = read_results(results, [c for c, _ in cases], contexts=contexts)
+    result_set = read_results(results, [c for c, _ in cases], contexts=contexts, keep_evidence=False)
     deployments = result_set.deployments or [DEFAULT_DEPLOYMENT]
     by_lane_case: dict[tuple[str, str, str], list[Execution]] = {}
     for ex in result_set.executions:
@@ -143,9 +143,10 @@ def grade_offline(
                     pack_number=pack_number,
                     findings=list(probe),
                 )
-                doc = _as_dict(grade(ex.evidence, case, spec, context=ctx, judge=judge))
+                evidence = evidence_of(ex, contexts)  # one execution's evidence at a time
+                doc = _as_dict(grade(evidence, case, spec, context=ctx, judge=judge))
                 records.append(
-                    record_from_grade(doc, metrics=ex.evidence.metrics, content_hash=case.content_hash)
+                    record_from_grade(doc, metrics=evidence.metrics, content_hash=case.content_hash)
                 )
                 keep(_entry(dep, case, ex.repetition, doc))
 

@@ -83,8 +83,9 @@ class Execution:
     case: CaseDef
     repetition: int
     line: int
-    evidence: Evidence
+    evidence: Evidence | None  # None when read with keep_evidence=False: see evidence_of
     response: dict[str, Any] = field(default_factory=dict)
+    raw: bytes = b""  # the line, when its evidence was not kept
 
     @property
     def challenge_key(self) -> str:
@@ -181,7 +182,9 @@ class ResultsReader:
         contexts: Mapping[tuple[str, str], GradeContext] | None = None,
         build_evidence: EvidenceBuilder | None = None,
         duplicates: bool = True,
+        keep_evidence: bool = True,
     ) -> None:
+        self._keep = keep_evidence
         self._build = build_evidence or _default_builder()
         self._protocol_errors = _protocol_errors()
         self._contexts = contexts or {}
@@ -288,6 +291,8 @@ class ResultsReader:
         if problems:
             return _bad_line(number, problems)
         assert case is not None and deployment is not None and evidence is not None
+        if not self._keep:  # checked; built again from the line when it is graded
+            return Execution(deployment, case, int(repetition), number, None, raw=raw)
         return Execution(deployment, case, int(repetition), number, evidence, obj)
 
 
@@ -311,13 +316,18 @@ def read_results(
     *,
     contexts: Mapping[tuple[str, str], GradeContext] | None = None,
     build_evidence: EvidenceBuilder | None = None,
+    keep_evidence: bool = True,
 ) -> ResultSet:
     """Parse and check every line; raise :class:`InvalidResults` listing all bad lines.
 
     ``contexts`` (by ``(challenge_key, case_key)``) supply the rendered instructions, tool
     policy, working directory and evidence level each case's evidence is built with.
+    ``keep_evidence=False``: each execution keeps its line (``raw``), not its evidence and
+    response (about 3x the line), and :func:`evidence_of` builds them again one at a time.
     """
-    reader = ResultsReader(cases, contexts=contexts, build_evidence=build_evidence)
+    reader = ResultsReader(
+        cases, contexts=contexts, build_evidence=build_evidence, keep_evidence=keep_evidence
+    )
     if isinstance(data, str):
         data = data.encode()
     bad: list[dict[str, Any]] = []
@@ -341,6 +351,18 @@ def read_results(
         key=lambda e: (rank[e.deployment], order[(e.case.challenge_key, e.case.case_key)], e.repetition)
     )
     return ResultSet(deployments=deployments, executions=executions)
+
+
+def evidence_of(
+    execution: Execution, contexts: Mapping[tuple[str, str], GradeContext] | None = None
+) -> Evidence:
+    """The execution's evidence, built again from its line when it was not kept (the line was
+    read valid, so this cannot fail)."""
+    if execution.evidence is not None:
+        return execution.evidence
+    obj = jsontext.loads(execution.raw.decode("utf-8"))
+    ctx = (contexts or {}).get((execution.challenge_key, execution.case_key))
+    return _default_builder()(obj, **_evidence_options(ctx))
 
 
 def _evidence_options(ctx: GradeContext | None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from grading.engine.reader import (
     Execution,
     ResultsReader,
     ResultsTooLarge,
+    evidence_of,
     gunzipped,
 )
 from runs.executors.base import AttemptCategory, AttemptOutcome
@@ -540,7 +541,7 @@ def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
     """An uploaded line is the item's one attempt (ok, at upload time, with the latency the
     line reports): ``attempts`` counts it as for an executed item, not 0."""
     now = timezone.now()
-    evidence = execution.evidence
+    evidence = evidence_of(execution)  # kept: the upload reads with keep_evidence (the default)
     outcome = AttemptOutcome(
         AttemptCategory.OK,
         latency_ms=evidence.metrics.latency_ms if evidence.metrics is not None else None,
