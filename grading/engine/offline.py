@@ -18,7 +18,7 @@ from typing import Any
 
 from .aggregate import STATUSES, CaseRecord, aggregate_lane, record_from_grade
 from .critique import probe_case, run_health
-from .reader import DEFAULT_DEPLOYMENT, Execution, read_results
+from .reader import DEFAULT_DEPLOYMENT, Execution, evidence_of, read_results
 from .stats import round4, round_interval
 from .types import CaseDef, GradeContext
 
@@ -82,12 +82,17 @@ def grade_offline(
     judge: Any = None,
     grade: GradeFn | None = None,
     no_result: NoResultFn | None = None,
+    on_case: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Grade a results file against the cases of one input set; the ``--json`` document."""
+    """Grade a results file against the cases of one input set; the ``--json`` document.
+
+    ``on_case``: each case entry is handed to it once graded and not kept (the document's
+    ``cases`` is then empty; the lanes and feedback are computed from compact records), so a
+    caller can write a document of any size without holding it."""
     grade = grade or _default_grade()
     no_result = no_result or _default_no_result()
     contexts = {(c.challenge_key, c.case_key): ctx for c, ctx in cases}
-    result_set = read_results(results, [c for c, _ in cases], contexts=contexts)
+    result_set = read_results(results, [c for c, _ in cases], contexts=contexts, keep_evidence=False)
     deployments = result_set.deployments or [DEFAULT_DEPLOYMENT]
     by_lane_case: dict[tuple[str, str, str], list[Execution]] = {}
     for ex in result_set.executions:
@@ -111,6 +116,7 @@ def grade_offline(
 
     entries: list[dict[str, Any]] = []
     records: list[CaseRecord] = []
+    keep = on_case or entries.append
     for dep in deployments:
         for case, base in cases:
             executions = by_lane_case.get((dep, case.challenge_key, case.case_key), [])
@@ -124,8 +130,8 @@ def grade_offline(
                     findings=[],
                 )
                 doc = _as_dict(no_result(case, ctx))
-                entries.append(_entry(dep, case, 1, doc))
                 records.append(record_from_grade(doc, content_hash=case.content_hash))
+                keep(_entry(dep, case, 1, doc))
                 continue
             probe = case_findings(case, base)
             for ex in executions:
@@ -137,11 +143,12 @@ def grade_offline(
                     pack_number=pack_number,
                     findings=list(probe),
                 )
-                doc = _as_dict(grade(ex.evidence, case, spec, context=ctx, judge=judge))
-                entries.append(_entry(dep, case, ex.repetition, doc))
+                evidence = evidence_of(ex, contexts)  # one execution's evidence at a time
+                doc = _as_dict(grade(evidence, case, spec, context=ctx, judge=judge))
                 records.append(
-                    record_from_grade(doc, metrics=ex.evidence.metrics, content_hash=case.content_hash)
+                    record_from_grade(doc, metrics=evidence.metrics, content_hash=case.content_hash)
                 )
+                keep(_entry(dep, case, ex.repetition, doc))
 
     lanes = []
     for dep in deployments:

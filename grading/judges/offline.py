@@ -20,7 +20,7 @@ from grading.engine.aggregate import record_from_grade
 from grading.engine.critique import overall_line
 from grading.engine.grade import grade_case
 from grading.engine.offline import OFFLINE_RUN_ID, grade_offline
-from grading.engine.reader import read_results
+from grading.engine.reader import evidence_of, read_results
 from grading.engine.types import CaseDef, ExpectationResult, GradeContext, JudgeUsage, Suggestion
 
 from .budget import LaneBudgets, SharedBudget, judge_limits_of
@@ -149,7 +149,7 @@ def _rank_all(
         answers = [
             LaneAnswer(
                 ex.deployment,
-                ex.evidence,
+                evidence_of(ex),  # kept: read_results above keeps the evidence
                 ex.case,
                 dataclasses.replace(
                     contexts[(challenge, case_key)],

@@ -267,7 +267,8 @@ class BadResultLineSerializer(serializers.Serializer):
 class RunResultsErrorDetail(serializers.Serializer):
     code = serializers.CharField(
         help_text="`invalid_results` (nothing stored; `lines` lists every bad line), `parse_error` "
-        "(an OTLP document of the wrong shape; `field` names the place), `payload_too_large`, "
+        "(an OTLP document of the wrong shape, `field` naming the place, or a broken gzip), `no_results` "
+        "(no result line: an empty or blank body, or OTLP without spans), `payload_too_large`, "
         "`run_not_accepting_results`, `no_trace_import_lane`, ..."
     )
     message = serializers.CharField()
@@ -308,12 +309,14 @@ class RunResultsApi(ApiView):
                 RunResultsError,
                 description="The run does not accept results (finished, or no trace_import lane)",
             ),
-            413: OpenApiResponse(RunResultsError, description="More than 64 MB"),
+            413: OpenApiResponse(RunResultsError, description="More than 64 MB (a gzip body: decompressed)"),
         },
         summary="Upload results for trace_import lanes: JSONL of the response shape, or OTLP JSON",
         description=(
             "All or nothing: when any line is bad nothing is stored, and the 400 `invalid_results` "
-            "lists every bad line; fix them and send the whole upload again."
+            "lists every bad line (its number, message and the field at fault); fix them and send "
+            "the whole upload again. A gzip body (`Content-Encoding: gzip`, or the bytes alone) is "
+            "read decompressed. A body without a result line is a 400 `no_results`."
         ),
         operation_id="run_results_upload",
     )

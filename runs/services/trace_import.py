@@ -31,7 +31,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from grading.engine import jsontext
-from grading.engine.reader import DEFAULT_DEPLOYMENT, Execution, InvalidResults, read_results
+from grading.engine.reader import (
+    DEFAULT_DEPLOYMENT,
+    Execution,
+    ResultsReader,
+    ResultsTooLarge,
+    evidence_of,
+    gunzipped,
+)
 from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.models import (
     DeploymentKind,
@@ -47,6 +54,8 @@ from runs.services.runs import RunError
 from runs.states import transition_lane, transition_run
 
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
+# Uploaded lines graded per loaded batch of cases (below the per-process case cache's 4,096).
+GRADE_BATCH = 500
 
 
 @dataclass
@@ -361,10 +370,10 @@ def _otlp_lines(document: Mapping[str, Any]) -> list[tuple[int, bytes | None, st
 def _lines(data: bytes) -> list[tuple[int, bytes | None, str]]:
     """(line number, JSONL bytes or None, label or problem) per result line of JSONL or OTLP
     JSON: an OTLP trace's label (``trace <id>``), or its problem when it has no line."""
-    stripped = data.lstrip()
+    stripped = data.removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 BOM before an OTLP document
     if stripped.startswith(b"{") and b"resourceSpans" in stripped[:4096]:
         try:
-            document = jsontext.loads(data)
+            document = jsontext.loads(stripped)
         except ValueError:
             document = None
         if isinstance(document, Mapping) and "resourceSpans" in document:
@@ -428,6 +437,21 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
             "this run has no trace_import deployment; results can only be uploaded to those",
             status_code=409,
         )
+    try:
+        data = gunzipped(data, MAX_RESULTS_BYTES)
+    except ResultsTooLarge:
+        raise RunError(
+            "payload_too_large", "results are limited to 64 MB per upload, decompressed", status_code=413
+        ) from None
+    except ValueError as exc:
+        raise RunError("parse_error", f"the body is gzip but cannot be read: {exc}") from None
+    lines = _lines(data)
+    if not lines:
+        raise RunError(
+            "no_results",
+            "the upload has no result lines: send JSONL (one agent response per line) or OTLP "
+            "JSON with spans",
+        )
     run = Run.objects.light().get(pk=run.pk)
     any_lane = next(iter(lanes.values()))
     ctx0 = lane_context_for(any_lane, run, any_lane.deployment)
@@ -435,7 +459,7 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     cases = [c for c, _ in pairs]
     contexts = {(c.challenge_key, c.case_key): ctx for c, ctx in pairs}
     outcome = ImportOutcome()
-    matched = _match_lines(_lines(data), run, lanes, cases, contexts, outcome.bad_lines)
+    matched = _match_lines(lines, run, lanes, cases, contexts, outcome.bad_lines)
     _find_items(matched, outcome.bad_lines)
     if outcome.bad_lines:
         outcome.bad_lines.sort(key=lambda b: b["line"])
@@ -457,16 +481,19 @@ def _match_lines(
 ) -> list[_Matched]:
     """Each good line with its lane; a report of each bad one appended to ``bad``."""
     only_lane = next(iter(lanes.values())) if len(lanes) == 1 else None
+    # one reader (the cases indexed once); duplicates are checked per lane below
+    reader = ResultsReader(cases, contexts=contexts, duplicates=False)
     seen: dict[tuple[int, str, str, int], int] = {}
     matched: list[_Matched] = []
     for number, raw, label in lines:
         if raw is None:
             bad.append(_bad(number, label))  # the trace's problem, with its label
             continue
-        try:
-            execution = read_results(raw, cases, contexts=contexts).executions[0]
-        except InvalidResults as exc:
-            bad.append(_bad(number, exc.lines[0]["message"], label=label))
+        execution = reader.read_line(number, raw)
+        if execution is None:
+            continue
+        if isinstance(execution, dict):
+            bad.append(_bad(number, execution["message"], execution.get("field"), label=label))
             continue
         name = execution.deployment
         lane = lanes.get(name)
@@ -486,7 +513,7 @@ def _match_lines(
         ident = (lane.pk, execution.challenge_key, execution.case_key, execution.repetition)
         if ident in seen:
             message = f"duplicate result for this case and repetition (first on line {seen[ident]})"
-            bad.append(_bad(number, message, label=label))
+            bad.append(_bad(number, message, "case_key", label=label))
             continue
         seen[ident] = number
         matched.append(_Matched(number, label, lane, execution))
@@ -507,14 +534,14 @@ def _find_items(matched: list[_Matched], bad: list[dict[str, Any]]) -> None:
                 e = m.execution
                 m.item = pending.get((e.challenge_key, e.case_key, e.repetition))
                 if m.item is None:
-                    bad.append(_bad(m.number, ALREADY_DONE, label=m.label))
+                    bad.append(_bad(m.number, ALREADY_DONE, "case_key", label=m.label))
 
 
 def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
     """An uploaded line is the item's one attempt (ok, at upload time, with the latency the
     line reports): ``attempts`` counts it as for an executed item, not 0."""
     now = timezone.now()
-    evidence = execution.evidence
+    evidence = evidence_of(execution)  # kept: the upload reads with keep_evidence (the default)
     outcome = AttemptOutcome(
         AttemptCategory.OK,
         latency_ms=evidence.metrics.latency_ms if evidence.metrics is not None else None,
@@ -543,7 +570,14 @@ def _grade_and_record(run: Run, matched: list[_Matched]) -> int:
         ctx = lane_context_for(lane, run, lane.deployment)
         results: list[ItemResult] = []
         lines: dict[int, _Matched] = {}  # by item id
-        for m in rows:
+        for number, m in enumerate(rows):
+            if number % GRADE_BATCH == 0:  # the batch's cases in one query, as a claim loads them
+                ctx.data.load(
+                    {
+                        (r.execution.challenge_key, r.execution.case_key)
+                        for r in rows[number : number + GRADE_BATCH]
+                    }
+                )
             item = m.item
             assert item is not None  # _find_items reported the lines without one
             key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
@@ -559,7 +593,11 @@ def _grade_and_record(run: Run, matched: list[_Matched]) -> int:
             if len(done) != len(results):  # rolls back every lane written so far
                 kept = set(done)
                 raise _Raced(
-                    [_bad(m.number, ALREADY_DONE, label=m.label) for pk, m in lines.items() if pk not in kept]
+                    [
+                        _bad(m.number, ALREADY_DONE, "case_key", label=m.label)
+                        for pk, m in lines.items()
+                        if pk not in kept
+                    ]
                 )
             written += len(done)
             if lane.status == LaneStatus.QUEUED:

@@ -163,3 +163,69 @@ def test_a_null_invocations_beside_tool_calls_is_read_as_a_hosted_agents_reply_i
     line = {"case_key": "crates", "final_output": "x", "invocations": None, "tool_calls": [{"name": "a"}]}
     [execution] = read_results(jsonl(line), CASES).executions
     assert [c.name for c in execution.evidence.tool_calls] == ["a"]
+
+
+def test_every_bad_line_names_the_field_at_fault():
+    """The bad lines said what was wrong but not where: a CI job could not point at the
+    field (the trace-import API documents ``field``; only its own checks set it)."""
+    data = jsonl(
+        "{not json",  # 1: no field
+        {"case_key": "nope", "final_output": ""},  # 2
+        {"case_key": "crates", "final_output": "a"},  # 3 (good)
+        {"case_key": "crates", "final_output": "b"},  # 4 duplicate
+        {"case_key": "train"},  # 5
+        {"case_key": "train", "final_output": "x", "invocations": [], "tool_calls": [{"name": "a"}]},  # 6
+        {"case_key": "change", "final_output": "x", "repetition": 0},  # 7
+        {"final_output": "x"},  # 8
+        {"case_key": "change", "challenge_key": "other", "final_output": "x"},  # 9
+        {"case_key": "change", "deployment": "", "final_output": "x"},  # 10
+        {"case_key": "change", "final_output": "x", "messages": [{"role": 3}]},  # 11
+        {"case_key": 7},  # 12: two fields, the first named, both in the message
+    )
+    with pytest.raises(InvalidResults) as info:
+        read_results(data, CASES)
+    fields = {item["line"]: item.get("field") for item in info.value.lines}
+    assert fields == {
+        1: None,
+        2: "case_key",
+        4: "case_key",
+        5: "final_output",
+        6: "tool_calls",
+        7: "repetition",
+        8: "case_key",
+        9: "challenge_key",
+        10: "deployment",
+        11: "messages[0].role",
+        12: "case_key",
+    }
+    assert info.value.lines[-1]["message"] == "case_key must be a non-empty string; final_output is required"
+
+
+def test_a_long_key_is_cut_in_the_message():
+    """A case_key of a megabyte came back whole in its line's message (and again for every
+    such line), so the error body grew with the bad input."""
+    long_key = "k" * 1_000_000
+    with pytest.raises(InvalidResults) as info:
+        read_results(jsonl({"case_key": long_key, "challenge_key": long_key, "final_output": ""}), CASES)
+    assert len(info.value.lines[0]["message"]) < 300
+
+
+def test_a_key_differing_only_in_case_or_normalisation_is_refused_with_the_real_key():
+    """Keys match exactly (interfaces.md §5); a key in another case or Unicode form was
+    refused as unknown with nothing to say which case the line meant."""
+    import unicodedata
+
+    cases = [*CASES, CaseDef(challenge_key="word-problem", case_key="caf\u00e9")]
+    data = jsonl(
+        {"case_key": "Crates", "final_output": ""},
+        {"case_key": unicodedata.normalize("NFD", "caf\u00e9"), "final_output": ""},
+        {"case_key": "CAF\u00c9", "final_output": ""},
+        {"case_key": "boats", "final_output": ""},
+    )
+    with pytest.raises(InvalidResults) as info:
+        read_results(data, cases)
+    messages = [item["message"] for item in info.value.lines]
+    assert messages[0] == "case 'Crates' is not in the input set (keys match exactly: did you mean 'crates'?)"
+    assert messages[1].endswith("(keys match exactly: did you mean 'café'?)")
+    assert messages[2].endswith("(keys match exactly: did you mean 'café'?)")
+    assert messages[3] == "case 'boats' is not in the input set"

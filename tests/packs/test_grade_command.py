@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from io import StringIO
@@ -282,3 +283,92 @@ def test_lone_surrogates_in_the_results_are_printed_as_replacement_characters(tm
                 assert doc["lanes"][0]["deployment"] == "agent\ufffd"
         elif code == 0:
             assert "agent\ufffd" in result.stdout
+
+
+def test_a_gzipped_results_file_grades_as_the_file_itself(tmp_path, mental_results, monkeypatch):
+    """The trace-import route reads gzip; grade read the same .jsonl.gz as one bad line
+    ("not UTF-8 text") and exited 2."""
+    import gzip
+
+    from packs.management.commands import grade as grade_module
+
+    packed = tmp_path / "results.jsonl.gz"
+    packed.write_bytes(gzip.compress(mental_results.read_bytes()))
+    plain_code, plain = grade_json(str(MENTAL), "--results", str(mental_results))
+    code, doc = grade_json(str(MENTAL), "--results", str(packed))
+    assert (code, without_timing(doc)) == (plain_code, without_timing(plain)) == (0, without_timing(plain))
+    packed.write_bytes(gzip.compress(mental_results.read_bytes())[:-10])
+    code, doc = grade_json(str(MENTAL), "--results", str(packed))
+    assert (code, doc["error"]["code"], doc["error"]["field"]) == (2, "parse_error", "results")
+    monkeypatch.setattr(grade_module, "RESULTS_MAX_BYTES", 100)
+    packed.write_bytes(gzip.compress(mental_results.read_bytes() + b"\n" * 1000))
+    code, doc = grade_json(str(MENTAL), "--results", str(packed))
+    assert (code, doc["error"]["code"]) == (2, "payload_too_large")
+
+
+@pytest.mark.parametrize("pack", ["mental-math", "release-notes"])
+@pytest.mark.parametrize("to_file", [False, True])
+def test_the_streamed_document_is_the_document(pack, to_file, tmp_path):
+    """The --json document is written case by case; byte for byte it is what dumps() made of
+    the whole document."""
+    from agentclash_site.lib.cli import dumps
+    from grading.engine.offline import grade_offline
+    from packs.bundle import validate_bundle
+    from packs.management.commands.pack import read_bundle_or_fail
+
+    pack_path = EXAMPLES / pack / "pack.yaml"
+    results = EXAMPLES / pack / "results.jsonl"
+    report = validate_bundle(read_bundle_or_fail(pack_path), filename="pack.yaml")
+    from packs.bundle import select_input_set
+
+    selection = select_input_set(report.manifest, None)
+    whole = grade_offline(
+        spec=report.evaluation_spec,
+        pack_slug=report.bundle.pack.slug,
+        pack_number=report.bundle.version.number,
+        input_set_name=selection.key,
+        cases=report.grading_cases(selection.key),
+        results=results.read_bytes(),
+    )
+    if to_file:
+        out = tmp_path / "doc.json"
+        grade(str(pack_path), "--results", str(results), "--output", str(out))
+        written = out.read_text()
+    else:
+        written = grade(str(pack_path), "--results", str(results), "--json")[1]
+    assert without_timing(json.loads(written)) == without_timing(whole)
+    # identical text once the timing fields (the only varying values) are the same
+    timing = re.compile(r'"timing": \{[^}]*\}')
+    assert timing.sub("T", written) == timing.sub("T", dumps(whole) + "\n")
+
+
+def test_cases_are_written_as_they_are_graded_not_held_for_the_end(tmp_path, monkeypatch):
+    """The whole --json document was built in memory and dumped at the end: 100,000 result
+    lines took 1.6 GB (the document alone is 326 MB of JSON). Each case is now written once
+    graded; here the output has grown between one grade and the next."""
+    from grading.engine import offline
+
+    out = StringIO()
+    sizes = []
+    real = offline._default_grade()
+
+    def grade_and_look(*args, **kwargs):
+        sizes.append(len(out.getvalue()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(offline, "_default_grade", lambda: grade_and_look)
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(result_line(k, "1") for k in ("crates", "train", "change")))
+    with pytest.raises(SystemExit):  # exit 1: no case passed
+        call_command("grade", str(MENTAL), "--results", str(results), "--json", stdout=out)
+    assert len(sizes) >= 3 and sizes[-1] > sizes[0]
+    assert len(json.loads(out.getvalue())["cases"]) == 3
+
+
+def test_json_and_output_print_the_document_to_both(tmp_path, mental_results):
+    out = tmp_path / "doc.json"
+    code, printed, _ = grade(str(MENTAL), "--results", str(mental_results), "--json", "--output", str(out))
+    assert code == 0
+    assert json.loads(printed) == json.loads(out.read_text())
+    code, printed, _ = grade(str(MENTAL), "--results", str(mental_results), "--output", str(out))
+    assert code == 0 and printed.startswith("Pack mental-math v1") and json.loads(out.read_text())["cases"]

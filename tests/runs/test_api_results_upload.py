@@ -4,6 +4,7 @@ upload kept its good lines, so the corrected file was refused in turn)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -28,7 +29,8 @@ def _trace_run(personas, cases=3, names=("ci",)):
 def _post(personas, run, body, user=None):
     api = personas.api(user or personas.editor)
     api.raise_request_exception = False
-    content_type = "application/json" if body.lstrip().startswith(("{", "[")) else "application/x-ndjson"
+    text = body if isinstance(body, str) else ""
+    content_type = "application/json" if text.lstrip().startswith(("{", "[")) else "application/x-ndjson"
     return api.generic("POST", f"{BASE}/{run.pk}/results", body, content_type=content_type)
 
 
@@ -149,7 +151,7 @@ def test_an_item_finished_by_someone_else_meanwhile_rolls_back_every_lane(person
     response = _post(personas, run, "\n".join(lines))
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["lines"] == [{"line": 4, "message": trace_import.ALREADY_DONE}]
+    assert error["lines"] == [{"line": 4, "message": trace_import.ALREADY_DONE, "field": "case_key"}]
     RunItem.objects.filter(pk=taken.pk).update(state="pending")
     assert _nothing_stored(run)
     assert Run.objects.get(pk=run.pk).status == "queued"
@@ -175,7 +177,7 @@ def test_a_bad_otlp_trace_refuses_the_document_and_is_named_by_its_trace(persona
     response = _post(personas, run, _spans(trace("t1", "c0"), trace("t2", "zz")))
     assert response.status_code == 400
     assert response.json()["error"]["lines"] == [
-        {"line": 2, "message": "trace t2: case 'zz' is not in the input set"}
+        {"line": 2, "message": "trace t2: case 'zz' is not in the input set", "field": "case_key"}
     ]
     assert _nothing_stored(run)
     accepted = _post(personas, run, _spans(trace("t1", "c0")))
@@ -196,4 +198,52 @@ def test_an_upload_over_the_size_limit_is_a_413_and_stores_nothing(personas, mon
     with pytest.raises(trace_import.RunError) as caught:
         trace_import.run_import_results(run=run, data=line.encode())
     assert (caught.value.code, caught.value.status_code) == ("payload_too_large", 413)
+    assert _nothing_stored(run)
+
+
+@pytest.mark.parametrize("body", ["", "\n\n  \r\n", '{"resourceSpans": []}'])
+def test_an_upload_without_a_result_line_is_a_400(personas, body):
+    """An empty file (a CI step that wrote nothing) was answered 200 ``accepted: 0``, so the
+    job went green with no result uploaded."""
+    run = _trace_run(personas)
+    response = _post(personas, run, body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "no_results"
+    assert _nothing_stored(run)
+
+
+def test_a_gzipped_upload_is_read_as_its_jsonl(personas):
+    """A gzipped JSONL (``Content-Encoding: gzip``, or the bytes alone) was read as text:
+    one bad line, "not UTF-8 text"."""
+    run = _trace_run(personas)
+    lines = [json.dumps({"case_key": f"c{i}", "final_output": f"answer-{i}"}) for i in range(3)]
+    first = gzip.compress("\n".join(lines[:2]).encode())
+    api = personas.api(personas.editor)
+    response = api.generic(
+        "POST",
+        f"{BASE}/{run.pk}/results",
+        first,
+        content_type="application/x-ndjson",
+        HTTP_CONTENT_ENCODING="gzip",
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["accepted"] == 2
+    response = _post(personas, run, gzip.compress(lines[2].encode()))
+    assert response.status_code == 200, response.content
+    run.refresh_from_db()
+    assert run.status == "completed"
+
+
+def test_a_broken_or_oversized_gzip_upload_is_refused_and_stores_nothing(personas, monkeypatch):
+    run = _trace_run(personas)
+    line = json.dumps({"case_key": "c0", "final_output": "answer-0"}).encode()
+    response = _post(personas, run, gzip.compress(line)[:-12])
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "parse_error"
+    monkeypatch.setattr(trace_import, "MAX_RESULTS_BYTES", 1000)
+    bomb = gzip.compress(line + b"\n" * 100_000)
+    assert len(bomb) < 1000
+    response = _post(personas, run, bomb)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
     assert _nothing_stored(run)

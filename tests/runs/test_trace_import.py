@@ -182,3 +182,143 @@ def test_an_uploaded_result_is_the_items_one_attempt(personas):
     attempt = Attempt.objects.get(item=item)
     assert (attempt.number, attempt.category, attempt.latency_ms) == (1, "ok", 1234.5)
     assert item.grade["case"]["attempt"] == 1
+
+
+def test_every_bad_uploaded_line_names_its_field(personas):
+    """The reader's bad lines (case, final_output, protocol shape) came back without the
+    ``field`` the API documents; only the import's own checks (deployment, repetition) had it."""
+    run = _trace_run(personas)
+    data = "\n".join(
+        [
+            json.dumps({"case_key": "c0", "final_output": "answer-0"}),
+            json.dumps({"case_key": "nope", "final_output": "x"}),
+            json.dumps({"case_key": "c1"}),
+            json.dumps({"case_key": "c0", "final_output": "again"}),
+            json.dumps({"case_key": "c2", "final_output": "x", "tool_calls": "nope"}),
+            json.dumps({"case_key": "c2", "deployment": "other", "final_output": "x"}),
+            "[1]",
+        ]
+    ).encode()
+    outcome = run_import_results(run=run, data=data)
+    assert [(b["line"], b.get("field")) for b in outcome.bad_lines] == [
+        (2, "case_key"),
+        (3, "final_output"),
+        (4, "case_key"),
+        (5, "tool_calls"),
+        (6, "deployment"),
+        (7, None),
+    ]
+    assert run_import_results(run=run, data=data.split(b"\n")[0]).accepted == 1
+    again = run_import_results(run=run, data=data.split(b"\n")[0])
+    assert [(b["line"], b.get("field")) for b in again.bad_lines] == [(1, "case_key")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_uploads_of_overlapping_lines_grade_each_case_once(personas, monkeypatch):
+    """Both uploads pass their checks before either writes (a barrier after the pending items
+    are found); the lane lock and the pending-only UPDATE let one in, the other is refused
+    whole with the shared line, and no case is graded or counted twice."""
+    import threading
+
+    from django.db import connection
+
+    from runs.models import Run
+    from runs.services import trace_import
+
+    run = _trace_run(personas)
+    barrier = threading.Barrier(2, timeout=60)
+    find = trace_import._find_items
+
+    def find_then_wait(matched, bad):
+        find(matched, bad)
+        barrier.wait()
+
+    monkeypatch.setattr(trace_import, "_find_items", find_then_wait)
+    uploads = {
+        "a": [{"case_key": "c0", "final_output": "answer-0"}, {"case_key": "c1", "final_output": "answer-1"}],
+        "b": [{"case_key": "c2", "final_output": "answer-2"}, {"case_key": "c1", "final_output": "wrong"}],
+    }
+    outcomes = {}
+
+    def upload(name):
+        try:
+            data = "\n".join(json.dumps(line) for line in uploads[name]).encode()
+            outcomes[name] = run_import_results(run=Run.objects.get(pk=run.pk), data=data)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=upload, args=(name,)) for name in uploads]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    accepted = sorted(name for name, o in outcomes.items() if o.accepted)
+    assert len(accepted) == 1 and len(outcomes) == 2
+    loser = outcomes["b" if accepted == ["a"] else "a"]
+    assert loser.accepted == 0
+    assert [(b["line"], b["message"]) for b in loser.bad_lines] == [
+        (2, trace_import.ALREADY_DONE)  # c1 is the second line of either upload
+    ]
+    lane = RunLane.objects.get(run=run)
+    run.refresh_from_db()
+    graded = RunItem.objects.filter(run=run).exclude(status="")
+    assert graded.count() == 2
+    assert (lane.pending, run.items_open, lane.passed + lane.failed) == (1, 1, 2)
+    assert sorted(graded.values_list("attempt_count", flat=True)) == [1, 1]
+
+
+def test_an_upload_indexes_the_cases_once_not_once_per_line(personas, monkeypatch):
+    """Each line was read by a fresh ``read_results`` over every case of the set, so an upload
+    of N lines to an N-case run cost N² (3,000 lines: 35 s of the 57 s upload in the reader)."""
+    from grading.engine import reader
+
+    run = _trace_run(personas, cases=40)
+    folded = []
+    real = reader._folded
+    monkeypatch.setattr(reader, "_folded", lambda key: folded.append(key) or real(key))
+    data = "\n".join(json.dumps({"case_key": f"c{i}", "final_output": f"answer-{i}"}) for i in range(30))
+    assert run_import_results(run=run, data=data.encode()).accepted == 30
+    assert len(folded) <= 40  # each case's key once, for the index
+
+
+def test_an_upload_reads_the_cases_it_grades_in_batches_not_one_query_each(personas):
+    """Grading an uploaded line fetched its case alone (3,000 lines: 3,000 queries, 15 s of
+    a 57 s upload); the dispatcher loads a claimed batch's cases in one query, and so does
+    the upload now, per batch of lines."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    run = _trace_run(personas, cases=30)
+    data = "\n".join(json.dumps({"case_key": f"c{i}", "final_output": f"answer-{i}"}) for i in range(30))
+    with CaptureQueriesContext(connection) as queries:
+        assert run_import_results(run=run, data=data.encode()).accepted == 30
+    case_reads = [q["sql"] for q in queries.captured_queries if 'FROM "packs_case"' in q["sql"]]
+    assert len(case_reads) <= 3, len(case_reads)
+
+
+def test_an_otlp_document_with_a_bom_is_read_as_otlp(personas):
+    """A UTF-8 BOM (PowerShell's Out-File, some exporters) before an OTLP JSON document made
+    it read as one JSONL line: "case_key is required; final_output is required"."""
+    run = _trace_run(personas, cases=1)
+    span = {
+        "traceId": "t1",
+        "spanId": "root",
+        "name": "invoke_agent",
+        "attributes": [_attr("agentclash.case_key", "c0"), _attr("agentclash.final_output", "answer-0")],
+    }
+    document = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}, indent=2)
+    outcome = run_import_results(run=run, data=b"\xef\xbb\xbf" + document.replace("\n", "\r\n").encode())
+    assert (outcome.accepted, outcome.bad_lines) == (1, [])
+
+
+def test_an_upload_to_a_cancelled_run_is_refused_and_changes_nothing(personas):
+    from runs.services.operations import run_cancel
+    from runs.services.runs import RunError
+
+    run = _trace_run(personas, cases=1)
+    run_cancel(run=run)
+    run.refresh_from_db()
+    with pytest.raises(RunError) as caught:
+        run_import_results(run=run, data=json.dumps({"case_key": "c0", "final_output": "answer-0"}).encode())
+    assert (caught.value.code, caught.value.status_code) == ("run_not_accepting_results", 409)
+    assert not RunItem.objects.filter(run=run).exclude(status="").exists()

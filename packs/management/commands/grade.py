@@ -72,24 +72,124 @@ class Command(JsonCommand):
         }
         try:
             if provider is None:
-                document = grade_offline(**arguments, judge=None)
+                document = self._grade_streamed(arguments, options)
             else:
                 from grading.judges.offline import grade_offline_with_judges
 
                 document = grade_offline_with_judges(provider=provider, **arguments)
+                if options.get("output"):
+                    _write(Path(options["output"]), dumps(document) + "\n")
+                self.emit(document, render_text(document))
         except InvalidResults as exc:
             body = exc.to_dict()
             if not self._as_json:
                 lines = [f"  line {bad['line']}: {bad['message']}" for bad in body["error"].get("lines", [])]
                 self.stderr.write(printable_text("\n".join([body["error"]["message"] + ":", *lines])))
             raise CliError("invalid_results", body["error"]["message"], document=body) from exc
-        if options.get("output"):
-            _write(Path(options["output"]), dumps(document) + "\n")
-        self.emit(document, render_text(document))
         code = offline_exit_code(document)
         if code:
             self.stdout.flush()
             sys.exit(code)
+
+    def _grade_streamed(self, arguments: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+        """Grade without judges, writing the ``--json`` document (to ``--output`` or stdout)
+        case by case as it is graded, never whole in memory; the same text as ``dumps`` of the
+        whole document. Nothing is written before the results are read valid. Returns the
+        document with, in ``cases``, only what the readable table and the exit code read."""
+        sink: Any = None  # opened at the first case: an invalid file writes nothing
+        target = Path(options["output"]) if options.get("output") else None
+        slim: list[dict[str, Any]] = []
+        writer = _DocumentWriter()
+
+        def open_sink() -> Any:
+            nonlocal sink
+            if sink is None:
+                sinks: list[Any] = []
+                if target is not None:
+                    try:
+                        sinks.append(target.open("w", encoding="utf-8"))
+                    except OSError as exc:
+                        raise CliError(
+                            "io_error", f"cannot write {target}: {exc.strerror or exc}", field="output"
+                        ) from exc
+                if self._as_json:  # --json prints the document, --output or not (as emit does)
+                    sinks.append(_Unended(self.stdout))
+                sink = _Tee(sinks)
+                sink.write(
+                    writer.head(arguments["pack_slug"], arguments["pack_number"], arguments["input_set_name"])
+                )
+            return sink
+
+        def on_case(entry: dict[str, Any]) -> None:
+            open_sink().write(writer.case(entry))
+            grading = entry["grading"]
+            slim.append(
+                {
+                    **{k: entry[k] for k in ("deployment", "challenge_key", "case_key", "repetition")},
+                    "grading": {
+                        "status": grading.get("status"),
+                        "reason_code": grading.get("reason_code"),
+                        "scorecard": {"overall_score": (grading.get("scorecard") or {}).get("overall_score")},
+                    },
+                }
+            )
+
+        try:
+            document = grade_offline(**arguments, judge=None, on_case=on_case)
+            open_sink().write(writer.tail(document["lanes"], document["eval_feedback"]) + "\n")
+        finally:
+            if sink is not None:
+                sink.close()
+        document["cases"] = slim
+        if not self._as_json:
+            self.stdout.write(printable_text(render_text(document)))
+        return document
+
+
+class _DocumentWriter:
+    """The offline document in parts, each as ``dumps`` writes it inside the whole (two-space
+    indent; a case entry sits four spaces in): head, the cases one by one, tail."""
+
+    def __init__(self) -> None:
+        self.cases = 0
+
+    def head(self, slug: str, number: int, input_set: str | None) -> str:
+        text = dumps({"pack": {"slug": slug, "number": number}, "input_set": input_set})
+        return text[: -len("\n}")] + ',\n  "cases": ['
+
+    def case(self, entry: dict[str, Any]) -> str:
+        self.cases += 1
+        return ("," if self.cases > 1 else "") + "\n    " + dumps(entry).replace("\n", "\n    ")
+
+    def tail(self, lanes: list[Any], eval_feedback: Any) -> str:
+        text = dumps({"lanes": lanes, "eval_feedback": eval_feedback})
+        return ("\n  ]" if self.cases else "]") + ",\n" + text[len("{\n") :]
+
+
+class _Unended:
+    """Django's stdout wrapper writing each part as it is (no newline added after it)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        self.out.write(text, ending="")
+
+    def close(self) -> None:
+        pass
+
+
+class _Tee:
+    def __init__(self, sinks: list[Any]) -> None:
+        self.sinks = sinks
+
+    def write(self, text: str) -> None:
+        for sink in self.sinks:
+            sink.write(text)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
 
 
 def _judge_provider(options: dict[str, Any]) -> Any:
@@ -150,7 +250,19 @@ def _read_results(path: Path) -> bytes:
             f"{path} is larger than 64 MiB; results are limited to 64 MiB, as an upload is: split the file",
             field="results",
         )
-    return data
+    from grading.engine.reader import ResultsTooLarge, gunzipped
+
+    try:  # a .jsonl.gz is read as the upload route reads it
+        return gunzipped(data, RESULTS_MAX_BYTES)
+    except ResultsTooLarge:
+        raise CliError(
+            "payload_too_large",
+            f"{path} decompresses to more than 64 MiB; results are limited to 64 MiB, as an upload is: "
+            "split the file",
+            field="results",
+        ) from None
+    except ValueError as exc:
+        raise CliError("parse_error", f"{path} is gzip but cannot be read: {exc}", field="results") from None
 
 
 def _write(path: Path, text: str) -> None:
