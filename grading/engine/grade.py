@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -963,6 +964,10 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
             )
         except ValidatorTimeout:
             return result(_timeout_result(), list(refs))
+        except RecursionError:
+            # Data nested deeper than the interpreter recurses (~600 levels on both sides of an
+            # equality, a recursive schema): grading.md §2's input over limits, not a crash.
+            return result(_too_deep_result(), list(refs))
         except Exception as exc:  # a crashing validator must not sink the case
             msg = f"ERROR: validator crashed: {type(exc).__name__}: {exc}"
             return result(
@@ -989,6 +994,17 @@ def _pattern_source_named(r: VResult, key: str, expected_text: str | None) -> VR
     text = clip(f"validator {key!r}, {field}: {r.evidence}")
     return VResult(
         r.status, r.score, text, r.reason_code, r.outcome_class, r.details, r.per_invocation_scores
+    )
+
+
+def _too_deep_result() -> VResult:
+    return VResult(
+        Status.ERROR,
+        None,
+        f"ERROR: input over limits: the data is nested too deeply for this check (recursion limit"
+        f" {sys.getrecursionlimit()})",
+        "input_too_large",
+        OutcomeClass.EVALUATOR_ERROR,
     )
 
 

@@ -426,3 +426,30 @@ def test_json_schema_with_a_recursive_ref_on_an_answer_too_deep_to_validate_is_a
     # the same schema on a shallow answer is a verdict either way
     assert _grade({"final_output": "[[[]]]"}, spec).expectations[0].status.value == "PASSED"
     assert _grade({"final_output": "[[1]]"}, spec).expectations[0].status.value == "FAILED"
+
+
+def test_any_check_recursing_past_the_limit_is_input_over_limits_not_a_crash():
+    # json_path_match equals on two ~600-deep values (also the trajectory and argument
+    # comparisons, which share deep_equal) ended "validator crashed: RecursionError" (reason
+    # exception); every check's last net now says grading.md §2's input over limits.
+    deep = "[" * 600 + "1" + "]" * 600
+    expectation = json.dumps({"path": "$", "comparator": "equals", "value": json.loads(deep)})
+    spec = {
+        "validators": [
+            {
+                "key": "p",
+                "type": "json_path_match",
+                "target": "final_output",
+                "expected_from": "literal:" + expectation,
+            }
+        ]
+    }
+    e = _grade({"final_output": deep}, spec).expectations[0]
+    assert (e.status.value, e.outcome_class.value, e.reason_code) == (
+        "ERROR",
+        "evaluator_error",
+        "input_too_large",
+    )
+    assert "input over limits" in e.evidence and "RecursionError" not in e.evidence
+    # a shallow answer against the same deep value is still decided
+    assert _grade({"final_output": "[1]"}, spec).expectations[0].status.value == "FAILED"
