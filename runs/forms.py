@@ -349,15 +349,9 @@ class RunForm(forms.Form):
         self.fields["pack_version"].widget.choices = [(v.id, f"v{v.number}") for v in listed]
         self._suggest("pack", "pack_suggestions", several=False)
         self._suggest("deployment_names", "deployment_suggestions", several=True)
-        self.fields["pack_version"].widget.attrs.update(
-            {
-                "hx-get": f"{reverse('run-new')}?partial=input_set",
-                "hx-trigger": "change",
-                "hx-target": "#input-set-field",
-                "hx-swap": "outerHTML",
-                "hx-params": "pack_version",
-            }
-        )
+        # The version's input sets load from templates/runs/run_new.html's wrapper of the
+        # version fields (a change bubbling up to it), not from this select: a select swapped in
+        # a moment ago is not yet processed by htmx, and a quick arrow key's change was lost.
         sets = (
             InputSet.objects.filter(version=self.shown_version).order_by("position")
             if self.shown_version

@@ -119,3 +119,13 @@ document.addEventListener("keydown", (event) => {
     suggestTake(parts);
   }
 });
+
+// The new-run form: a pack version's change loads its input sets from the element that wraps
+// the version fields (runs/run_new.html), which stays while they are swapped. The select itself
+// is replaced when the pack changes, and htmx processes new content a moment after the swap,
+// so a change made in that moment (a quick arrow key) was lost when the select carried the request.
+document.addEventListener("change", (event) => {
+  const select = event.target;
+  const wrapper = select.name === "pack_version" ? select.closest("[data-version-sets]") : null;
+  if (wrapper) wrapper.dispatchEvent(new Event("version:change"));
+});
