@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentclash_site.lib.pagination import InvalidCursor, keyset_page, query_without
+from agentclash_site.lib.pagination import InvalidCursor, keyset_page, page_into, query_without
 from agentclash_site.lib.params import BadParameter, int_param
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
@@ -485,19 +485,18 @@ def pack_detail(request: HttpRequest, pack_id: Any) -> HttpResponse:
         "can_write": _can_write(request, pack.workspace),
         "version_query": query_without(request.GET, "after"),
     }
-    try:
-        page = keyset_page(
-            PackVersion.objects.for_history(pack),
-            sort="-number",
-            after=request.GET.get("after") or None,
-            size=VERSION_PAGE,
-        )
-    except InvalidCursor as exc:
-        context["error"] = exc.page_message()
-        return render(request, "packs/pack_detail.html", context, status=400)
-    context.update(page=page, versions=page.items)
-    if request.htmx and request.GET.get("partial") == "version_rows":  # type: ignore[attr-defined]
-        return render(request, "packs/pack_detail.html#version_rows", {**context, "more": True})
+    response = page_into(
+        request,
+        "packs/pack_detail.html",
+        context,
+        PackVersion.objects.for_history(pack),
+        sort="-number",
+        size=VERSION_PAGE,
+        items="versions",
+        partial="version_rows",
+    )
+    if response is not None:
+        return response
     return render(request, "packs/pack_detail.html", context)
 
 

@@ -28,7 +28,8 @@ from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import connection, models
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
-from django.http import QueryDict
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import render
 from django.utils import timezone
 
 T = TypeVar("T")
@@ -297,3 +298,30 @@ def query_without(params: QueryDict, *names: str) -> str:
     for name in (*names, "partial"):
         kept.pop(name, None)
     return kept.urlencode()
+
+
+def page_into(
+    request: HttpRequest,
+    template: str,
+    context: dict[str, Any],
+    queryset: models.QuerySet[Any],
+    *,
+    sort: str,
+    size: int,
+    items: str,
+    partial: str = "rows",
+) -> HttpResponse | None:
+    """The list page's keyset step, shared by the paged pages of one list: the page of
+    ``queryset`` after the request's ``after`` cursor goes into ``context`` as ``page`` and
+    ``items``. Answers the response that ends the view when there is one: 400 with the page's
+    message for a cursor this list did not make, the ``partial`` rows (``more`` set) for an
+    htmx "More ..." request; None when the view goes on to render its whole page."""
+    try:
+        page = keyset_page(queryset, sort=sort, after=request.GET.get("after") or None, size=size)
+    except InvalidCursor as exc:
+        context["error"] = exc.page_message()
+        return render(request, template, context, status=400)
+    context.update({"page": page, items: page.items})
+    if getattr(request, "htmx", False) and request.GET.get("partial") == partial:
+        return render(request, f"{template}#{partial}", {**context, "more": True})
+    return None

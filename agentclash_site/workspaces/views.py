@@ -17,7 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
-from agentclash_site.lib.pagination import InvalidCursor, keyset_page, query_without
+from agentclash_site.lib.pagination import InvalidCursor, keyset_page, page_into, query_without
 from agentclash_site.workspaces.access import (
     check_owner,
     get_workspace_for_user,
@@ -198,19 +198,17 @@ def _members_page(
         "error": error,
         "query": query_without(request.GET, "after"),
     }
-    try:
-        page = keyset_page(
-            Membership.objects.for_members_page(workspace),
-            sort="list_key",
-            after=request.GET.get("after") or None,
-            size=MEMBER_PAGE,
-        )
-    except InvalidCursor as exc:
-        context["error"] = exc.page_message()
-        return render(request, "workspaces/members.html", context, status=400)
-    context.update(page=page, members=page.items)
-    if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
-        return render(request, "workspaces/members.html#rows", {**context, "more": True})
+    response = page_into(
+        request,
+        "workspaces/members.html",
+        context,
+        Membership.objects.for_members_page(workspace),
+        sort="list_key",
+        size=MEMBER_PAGE,
+        items="members",
+    )
+    if response is not None:
+        return response
     # The leave section's note: counted, the list being a page of the members.
     context["sole_owner"] = (
         me is not None and me.is_owner and workspace.memberships.filter(role=Role.OWNER).count() == 1

@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
-from agentclash_site.lib.pagination import InvalidCursor, keyset_page, query_without
+from agentclash_site.lib.pagination import page_into, query_without
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from runs.access import get_deployment_for_user
@@ -50,19 +50,17 @@ def deployment_list(request: HttpRequest) -> HttpResponse:
         "can_write": _can_write(request, workspace),
         "query": query_without(request.GET, "after"),
     }
-    try:
-        page = keyset_page(
-            Deployment.objects.for_workspace(workspace),
-            sort="name",
-            after=request.GET.get("after") or None,
-            size=DEPLOYMENT_PAGE,
-        )
-    except InvalidCursor as exc:
-        context["error"] = exc.page_message()
-        return render(request, TEMPLATES + "list.html", context, status=400)
-    context.update(page=page, deployments=page.items)
-    if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
-        return render(request, TEMPLATES + "list.html#rows", {**context, "more": True})
+    response = page_into(
+        request,
+        TEMPLATES + "list.html",
+        context,
+        Deployment.objects.for_workspace(workspace),
+        sort="name",
+        size=DEPLOYMENT_PAGE,
+        items="deployments",
+    )
+    if response is not None:
+        return response
     return render(request, TEMPLATES + "list.html", context)
 
 
