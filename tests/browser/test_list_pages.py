@@ -22,6 +22,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def load_more(page, name: str):  # type: ignore[no-untyped-def]
+    # A person does not press the next key within the frame that showed the last rows: wait
+    # for two frames, so that the browser has handled the rows swapped in before (their
+    # autofocus) before the focus moves on.
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     more = page.get_by_role("link", name=name)
     more.focus()
     page.keyboard.press("Enter")
