@@ -13,9 +13,9 @@ from typing import Any
 from grading.engine.aggregate import aggregate_lane, record_from_grade
 from grading.engine.compare import rank_lanes
 from grading.engine.critique import run_health
-from runs.models import RunItem, RunLane
+from runs.models import Run, RunItem, RunLane
 from runs.packdata import version_data
-from runs.scoring import compute_stats
+from runs.scoring import compute_stats, store_stats
 from tests.runs.runfactory import create_run, hosted, publish
 
 
@@ -140,7 +140,9 @@ def test_streamed_stats_equal_the_record_computation(personas):
     assert any(s["score_difference_interval"] for s in streamed["ranking"])
     findings = {s["finding"] for s in streamed["eval_feedback"]["suggestions"]}
     assert {"unstable_across_repeats", "pack_error", "judge_disagreement"} <= findings
+    store_stats(run, streamed)
     assert RunLane.objects.get(pk=run.lanes.order_by("position")[0].pk).stats == lane
+    assert Run.objects.get(pk=run.pk).stats == streamed
 
 
 def test_streamed_stats_with_one_repetition_and_an_empty_lane(personas):
@@ -166,6 +168,7 @@ def test_model_critique_suggestions_are_counted_in_the_overall_line(personas, mo
         return [{"reason": "add a negative case", "finding": "llm", "source": "llm", "assertion": "answer"}]
 
     monkeypatch.setattr(judging, "run_model_critique", critique)
+    Run.objects.filter(pk=run.pk).update(status="scoring")  # asked only while the run is scored
     after = compute_stats(run, critique=True)["eval_feedback"]
     assert len(after["suggestions"]) == len(before["suggestions"]) + 1
     n = len(after["suggestions"])
