@@ -152,6 +152,19 @@ def test_rescore_regrades_recorded_evidence_and_keeps_the_old_revision(
     assert GradeRevision.objects.filter(item__run=run).count() == 2
 
 
+def _rescoring(personas, monkeypatch, *, cases: int, batch: int):
+    """A completed run of ``cases`` items, rescored (revision 2, not enqueued), its
+    re-grade to run in batches of ``batch`` items."""
+    from runs.services import operations
+
+    monkeypatch.setattr(operations, "RESCORE_BATCH", batch)
+    version = publish(personas.workspace, cases=cases)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
+    return run_rescore(run=run, enqueue=False)
+
+
 def test_a_rescore_interrupted_midway_resumes_where_it_stopped(personas, monkeypatch):
     from runs import tasks
     from runs.scoring import finalize_run
@@ -159,12 +172,7 @@ def test_a_rescore_interrupted_midway_resumes_where_it_stopped(personas, monkeyp
 
     sent = []
     monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: sent.append(args))
-    monkeypatch.setattr(operations, "RESCORE_BATCH", 2)
-    version = publish(personas.workspace, cases=5)
-    with FakeAgent() as agent:
-        agent.default = ok(echo_answer)
-        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
-    run = run_rescore(run=run, enqueue=False)
+    run = _rescoring(personas, monkeypatch, cases=5, batch=2)
     real = operations._regrade_batch
     batches = []
 
@@ -209,12 +217,7 @@ def test_a_rescore_whose_lease_was_taken_over_writes_no_further_batch(
     from runs.models import Run
     from runs.services import operations
 
-    monkeypatch.setattr(operations, "RESCORE_BATCH", 1)
-    version = publish(personas.workspace, cases=3)
-    with FakeAgent() as agent:
-        agent.default = ok(echo_answer)
-        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
-    run = run_rescore(run=run, enqueue=False)
+    run = _rescoring(personas, monkeypatch, cases=3, batch=1)
     real_grade, real_batch = operations.grade_evidence, operations._regrade_batch
     graded: list[int] = []
 
@@ -603,12 +606,7 @@ def test_a_rescore_batch_longer_than_the_stall_limit_is_not_started_twice(person
 
     sent = []
     monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: sent.append(args))
-    monkeypatch.setattr(operations, "RESCORE_BATCH", 1)
-    version = publish(personas.workspace, cases=2)
-    with FakeAgent() as agent:
-        agent.default = ok(echo_answer)
-        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
-    run = run_rescore(run=run, enqueue=False)
+    run = _rescoring(personas, monkeypatch, cases=2, batch=1)
     real = operations._regrade_batch
     beside = []
 
