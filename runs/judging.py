@@ -347,19 +347,31 @@ def rank_run(run: Any) -> int:
     return changed
 
 
-def still_scoring(run_id: Any) -> bool:
+def still_scoring(run_id: Any, *, locked: bool = False) -> bool:
     """Whether the run is still in ``scoring`` (a cancel moves it on while it is scored) and,
-    when this thread scores it under a lease (SQLite), the lease is still its own: a worker
-    whose lease lapsed (not renewed in time) and was taken over stops as for a cancel, rather
-    than pay the judge calls again beside the new owner and write over its grades."""
+    when this thread scores it (under ``scoring_lock``'s lease), the lease is still its own:
+    a worker whose lease lapsed (not renewed in time) and was taken over stops as for a
+    cancel, rather than pay the judge calls again beside the new owner and write over its
+    grades; it logs why. ``locked`` (in a transaction, after the run's lanes, as a cancel
+    takes them): the run's row stays locked until the transaction ends, so no cancel and no
+    claim of the lease lands between this answer and the writes it guards."""
     from runs.models import Run, RunStatus
     from runs.scoring import lease_held_here
 
     scoring = Run.objects.filter(pk=run_id, status=RunStatus.SCORING)
+    if locked:
+        scoring = scoring.select_for_update()
     owner = lease_held_here(run_id)
-    if owner is not None:
-        scoring = scoring.filter(scoring_owner=owner)
-    return scoring.exists()
+    if owner is None:
+        return scoring.exists()
+    row = scoring.values_list("scoring_owner", flat=True).first()
+    if row is not None and row != owner:
+        log.warning(
+            "run %s: this worker's scoring lease lapsed and another process took the run over;"
+            " this scoring stops and writes nothing more (the new owner scores the run)",
+            run_id,
+        )
+    return row == owner
 
 
 def _consecutive_groups(items: Iterable[Any]) -> Iterator[tuple[tuple[str, str, int], list[Any]]]:
@@ -394,8 +406,9 @@ def _write_item(item: Any, doc: dict[str, Any], spend: JudgeUsage | None, column
     with transaction.atomic():
         lane = RunLane.objects.select_for_update().get(pk=item.lane_id)
         # Under the lane's lock: a cancel locks the run's lanes before it moves the run, so
-        # it either committed before this read or waits for this write.
-        if not still_scoring(item.run_id):
+        # it either committed before this read or waits for this write; the run's row locked
+        # too, so the lease is not taken over before this write commits.
+        if not still_scoring(item.run_id, locked=True):
             return False
         old = record_from_grade(item.grade or {})
         new = record_from_grade(doc)

@@ -278,9 +278,9 @@ class Run(models.Model):
     judge_input_tokens = models.BigIntegerField(default=0)
     judge_output_tokens = models.BigIntegerField(default=0)
     judge_cost_usd = models.FloatField(default=0.0)
-    # Who scores the run, until when (runs.scoring.scoring_lock; not on PostgreSQL, where a
-    # session advisory lock does it): claimed by a compare-and-set UPDATE, renewed while the
-    # scoring goes on, expires when its process died.
+    # Who scores the run, until when (runs.scoring.scoring_lock, every backend): claimed by a
+    # compare-and-set UPDATE, renewed while the scoring goes on, expires when its process
+    # died; the run's outcome is written only under it.
     scoring_owner = models.CharField(max_length=64, blank=True, default="")
     scoring_until = models.DateTimeField(null=True, blank=True)
 

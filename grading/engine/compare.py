@@ -3,8 +3,9 @@
 Ranking sorts lanes by mean overall score (descending), pass rate, mean reliability, total
 agent cost (ascending), then deployment name; lanes with no graded case come last. Ranks
 are competition ranks (1, 2, 2, 4), shared only when every sort figure is equal (the name
-only orders the display). A lane is ``within_noise`` of the leader when the paired bootstrap
-interval of its per-case score difference contains 0.
+only orders the display; figures within ``DELTA_NOISE``, float noise, are equal). A lane is
+``within_noise`` of the leader when the paired bootstrap interval of its per-case score
+difference contains 0 (bounds within ``DELTA_NOISE`` of 0 count as 0).
 
 Comparison matches cases by ``(challenge_key, case_key)`` between a baseline and a
 candidate set of records and classifies each, then gives paired-bootstrap deltas of pass
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cmp_to_key
 from typing import Any
 
 from .aggregate import CaseFigures, CaseRecord, LaneAggregate, aggregate_lane, case_figures
@@ -29,6 +31,25 @@ CLASSES = (
     "added",
     "removed",
 )
+
+# A delta this close to 0 is floating-point noise, not a change: a case's mean score over
+# repetitions is a running sum divided by the count, so ten repetitions scoring 0.865625
+# average to 0.8656249999999999, and the same agent against its own one-repetition run
+# read as "regressed" on an interval of (-1.1e-16, -2.8e-17). The ranking ties figures and
+# reads intervals with the same tolerance: two lanes that scored 0.1, 0.2 and 0.3 on a case,
+# summed in two orders, differ by 1e-16 and must not be ranked apart.
+DELTA_NOISE = 1e-9
+
+
+def same_within_noise(a: float | None, b: float | None) -> bool:
+    """Equal, or two numbers within ``DELTA_NOISE`` of each other."""
+    return a == b or (a is not None and b is not None and abs(a - b) <= DELTA_NOISE)
+
+
+def contains_zero(interval: tuple[float, float]) -> bool:
+    """Whether the interval contains 0, bounds within ``DELTA_NOISE`` of 0 counting as 0."""
+    return interval[0] <= DELTA_NOISE and interval[1] >= -DELTA_NOISE
+
 
 # ---------------------------------------------------------------------------
 # Ranking
@@ -49,16 +70,6 @@ class LaneStanding:
     within_noise: bool | None = None
     score_difference: float | None = None  # mean of (this lane - leader) over paired cases
     score_difference_interval: tuple[float, float] | None = None
-
-    @property
-    def figures(self) -> tuple[Any, ...]:
-        return (
-            self.graded_cases > 0,
-            self.mean_score,
-            self.pass_rate,
-            self.mean_reliability,
-            self.agent_cost_usd,
-        )
 
     def sort_key(self) -> tuple[Any, ...]:
         return (
@@ -104,11 +115,26 @@ def _asc(value: float | None) -> tuple[int, float]:
     return (1, 0.0) if value is None else (0, value)
 
 
+def _by_figures(a: LaneStanding, b: LaneStanding) -> int:
+    """-1 when ``a`` ranks before ``b``, 1 after, 0 when every sort figure is equal, numbers
+    within ``DELTA_NOISE`` counting as equal (``sort_key``'s order, without the name)."""
+    for x, y in zip(a.sort_key()[:-1], b.sort_key()[:-1], strict=True):
+        if x == y or (isinstance(x, tuple) and x[0] == y[0] and same_within_noise(x[1], y[1])):
+            continue
+        return -1 if x < y else 1
+    return 0
+
+
+def _by_rank(a: LaneStanding, b: LaneStanding) -> int:
+    return _by_figures(a, b) or (a.deployment > b.deployment) - (a.deployment < b.deployment)
+
+
 def rank_standings(standings: Iterable[LaneStanding]) -> list[LaneStanding]:
-    """Sort and assign competition ranks in place; returns the sorted list."""
-    ordered = sorted(standings, key=LaneStanding.sort_key)
+    """Sort and assign competition ranks in place; returns the sorted list. Lanes whose
+    figures differ by float noise only tie, in name order."""
+    ordered = sorted(standings, key=cmp_to_key(_by_rank))
     for i, lane in enumerate(ordered):
-        if i > 0 and lane.figures == ordered[i - 1].figures:
+        if i > 0 and _by_figures(lane, ordered[i - 1]) == 0:
             lane.rank = ordered[i - 1].rank
         else:
             lane.rank = i + 1
@@ -148,7 +174,7 @@ def rank_lanes(
         )
         lane.score_difference = mean([c - b for b, c in zip(base, cand, strict=True)])
         lane.score_difference_interval = interval
-        lane.within_noise = interval is not None and interval[0] <= 0.0 <= interval[1]
+        lane.within_noise = interval is not None and contains_zero(interval)
     return ordered
 
 
@@ -356,13 +382,6 @@ def compare_records(
 
 def _mean_diff(base: list[float], cand: list[float]) -> float | None:
     return mean([c - b for b, c in zip(base, cand, strict=True)])
-
-
-# A delta this close to 0 is floating-point noise, not a change: a case's mean score over
-# repetitions is a running sum divided by the count, so ten repetitions scoring 0.865625
-# average to 0.8656249999999999, and the same agent against its own one-repetition run
-# read as "regressed" on an interval of (-1.1e-16, -2.8e-17).
-DELTA_NOISE = 1e-9
 
 
 def comparison_verdict(

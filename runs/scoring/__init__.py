@@ -63,7 +63,7 @@ def check_run(run_id: Any) -> bool:
     last in-flight item is written."""
     run = Run.objects.light().get(pk=run_id)
     if run.status == RunStatus.CANCELLED and run.items_open <= 0:
-        Run.objects.filter(pk=run.pk).update(stats=compute_stats(run))
+        store_stats(run, compute_stats(run))
         return False
     if run.status not in OPEN_RUN or run.items_open > 0:
         return False
@@ -76,13 +76,14 @@ def check_run(run_id: Any) -> bool:
 
 def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
     """Every lane's aggregate, the ranking and run health (plus, with ``critique``, the
-    judge model's critique suggestions); stores the lane stats too.
+    judge model's critique suggestions, asked only while this thread still scores the run);
+    ``store_stats`` writes them.
 
     One streamed pass per lane over the item columns and the few grade fields the figures
     need (``STREAM_CHUNK`` rows at a time): tallies, per-case sums in compact arrays and
     per-expectation counters; memory grows with the number of cases by a few dozen bytes,
     never with the grade documents."""
-    lanes = list(RunLane.objects.filter(run_id=run.pk).order_by("position"))
+    lanes = list(RunLane.objects.filter(run_id=run.pk).order_by(*LANE_ORDER))
     spec = version_data(run.pack_version, run.input_set.key if run.input_set_id else None).spec
     cases = Cases()
     health = RunHealth(spec)
@@ -92,15 +93,13 @@ def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
         stream = stream_lane(lane, cases, health)
         agg = stream.aggregate(run_id=str(run.pk), deployment=lane.deployment_name)
         streamed.append((lane.deployment_name, stream, agg))
-        doc = agg.to_dict()
-        RunLane.objects.filter(pk=lane.pk).update(stats=doc)
-        lane.stats = doc
-        lane_docs.append(doc)
+        lane_docs.append(agg.to_dict())
     ranking = rank(streamed, run_id=str(run.pk)) if streamed else []
     feedback = health.finish().to_dict()
-    if critique:
-        from runs.judging import run_model_critique
+    from runs.judging import run_model_critique, still_scoring
 
+    # a scorer whose lease was taken over while it streamed pays no critique call
+    if critique and still_scoring(run.pk):
         extra = run_model_critique(run, health.outcome_records())
         if extra:
             feedback["suggestions"] = [*feedback.get("suggestions", []), *extra]
@@ -113,27 +112,17 @@ def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def scoring_lock(run_id: Any) -> Iterator[bool]:
-    """Whether this process may score the run: on PostgreSQL a session advisory lock keyed by
-    the run, held while it scores (released when it ends, or when its connection dies with
-    its worker); False when another process holds it. The sweeper scores again a run long in
-    scoring, and cannot otherwise tell a lost scoring from a long one (n_wise, critique).
-    Elsewhere (SQLite) a lease on the run's row (``scoring_lease``)."""
-    if connection.vendor != "postgresql":
-        with scoring_lease(run_id) as held:
-            yield held
-        return
-    key = int.from_bytes(uuid.UUID(str(run_id)).bytes[:8], "big", signed=True)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
-        (held,) = cursor.fetchone()
-    try:
-        yield bool(held)
-    finally:
-        if held:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+# The order of ``stats["lanes"]``.
+LANE_ORDER = ("position", "pk")
+
+
+def store_stats(run: Run, stats: dict[str, Any]) -> None:
+    """Writes ``stats`` (of ``compute_stats``) on the run, and each lane's aggregate on its lane."""
+    lane_ids = RunLane.objects.filter(run_id=run.pk).order_by(*LANE_ORDER).values_list("pk", flat=True)
+    for lane_id, doc in zip(lane_ids, stats["lanes"], strict=True):
+        RunLane.objects.filter(pk=lane_id).update(stats=doc)
+    Run.objects.filter(pk=run.pk).update(stats=stats)
+    run.stats = stats
 
 
 # A scoring lease lasts this long unless renewed (every third of it, by a helper thread):
@@ -144,13 +133,19 @@ _leases = threading.local()  # run id -> (owner, depth) of the leases this threa
 
 
 @contextlib.contextmanager
-def scoring_lease(run_id: Any) -> Iterator[bool]:
-    """The scoring lock without advisory locks: a compare-and-set UPDATE of the run's row
-    claims it (``scoring_owner``, ``scoring_until``) unless another owner's lease is still
-    running; a helper thread renews it while this scores, and it is given up at the end. On
-    SQLite every write is serialised, so two workers cannot both claim it (before, the lock
-    always succeeded there: the sweeper's finalize scored a long-scoring run a second time).
-    Re-entrant in one thread, as the advisory lock is (a rescore finalises under its lock)."""
+def scoring_lock(run_id: Any) -> Iterator[bool]:
+    """Whether this thread may score the run: a lease on the run's row, on every backend. A
+    compare-and-set UPDATE claims it (``scoring_owner``, ``scoring_until``) unless another
+    owner's lease is still running (PostgreSQL's row lock, SQLite's serialised writes: of two
+    claimants one gets it); a helper thread renews it while this scores, and it is given up
+    at the end. A worker that died while scoring leaves its run to the sweeper once the lease
+    lapsed. Re-entrant in one thread (a rescore finalises under its lock).
+
+    The lease outlives the scoring thread's connection, and the run's outcome is written
+    only under it (``still_scoring`` in the writing transaction, the run's row locked): on
+    PostgreSQL a session advisory lock did this before, and a dropped connection (a network
+    blip, a restart, a pooler recycling it) released it while the worker went on, so the
+    sweeper or another worker scored the same run beside it and both wrote its scorecard."""
     key = str(run_id)
     held: dict[str, list[Any]] = _leases.__dict__.setdefault("runs", {})
     if key in held:
@@ -175,8 +170,8 @@ def scoring_lease(run_id: Any) -> Iterator[bool]:
 
 
 def lease_held_here(run_id: Any) -> str | None:
-    """The owner of the scoring lease this thread holds on the run, or None (none held: on
-    PostgreSQL, or outside a scoring)."""
+    """The owner of the scoring lease this thread holds on the run, or None (outside a
+    scoring)."""
     entry = _leases.__dict__.get("runs", {}).get(str(run_id))
     return entry[0] if entry else None
 
@@ -236,14 +231,28 @@ class _LeaseKeeper:
 def finalize_run(run: Run) -> bool:
     """From ``scoring``: the n_wise judge pass, then the stats (with the model critique of
     the eval when a judge provider is set), then lanes and run complete. Nothing when
-    another process is scoring the run (``scoring_lock``): returns whether this call scored."""
+    another process is scoring the run (``scoring_lock``): returns whether this call scored
+    (False too when its lease was taken over meanwhile: it wrote nothing)."""
     with scoring_lock(run.pk) as mine:
-        if mine:
-            _finalize_run(run)
-        return mine
+        return mine and _finalize_run(run)
 
 
-def _finalize_run(run: Run) -> None:
+@contextlib.contextmanager
+def _fenced(run: Run) -> Iterator[bool]:
+    """A transaction for the run's outcome, and whether this thread may write it: the run's
+    lanes and row locked (in a cancel's order, ``lock_run``), so neither a cancel nor a claim
+    of the lease lands before it commits; then the run must still be in ``scoring`` under this
+    thread's lease (``still_scoring``), as it was not when the lease lapsed and another
+    worker took the run over."""
+    from runs.judging import still_scoring
+    from runs.services.operations import lock_run
+
+    with transaction.atomic():
+        lock_run(run)
+        yield still_scoring(run.pk)
+
+
+def _finalize_run(run: Run) -> bool:
     from runs.judging import rank_run, record_run_judge_usage, still_scoring
     from runs.services.operations import rescore_pending, rescore_stalled
 
@@ -252,31 +261,38 @@ def _finalize_run(run: Run) -> None:
         # long in scoring): never complete a half re-graded run; when no batch was written
         # for a while, enqueue the re-grade again (it resumes where it stopped)
         if not rescore_stalled(run):
-            return
+            return True
         from runs import tasks
 
         run_id, revision = str(run.pk), run.scoring_revision
         transaction.on_commit(lambda: tasks.rescore_run.delay(run_id, revision))
-        return
+        return True
     try:
         rank_run(run)
         if not still_scoring(run.pk):
-            return  # cancelled while ranked: the critique is not asked; the cancel's check_run has the stats
+            # cancelled while ranked (the cancel's check_run has the stats: the critique is
+            # not asked), or the lease was taken over (the new owner scores the run)
+            return False
         stats = compute_stats(run, critique=True)
-        record_run_judge_usage(run)
     except Exception as exc:
-        Run.objects.filter(pk=run.pk).update(stats={"error": str(exc)[:500]})
-        for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
-            transition_lane(lane, LaneStatus.FAILED, reason="scoring failed")
-        transition_run(run, RunStatus.FAILED, reason=f"scoring failed: {exc}"[:500])
+        with _fenced(run) as mine:
+            if mine:
+                Run.objects.filter(pk=run.pk).update(stats={"error": str(exc)[:500]})
+                for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
+                    transition_lane(lane, LaneStatus.FAILED, reason="scoring failed")
+                transition_run(run, RunStatus.FAILED, reason=f"scoring failed: {exc}"[:500])
         raise
-    # guarded: a cancel during the critique stores the cancelled run's own stats (check_run)
-    Run.objects.filter(pk=run.pk, status=RunStatus.SCORING).update(stats=stats)
-    run.stats = stats
-    for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
-        transition_lane(lane, LaneStatus.COMPLETED, reason="scored")
-    if transition_run(run, RunStatus.COMPLETED, reason="scored"):
+    with _fenced(run) as mine:
+        if not mine:
+            return False  # cancelled during the critique (check_run stores its stats), or taken over
+        record_run_judge_usage(run)
+        store_stats(run, stats)
+        for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
+            transition_lane(lane, LaneStatus.COMPLETED, reason="scored")
+        completed = transition_run(run, RunStatus.COMPLETED, reason="scored")
+    if completed:
         from runs.result_tasks import result_summary_request
 
         # the result pages' panels are computed now (on commit), not when a user opens the run
         result_summary_request(run=run)
+    return True

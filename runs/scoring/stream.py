@@ -27,7 +27,7 @@ from grading.engine.aggregate import (
     finite_int,
     worst_validity,
 )
-from grading.engine.compare import LaneStanding, rank_standings
+from grading.engine.compare import LaneStanding, contains_zero, rank_standings
 from grading.engine.stats import (
     bootstrap_interval,
     mean,
@@ -459,7 +459,7 @@ def rank(lanes: list[tuple[str, LaneStream, LaneAggregate]], *, run_id: str) -> 
         )
         standing.score_difference = mean([c - b for b, c in zip(base, cand, strict=True)])
         standing.score_difference_interval = interval
-        standing.within_noise = interval is not None and interval[0] <= 0.0 <= interval[1]
+        standing.within_noise = interval is not None and contains_zero(interval)
     return ordered
 
 

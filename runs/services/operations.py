@@ -48,11 +48,12 @@ from runs.storable import storable
 FAILED_CATEGORIES = ("infra_error", "config_error")
 
 
-def _lock_run(run: Run) -> Run:
+def lock_run(run: Run) -> Run:
     """The run's row locked, after its lanes' rows (in id order): the lane writer locks a
     lane, then updates the run's open count, so an operation that locked the run first and
-    then touched a lane could deadlock with it."""
-    qs = Run.objects.filter(pk=run.pk)
+    then touched a lane could deadlock with it. The stored findings (megabytes for a big
+    pack) are not read."""
+    qs = Run.objects.filter(pk=run.pk).defer("case_findings")
     if connection.features.has_select_for_update:
         list(RunLane.objects.select_for_update().filter(run_id=run.pk).order_by("id").values_list("id"))
         qs = qs.select_for_update()
@@ -63,7 +64,7 @@ def run_cancel(*, run: Run, reason: str = "cancelled by a user") -> Run:
     if run.status in FINISHED_RUN:
         raise RunError("run_finished", f"the run is already {run.status}", status_code=409)
     with transaction.atomic():
-        run = _lock_run(run)
+        run = lock_run(run)
         if run.status in FINISHED_RUN:
             raise RunError("run_finished", f"the run is already {run.status}", status_code=409)
         if run.status == RunStatus.SCORING and rescore_pending(run):
@@ -130,7 +131,7 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
     """Send the run's infra/config failures again; returns how many items were reopened."""
     _check_retryable(run)
     with transaction.atomic():
-        run = _lock_run(run)
+        run = lock_run(run)
         _check_retryable(run)  # again under the lock: a cancel may have come in between
         failed = RunItem.objects.filter(
             run=run, state=ItemState.DONE, status="", last_category__in=FAILED_CATEGORIES
@@ -212,7 +213,7 @@ def run_rescore(*, run: Run, enqueue: bool = True) -> Run:
             status_code=409,
         )
     with transaction.atomic():
-        run = _lock_run(run)
+        run = lock_run(run)
         if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
             raise RunError(
                 "run_not_rescorable",
@@ -307,10 +308,13 @@ def _rescore_execute(run_id: Any, revision: int) -> int:
         for item in pending.iterator(chunk_size=RESCORE_BATCH):
             batch.append(item)
             if len(batch) >= RESCORE_BATCH:
-                done += _regrade_batch(ctx, batch, revision)
-                batch = []
+                if (graded := _regrade_batch(ctx, batch, revision)) is None:
+                    return done
+                done, batch = done + graded, []
         if batch:
-            done += _regrade_batch(ctx, batch, revision)
+            if (graded := _regrade_batch(ctx, batch, revision)) is None:
+                return done
+            done += graded
         _rebuild_lane_counters(lane, run.repetitions)
     run.refresh_from_db()
     if run.status == RunStatus.SCORING and run.scoring_revision == revision:
@@ -318,7 +322,14 @@ def _rescore_execute(run_id: Any, revision: int) -> int:
     return done
 
 
-def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int:
+def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int | None:
+    """Re-grades and writes a batch; None (nothing graded or written) once this thread no
+    longer scores the run: cancelled, or its scoring lease was taken over (no judge call is
+    paid twice, no grade written over the new owner's)."""
+    from runs.judging import still_scoring
+
+    if not still_scoring(ctx.run_id):
+        return None
     now = timezone.now()
     archive = [
         GradeRevision(
@@ -345,6 +356,8 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int:
         item.scoring_revision = revision
         item.evidence = None  # not written; frees the batch's evidence early
     with transaction.atomic():
+        if not still_scoring(ctx.run_id, locked=True):
+            return None
         GradeRevision.objects.bulk_create(archive, batch_size=RESCORE_BATCH, ignore_conflicts=True)
         RunItem.objects.bulk_update(
             items, ["grade", "status", "outcome_class", "reason_code", "score", "scoring_revision"],

@@ -94,6 +94,46 @@ def test_within_noise_is_unknown_without_paired_cases():
     assert ranked[1].within_noise is None
 
 
+# The same three repetition scores summed in two orders: (0.1 + 0.2) + 0.3 is
+# 0.6000000000000001, (0.3 + 0.2) + 0.1 is 0.6, so a case's mean over its repetitions (a
+# running sum over the count) differs by 1e-16 between two lanes that scored the same.
+FORWARD, BACKWARD = (0.1, 0.2, 0.3), (0.3, 0.2, 0.1)
+
+
+def _repeated(dep: str, order: tuple[float, ...], cases: int = 4) -> list[CaseRecord]:
+    return [rec(f"c{i}", score=s, dep=dep, rep=r) for i in range(cases) for r, s in enumerate(order, 1)]
+
+
+def test_lanes_of_the_same_scores_summed_in_another_order_tie_and_are_within_noise():
+    """The overview split them: ranks 1 and 2 by 1e-16 of float noise, and the second not
+    within noise of the leader (its paired interval was [1e-17, 1e-17], not containing 0).
+    They now tie as the compare page's verdict treats such a delta (``DELTA_NOISE``)."""
+    assert sum(FORWARD) != sum(BACKWARD)
+    lanes = {
+        "b-forward": _repeated("b-forward", FORWARD),
+        "a-backward": _repeated("a-backward", BACKWARD),
+        "c-lower": _repeated("c-lower", (0.1, 0.2, 0.2)),
+    }
+    ranked = rank_lanes(lanes, run_id="r1")
+    by = {lane.deployment: lane for lane in ranked}
+    assert by["a-backward"].mean_score != by["b-forward"].mean_score  # the noise is there
+    # tied lanes share the rank; the name orders them (grading.md §10.4)
+    assert [(lane.deployment, lane.rank) for lane in ranked] == [
+        ("a-backward", 1),
+        ("b-forward", 1),
+        ("c-lower", 3),
+    ]
+    assert (by["b-forward"].within_noise, by["c-lower"].within_noise) == (True, False)
+    assert by["b-forward"].to_dict()["score_difference"] == 0.0
+
+
+def test_a_mean_score_tie_of_float_noise_is_broken_by_the_next_figure():
+    lanes = rank_standings(
+        [standing("noisy-high", sum(FORWARD) / 3, rate=0.5), standing("passes", sum(BACKWARD) / 3, rate=1.0)]
+    )
+    assert [(lane.deployment, lane.rank) for lane in lanes] == [("passes", 1), ("noisy-high", 2)]
+
+
 # -- comparison ----------------------------------------------------------------
 
 

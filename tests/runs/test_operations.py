@@ -152,6 +152,19 @@ def test_rescore_regrades_recorded_evidence_and_keeps_the_old_revision(
     assert GradeRevision.objects.filter(item__run=run).count() == 2
 
 
+def _rescoring(personas, monkeypatch, *, cases: int, batch: int):
+    """A completed run of ``cases`` items, rescored (revision 2, not enqueued), its
+    re-grade to run in batches of ``batch`` items."""
+    from runs.services import operations
+
+    monkeypatch.setattr(operations, "RESCORE_BATCH", batch)
+    version = publish(personas.workspace, cases=cases)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
+    return run_rescore(run=run, enqueue=False)
+
+
 def test_a_rescore_interrupted_midway_resumes_where_it_stopped(personas, monkeypatch):
     from runs import tasks
     from runs.scoring import finalize_run
@@ -159,12 +172,7 @@ def test_a_rescore_interrupted_midway_resumes_where_it_stopped(personas, monkeyp
 
     sent = []
     monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: sent.append(args))
-    monkeypatch.setattr(operations, "RESCORE_BATCH", 2)
-    version = publish(personas.workspace, cases=5)
-    with FakeAgent() as agent:
-        agent.default = ok(echo_answer)
-        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
-    run = run_rescore(run=run, enqueue=False)
+    run = _rescoring(personas, monkeypatch, cases=5, batch=2)
     real = operations._regrade_batch
     batches = []
 
@@ -192,6 +200,53 @@ def test_a_rescore_interrupted_midway_resumes_where_it_stopped(personas, monkeyp
     run.refresh_from_db()
     assert (run.status, GradeRevision.objects.filter(item__run=run, revision=1).count()) == ("completed", 5)
     assert RunLane.objects.get(run=run).passed == 5
+
+
+@pytest.mark.parametrize(
+    ("lost", "expected"),
+    [("grading 1", (0, 1)), ("grading 2", (1, 2)), ("after 1", (1, 1))],
+)
+def test_a_rescore_whose_lease_was_taken_over_writes_no_further_batch(
+    personas, monkeypatch, caplog, lost, expected
+):
+    """A rescore worker whose lease lapsed and was claimed by another (it paused, or its
+    connections were cut for longer than the lease) went on grading every remaining batch
+    (its judge calls paid again) and writing the grades beside the new owner. It now does
+    not write the batch it was grading when it lost the lease, grades no further batch,
+    and logs why. ``expected``: (items written, items graded) of 3, one per batch."""
+    from runs.models import Run
+    from runs.services import operations
+
+    run = _rescoring(personas, monkeypatch, cases=3, batch=1)
+    real_grade, real_batch = operations.grade_evidence, operations._regrade_batch
+    graded: list[int] = []
+
+    def take_over() -> None:
+        Run.objects.filter(pk=run.pk).update(
+            scoring_owner="another-worker", scoring_until=timezone.now() + timedelta(minutes=1)
+        )
+
+    def grade(*args, **kwargs):
+        graded.append(1)
+        result = real_grade(*args, **kwargs)
+        if lost == f"grading {len(graded)}":
+            take_over()
+        return result
+
+    def batch(ctx, items, revision):
+        written = real_batch(ctx, items, revision)
+        if lost == "after 1":
+            take_over()
+        return written
+
+    monkeypatch.setattr(operations, "grade_evidence", grade)
+    monkeypatch.setattr(operations, "_regrade_batch", batch)
+    done = operations.run_rescore_execute(run_id=run.pk, revision=2)
+    assert (done, len(graded)) == expected
+    assert RunItem.objects.filter(run=run, scoring_revision=2).count() == expected[0]
+    run.refresh_from_db()
+    assert (run.status, run.scoring_owner) == ("scoring", "another-worker")  # left to its owner
+    assert "another process took the run over" in caplog.text
 
 
 def test_sweeper_returns_expired_claims_and_gives_up_after_max_attempts(personas):
@@ -551,12 +606,7 @@ def test_a_rescore_batch_longer_than_the_stall_limit_is_not_started_twice(person
 
     sent = []
     monkeypatch.setattr(tasks.rescore_run, "delay", lambda *args: sent.append(args))
-    monkeypatch.setattr(operations, "RESCORE_BATCH", 1)
-    version = publish(personas.workspace, cases=2)
-    with FakeAgent() as agent:
-        agent.default = ok(echo_answer)
-        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
-    run = run_rescore(run=run, enqueue=False)
+    run = _rescoring(personas, monkeypatch, cases=2, batch=1)
     real = operations._regrade_batch
     beside = []
 

@@ -1,6 +1,7 @@
-"""The scoring lock without advisory locks (SQLite): a lease on the run's row, claimed by a
-compare-and-set UPDATE. Before, ``scoring_lock`` always succeeded there, so two workers (the
-sweeper's finalize beside a long n_wise pass or critique) scored the same run at once."""
+"""The scoring lock: a lease on the run's row, claimed by a compare-and-set UPDATE, on every
+backend. Before, ``scoring_lock`` always succeeded on SQLite, so two workers (the sweeper's
+finalize beside a long n_wise pass or critique) scored the same run at once; on PostgreSQL it
+was a session advisory lock, which a dropped connection released while its worker went on."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from django.utils import timezone
 
 from runs import scoring
 from runs.models import Run
-from runs.scoring import SCORING_LEASE_SECONDS, renew_lease, scoring_lease
+from runs.scoring import SCORING_LEASE_SECONDS, renew_lease, scoring_lock
 from tests.processes import ROOT, sqlite_env, wait_until
 from tests.runs.runfactory import create_run, hosted, publish
 
@@ -38,7 +39,7 @@ def _held_elsewhere(run_id, *, release: threading.Event) -> tuple[threading.Thre
 
     def hold() -> None:
         try:
-            with scoring_lease(run_id) as mine:
+            with scoring_lock(run_id) as mine:
                 seen["mine"] = mine
                 claimed.set()
                 assert release.wait(DEADLINE_S)
@@ -57,12 +58,12 @@ def test_only_one_of_two_claimants_holds_the_lease(run):
     release = threading.Event()
     other, seen = _held_elsewhere(run.pk, release=release)
     assert seen["mine"] is True
-    with scoring_lease(run.pk) as mine:
+    with scoring_lock(run.pk) as mine:
         assert mine is False
     release.set()
     other.join(DEADLINE_S)
     assert Run.objects.values_list("scoring_owner", "scoring_until").get(pk=run.pk) == ("", None)
-    with scoring_lease(run.pk) as mine:
+    with scoring_lock(run.pk) as mine:
         assert mine is True
 
 
@@ -70,8 +71,8 @@ def test_only_one_of_two_claimants_holds_the_lease(run):
 def test_the_lease_is_re_entrant_in_its_thread_and_kept_until_the_outer_exit(run):
     """A rescore finalises the run under its own lock: the inner claim is the same lease, and
     leaving it does not give the lease up."""
-    with scoring_lease(run.pk) as outer:
-        with scoring_lease(run.pk) as inner:
+    with scoring_lock(run.pk) as outer:
+        with scoring_lock(run.pk) as inner:
             assert (outer, inner) == (True, True)
         assert Run.objects.get(pk=run.pk).scoring_owner != ""
         release = threading.Event()
@@ -87,7 +88,7 @@ def test_a_lapsed_lease_is_taken_over_and_its_owner_cannot_renew_or_release_it(r
     """A worker that died while scoring: its lease lapses and the sweeper's finalize claims
     the run; the first owner, were it only slow, no longer touches the new lease."""
     later = timezone.now() + timedelta(seconds=SCORING_LEASE_SECONDS + 1)
-    with scoring_lease(run.pk) as first:
+    with scoring_lock(run.pk) as first:
         old_owner = Run.objects.get(pk=run.pk).scoring_owner
         with time_machine.travel(later, tick=False):
             release = threading.Event()
@@ -105,7 +106,7 @@ def test_a_lapsed_lease_is_taken_over_and_its_owner_cannot_renew_or_release_it(r
 def test_a_held_lease_is_renewed_by_its_keeper(run, monkeypatch):
     """The keeper thread moves the lease on while the scoring thread is busy."""
     monkeypatch.setattr(scoring, "SCORING_LEASE_SECONDS", 0.3)
-    with scoring_lease(run.pk) as mine:
+    with scoring_lock(run.pk) as mine:
         assert mine
         first = Run.objects.get(pk=run.pk).scoring_until
         wait_until(
@@ -193,7 +194,7 @@ def test_a_worker_whose_lease_was_taken_over_stops_scoring(run):
 
     Run.objects.filter(pk=run.pk).update(status="scoring")
     later = timezone.now() + timedelta(seconds=SCORING_LEASE_SECONDS + 1)
-    with scoring_lease(run.pk) as first:
+    with scoring_lock(run.pk) as first:
         assert first is True and still_scoring(run.pk)
         with time_machine.travel(later, tick=False):
             release = threading.Event()

@@ -13,9 +13,9 @@ from typing import Any
 from grading.engine.aggregate import aggregate_lane, record_from_grade
 from grading.engine.compare import rank_lanes
 from grading.engine.critique import run_health
-from runs.models import RunItem, RunLane
+from runs.models import Run, RunItem, RunLane
 from runs.packdata import version_data
-from runs.scoring import compute_stats
+from runs.scoring import compute_stats, store_stats
 from tests.runs.runfactory import create_run, hosted, publish
 
 
@@ -140,7 +140,9 @@ def test_streamed_stats_equal_the_record_computation(personas):
     assert any(s["score_difference_interval"] for s in streamed["ranking"])
     findings = {s["finding"] for s in streamed["eval_feedback"]["suggestions"]}
     assert {"unstable_across_repeats", "pack_error", "judge_disagreement"} <= findings
+    store_stats(run, streamed)
     assert RunLane.objects.get(pk=run.lanes.order_by("position")[0].pk).stats == lane
+    assert Run.objects.get(pk=run.pk).stats == streamed
 
 
 def test_streamed_stats_with_one_repetition_and_an_empty_lane(personas):
@@ -166,6 +168,7 @@ def test_model_critique_suggestions_are_counted_in_the_overall_line(personas, mo
         return [{"reason": "add a negative case", "finding": "llm", "source": "llm", "assertion": "answer"}]
 
     monkeypatch.setattr(judging, "run_model_critique", critique)
+    Run.objects.filter(pk=run.pk).update(status="scoring")  # asked only while the run is scored
     after = compute_stats(run, critique=True)["eval_feedback"]
     assert len(after["suggestions"]) == len(before["suggestions"]) + 1
     n = len(after["suggestions"])
@@ -208,3 +211,44 @@ def test_a_completed_run_requests_its_result_summary(
     assert (summary.status, summary.scoring_revision) == ("pending", run.scoring_revision)
     result_tasks.compute_result_summary(str(run.id))
     assert RunResultSummary.objects.get(run=run).status == "ready"
+
+
+def test_the_overview_ties_lanes_whose_same_scores_were_summed_in_another_order(personas):
+    """Two lanes scoring each case's three repetitions 0.1, 0.2 and 0.3, written in opposite
+    orders: their running per-case sums differ by 1e-16 (0.6000000000000001 against 0.6).
+    The overview ranked them 1 and 2, the second not within noise; they now share rank 1 and
+    both are winners, as the compare page calls such a delta within noise."""
+    from runs.results import leaderboard
+
+    version = publish(personas.workspace, cases=3)
+    deps = [hosted(personas.workspace, "http://127.0.0.1:9/", name=name) for name in ("forward", "backward")]
+    run = create_run(personas.workspace, version, deps, repetitions=3)
+    orders = {"forward": (0.1, 0.2, 0.3), "backward": (0.3, 0.2, 0.1)}
+    items = list(RunItem.objects.filter(run=run).select_related("lane").order_by("id"))
+    seen: dict[tuple[int, str, str], int] = {}
+    for item in items:  # the stream reads a lane's items in id order
+        nth = seen.setdefault((item.lane_id, item.challenge_key, item.case_key), 0)
+        seen[(item.lane_id, item.challenge_key, item.case_key)] = nth + 1
+        score = orders[item.lane.deployment_name][nth]
+        item.grade = {
+            "status": "PASSED",
+            "outcome_class": "pass",
+            "scorecard": {"overall_score": score, "dimensions": []},
+            "expectations": [],
+            "case": {"lane_id": str(item.lane_id)},
+        }
+        item.status, item.outcome_class, item.score = "PASSED", "pass", score
+    RunItem.objects.bulk_update(items, ["grade", "status", "outcome_class", "score"])
+    assert sum(orders["forward"]) != sum(orders["backward"])
+
+    stats = compute_stats(run)
+    store_stats(run, stats)
+    assert [lane["mean_score"] for lane in stats["lanes"]] == [0.2, 0.2]
+    ranking = {s["deployment"]: s for s in stats["ranking"]}
+    assert (ranking["backward"]["rank"], ranking["forward"]["rank"]) == (1, 1)
+    assert ranking["forward"]["within_noise"] is True
+    rows = leaderboard(Run.objects.get(pk=run.pk), list(RunLane.objects.filter(run=run).order_by("position")))
+    assert [(row.lane.deployment_name, row.rank, row.winner) for row in rows] == [
+        ("forward", 1, True),
+        ("backward", 1, True),
+    ]
