@@ -21,12 +21,14 @@ from django.db import connection
 from django.utils import timezone
 
 from runs import dispatch
+from runs.compare_tasks import comparison_request, compute_comparison
 from runs.dispatch import claim_items, dispatch_lane, lane_context_for
 from runs.lane_settings import CallSettings
 from runs.models import Run, RunItem, RunLane
 from runs.services.deployments import deployment_create, deployment_update
 from runs.services.operations import run_retry_failed
 from runs.sweeper import sweep
+from tests.clients import logged_in
 from tests.fakes.agent_server import FakeAgent, ok, server_error
 from tests.runs.runfactory import create_run, drive, echo_answer, hosted, publish
 
@@ -248,6 +250,53 @@ def test_the_migration_backfills_lanes_from_their_deployment_as_it_is_now(person
     assert lanes["moved"] == {"kind": "hosted_http", "backfilled": True, "unknown": True}
     assert RunLane.objects.get(run=kept).settings == recorded_before  # recorded ones stay
     assert SECRET not in json.dumps(lanes)
+
+
+def test_the_run_page_shows_what_each_lane_ran_with_and_marks_a_changed_deployment(personas):
+    version = publish(personas.workspace, cases=1)
+    dep = chat(personas.workspace, "http://127.0.0.1:9/v1")
+    run = create_run(personas.workspace, version, [dep])
+    page = logged_in(personas.viewer).get(f"/runs/{run.id}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "model-original" in html and "127.0.0.1:9" in html and "0.25" in html
+    assert 'data-testid="deployment-changed"' not in html
+    assert HEADER_VALUE not in html and SECRET not in html
+
+    deployment_update(deployment=dep, model="model-edited", config={"system_prompt": PROMPT})
+    html = logged_in(personas.viewer).get(f"/runs/{run.id}/").content.decode()
+    assert "model-original" in html and "model-edited" not in html
+    assert 'data-testid="deployment-changed"' in html
+    assert "now different: model, config.temperature" in html
+    assert logged_in(personas.outsider).get(f"/runs/{run.id}/").status_code == 404
+
+
+def test_compare_names_the_settings_that_differ_between_the_two_lanes(personas):
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent(path="/v1/chat/completions") as agent:
+        agent.default = ok(chat_answer)
+        dep = chat(personas.workspace, agent.base_url + "/v1")
+        baseline = drive(create_run(personas.workspace, version, [dep]))
+        deployment_update(deployment=dep, model="model-edited")
+        candidate = drive(create_run(personas.workspace, version, [dep]))
+    assert [r.json["model"] for r in agent.requests] == ["model-original"] * 2 + ["model-edited"] * 2
+    comparison = comparison_request(baseline=baseline, candidate=candidate)
+    assert compute_comparison(comparison.id) == "ready"
+    comparison.refresh_from_db()
+    (lane,) = comparison.result["lanes"]
+    assert lane["settings_changed"] == [
+        {"field": "model", "before": "model-original", "after": "model-edited"}
+    ]
+    page = logged_in(personas.viewer).get(f"/runs/compare/?baseline={baseline.id}&candidate={candidate.id}")
+    html = page.content.decode()
+    assert 'data-testid="settings-changed"' in html
+    assert "<code>model-original</code> → <code>model-edited</code>" in html
+    assert (
+        logged_in(personas.outsider)
+        .get(f"/runs/compare/?baseline={baseline.id}&candidate={candidate.id}")
+        .status_code
+        == 404
+    )
 
 
 def test_the_call_settings_round_trip_and_a_lane_without_any_reads_its_deployment(personas):
