@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 # The grading engine is imported where a comparison is computed: this module is loaded with
 # runs.tasks by every process that enqueues a task (eval start among them).
+from runs.lane_settings import CallSettings
 from runs.models import (
     RUN_HEAVY_FIELDS,
     ComparisonCase,
@@ -256,7 +257,13 @@ def _compute(
         )
         summary = result.to_dict()
         summary.pop("cases")
-        summary.update(deployment=name, baseline_lane=base_lane.id, candidate_lane=cand_lane.id)
+        summary.update(
+            deployment=name,
+            baseline_lane=base_lane.id,
+            candidate_lane=cand_lane.id,
+            # What the two lanes recorded and ran with (model, URL, config, ...), where it differs.
+            settings_changed=CallSettings.of_lane(base_lane).differences(CallSettings.of_lane(cand_lane)),
+        )
         lanes.append(summary)
         for c in result.cases:
             totals[c.change] += 1

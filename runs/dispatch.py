@@ -38,6 +38,7 @@ from runs.executors import DeploymentTarget, ExecutionRequest, executor_for
 from runs.executors.attempts import run_attempts
 from runs.executors.base import AttemptOutcome
 from runs.judging import judge_for_lane
+from runs.lane_settings import CallSettings
 from runs.models import (
     MAX_IN_FLIGHT_LIMIT,
     Deployment,
@@ -101,13 +102,13 @@ def _judge_for(lane: RunLane) -> Any:
     return judge_for_lane(lane)
 
 
-def item_budget_seconds(deployment: Deployment, timeout: float | None = None) -> float:
+def item_budget_seconds(recorded: CallSettings | DeploymentTarget, timeout: float | None = None) -> float:
     """How long one item may take (its deadline): every attempt's timeout (``timeout``, a
-    case's override, else the deployment's) plus the backoff ceilings between them
+    case's override, else the lane's recorded one) plus the backoff ceilings between them
     (agent-protocol.md: no attempt runs past the deadline)."""
-    attempts = max(1, int(deployment.max_attempts))
+    attempts = max(1, int(recorded.max_attempts))
     backoffs = sum(backoff_ceiling(n) for n in range(1, attempts))
-    return float(timeout or deployment.timeout_seconds) * attempts + backoffs
+    return float(timeout or recorded.timeout_seconds) * attempts + backoffs
 
 
 def extend_claims(owner: str, deadlines: dict[int, datetime]) -> None:
@@ -136,11 +137,14 @@ def claim_items(
     owner: str,
     wanted: int | None = None,
     finished: list[int] | tuple[int, ...] = (),
+    recorded: CallSettings | DeploymentTarget | None = None,
 ) -> list[dict[str, Any]]:
     """Claim up to the free slots of the deployment (and the run's override) from the lane.
 
     ``finished``: ids of items whose calls have ended and whose results are about to be
     written; those still claimed by this owner are not in flight, so their slots are free.
+    ``recorded``: the lane's recorded settings (its timeout and max_attempts size the claim),
+    read from the lane when not given. The limit is the deployment's live ``max_in_flight``.
 
     The deployment row is locked (PostgreSQL) so concurrent claimers of any lane of the
     same deployment count each other's claims; on SQLite the IMMEDIATE transaction
@@ -149,7 +153,7 @@ def claim_items(
     there is one. Returns the claimed items as dicts.
     """
     now = timezone.now()
-    budget = item_budget_seconds(deployment)
+    budget = item_budget_seconds(recorded or CallSettings.of_lane(lane))
     deadline = now + timedelta(seconds=budget + settings.RUNS_CLAIM_MARGIN_SECONDS)
     pg = connection.vendor == "postgresql"
     if pg:
@@ -251,16 +255,18 @@ def renew_lease(lane_id: int) -> None:
     )
 
 
-def lane_context_for(lane: RunLane, run: Run, deployment: Deployment) -> LaneContext:
+def lane_context_for(lane: RunLane, run: Run, recorded: CallSettings | None = None) -> LaneContext:
+    """What grading a lane's results needs; the evidence level and system prompt are the
+    lane's recorded ones (``recorded``, else read from the lane)."""
     input_set_key = run.input_set.key if run.input_set_id else None
-    config = deployment.typed_config
+    recorded = recorded or CallSettings.of_lane(lane)
     return LaneContext(
         run_id=str(run.pk),
         lane_id=lane.pk,
         deployment_name=lane.deployment_name,
         deployment_kind=lane.deployment_kind,
-        evidence_level=deployment.evidence_level,
-        system_prompt=config.system_prompt if deployment.kind == DeploymentKind.OPENAI_CHAT else None,
+        evidence_level=recorded.evidence_level,
+        system_prompt=recorded.system_prompt,
         pack_version_id=run.pack_version_id,
         input_set_key=input_set_key,
         data=version_data(run.pack_version, input_set_key),
@@ -271,17 +277,13 @@ def lane_context_for(lane: RunLane, run: Run, deployment: Deployment) -> LaneCon
     )
 
 
-def _request(
-    ctx: LaneContext, target: DeploymentTarget, deployment: Deployment, row: dict[str, Any]
-) -> ExecutionRequest:
+def _request(ctx: LaneContext, target: DeploymentTarget, row: dict[str, Any]) -> ExecutionRequest:
     case, base = ctx.data.case(row["challenge_key"], row["case_key"])
     deadline = row["deadline"]
     timeout = case.timeout_seconds or None
-    if timeout is not None and timeout > float(deployment.timeout_seconds):
-        # The claim was sized by the deployment's timeout: this case may take longer.
-        deadline += timedelta(
-            seconds=item_budget_seconds(deployment, timeout) - item_budget_seconds(deployment)
-        )
+    if timeout is not None and timeout > float(target.timeout_seconds):
+        # The claim was sized by the lane's timeout: this case may take longer.
+        deadline += timedelta(seconds=item_budget_seconds(target, timeout) - item_budget_seconds(target))
         row["extended"] = deadline
     return ExecutionRequest(
         run_id=ctx.run_id,
@@ -442,10 +444,13 @@ def dispatch_lane(
     ):
         result.reason = f"run is {run.status}, lane is {lane.status}"
         return result
-    ctx = lane_context_for(lane, run, deployment)
+    # The settings the run was created with, read once per slice (RunLane.settings); the
+    # secrets and the in-flight limit are the deployment's, live (runs.lane_settings).
+    recorded = CallSettings.of_lane(lane)
+    ctx = lane_context_for(lane, run, recorded)
     findings_loaded = load_stored_findings(ctx, run.pk)
-    target = DeploymentTarget.from_deployment(deployment)
-    executor = executor_for(deployment.kind)
+    target = recorded.target(deployment, name=lane.deployment_name)
+    executor = executor_for(recorded.kind)
     limit = lane_limit(lane, run, deployment)
 
     started = time.monotonic()
@@ -514,6 +519,7 @@ def dispatch_lane(
                     deployment=deployment,
                     owner=owner,
                     finished=[*writer.unwritten(), *(r.item_id for r in batch)],
+                    recorded=target,
                 )
                 if rows:
                     if result.claimed == 0:
@@ -523,7 +529,7 @@ def dispatch_lane(
                     # The batch's cases in one query (those not cached in this process).
                     ctx.data.load((row["challenge_key"], row["case_key"]) for row in rows)
                     for row in rows:
-                        row["request"] = request = _request(ctx, target, deployment, row)
+                        row["request"] = request = _request(ctx, target, row)
                         in_flight[row["id"]] = row
                         calls.append((row["id"], _execute(executor, request, row["id"])))
                     longer = {row["id"]: row["extended"] for row in rows if "extended" in row}

@@ -280,7 +280,7 @@ def rank_run(run: Any) -> int:
     if judge is None or isinstance(judge, _BrokenJudge):
         return 0  # the pending_rank results stay, visibly NOT_EVALUATED
     lanes = {lane.pk: lane for lane in RunLane.objects.filter(run_id=run.pk).select_related("deployment")}
-    contexts = {pk: lane_context_for(lane, run, lane.deployment) for pk, lane in lanes.items()}
+    contexts = {pk: lane_context_for(lane, run) for pk, lane in lanes.items()}
     limits = judge_limits_of(spec)
     shared = SharedBudget(
         [

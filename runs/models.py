@@ -312,6 +312,10 @@ class RunLane(models.Model):
     deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="lanes")
     deployment_name = models.CharField(max_length=100)  # as it was when the run was created
     deployment_kind = models.CharField(max_length=20, choices=DeploymentKind.choices)
+    # The deployment's call settings as they were when the run was created
+    # (runs.lane_settings.CallSettings.to_json): every call of the run uses them. No secret,
+    # signing key or header value: those are read live from the deployment.
+    settings = models.JSONField(default=dict, blank=True)
     position = models.PositiveSmallIntegerField(default=0)
     status = models.CharField(max_length=20, choices=LaneStatus.choices, default=LaneStatus.QUEUED)
     # Grade-status and attempt-category counts, updated as grades land (never by scanning).

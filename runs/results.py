@@ -122,10 +122,12 @@ class LaneRow:
 
 
 def lanes_of(run: Run) -> list[RunLane]:
-    """The run's lanes in order; the live counters JSON is deferred and only its latency
-    histogram is fetched (the rest can grow with repetitions)."""
+    """The run's lanes in order, with their deployments (the run page compares what each
+    lane recorded with its deployment now); the live counters JSON is deferred and only its
+    latency histogram is fetched (the rest can grow with repetitions)."""
     return list(
         RunLane.objects.filter(run=run)
+        .select_related("deployment")
         .defer("counters")
         .annotate(
             latency_hist=F("counters__latency"),

@@ -26,6 +26,7 @@ from grading.engine.compare import rank_lanes
 from grading.engine.evidence import evidence_from_response
 from grading.engine.grade import grade_case
 from grading.engine.types import Timing
+from runs.lane_settings import CallSettings
 from runs.models import (
     Attempt,
     Deployment,
@@ -176,6 +177,7 @@ def seed_run(
                 deployment=d,
                 deployment_name=d.name,
                 deployment_kind=d.kind,
+                settings=CallSettings.of_deployment(d).to_json(),
                 position=i,
                 status=LaneStatus.COMPLETED if finished else LaneStatus.RUNNING,
                 started_at=now,

@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from runs.lane_settings import CallSettings
 from runs.models import (
     Attempt,
     DeploymentKind,
@@ -116,7 +117,7 @@ def return_claims(
         if connection.features.has_select_for_update:
             rows = rows.select_for_update()
         items = list(rows.only("id", "claims", "attempt_count", "run_id", "claimed_at"))
-        max_attempts = lane.deployment.max_attempts
+        max_attempts = CallSettings.of_lane(lane).max_attempts  # the run's, as its claims were sized
         give_up = [i for i in items if i.claims >= max_attempts]
         back = [i.pk for i in items if i.claims < max_attempts]
         ending = {i.pk for i in give_up}

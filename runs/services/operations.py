@@ -295,7 +295,7 @@ def _rescore_execute(run_id: Any, revision: int) -> int:
         return 0
     done = 0
     for lane in RunLane.objects.filter(run=run).select_related("deployment", "deployment__workspace"):
-        ctx = lane_context_for(lane, run, lane.deployment)
+        ctx = lane_context_for(lane, run)
         load_stored_findings(ctx, run.pk)
         pending = (
             _regrade_queryset(run.pk, revision)

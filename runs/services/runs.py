@@ -20,6 +20,7 @@ from django.db.models import Max, Q
 from agentclash_site.lib.broker import BrokerError, BrokerUnavailable
 from packs.bundle import SelectionError, select_input_set
 from packs.models import Case, Challenge, InputSet, Pack, PackVersion
+from runs.lane_settings import CallSettings
 from runs.models import (
     MAX_IN_FLIGHT_LIMIT,
     Deployment,
@@ -268,6 +269,7 @@ def run_create(
                     deployment=d,
                     deployment_name=d.name,
                     deployment_kind=d.kind,
+                    settings=CallSettings.of_deployment(d).to_json(),
                     position=i,
                     pending=len(cases) * reps,
                     counters={},

@@ -454,7 +454,7 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
         )
     run = Run.objects.light().get(pk=run.pk)
     any_lane = next(iter(lanes.values()))
-    ctx0 = lane_context_for(any_lane, run, any_lane.deployment)
+    ctx0 = lane_context_for(any_lane, run)
     pairs = list(ctx0.data.iter_cases())
     cases = [c for c, _ in pairs]
     contexts = {(c.challenge_key, c.case_key): ctx for c, ctx in pairs}
@@ -567,7 +567,7 @@ def _grade_and_record(run: Run, matched: list[_Matched]) -> int:
     graded: dict[int, tuple[RunLane, list[ItemResult], dict[int, _Matched]]] = {}
     for lane_id, rows in by_lane.items():
         lane = rows[0].lane
-        ctx = lane_context_for(lane, run, lane.deployment)
+        ctx = lane_context_for(lane, run)
         results: list[ItemResult] = []
         lines: dict[int, _Matched] = {}  # by item id
         for number, m in enumerate(rows):

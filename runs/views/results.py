@@ -18,6 +18,7 @@ from agentclash_site.lib.pagination import InvalidCursor
 from agentclash_site.lib.params import BadParameter, choice_param
 from grading.engine.evidence import ProtocolError, evidence_from_response
 from grading.engine.types import Evidence, Timing
+from runs.lane_settings import CallSettings
 from runs.models import Run, RunItem, RunLane
 from runs.results import (
     CaseQuery,
@@ -286,12 +287,11 @@ def evidence_of(item: RunItem, run: Run) -> Evidence | None:
         # Without messages the transcript is "rendered prompt + final output" (grading.md
         # §1.1): the rendered prompt comes from the pack version (cached per process).
         instructions = _rendered_instructions(run, item)
-    deployment = item.lane.deployment
     try:
         return evidence_from_response(
             response,
             deployment_kind=item.lane.deployment_kind,
-            evidence_level=deployment.evidence_level,
+            evidence_level=CallSettings.of_lane(item.lane).evidence_level,  # as the run graded it
             rendered_instructions=instructions,
             timing=Timing(**{k: v for k, v in (stored.get("timing") or {}).items() if k in Timing.__slots__}),
         )

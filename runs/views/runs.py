@@ -29,6 +29,7 @@ from packs.models import Pack
 from runs import charts
 from runs.access import get_run_for_user
 from runs.forms import RunForm, last_name
+from runs.lane_settings import lane_records
 from runs.models import Deployment, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
 from runs.results import (
@@ -323,7 +324,7 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
         grid_rows, grid = grid_page(run, lanes)
     except InvalidCursor:  # pragma: no cover - the first page has no cursor
         grid_rows, grid = [], None
-    context.update(grid_rows=grid_rows, grid=grid, grid_page_size=GRID_PAGE)
+    context.update(grid_rows=grid_rows, grid=grid, grid_page_size=GRID_PAGE, lane_records=lane_records(lanes))
     return render(request, TEMPLATES + "overview.html", context)
 
 
