@@ -190,13 +190,15 @@ def _editor_context(
     request: HttpRequest, draft: Draft, *, report: dict[str, Any] | None = None, **extra: Any
 ) -> dict[str, Any]:
     """The editor page's context; its report is ``report``, else the draft's stored or
-    computed one (``draft_reports.draft_report``)."""
+    computed one (``draft_reports.draft_report``), or a pending one that editor.js loads
+    when another request is still computing it."""
     if report is None:
         report = draft_reports.draft_report(draft)
-    outline = report["outline"]
+    outline = report["outline"] if report is not None else None
     context = {
         "draft": draft,
         "report": report,
+        "report_pending": report is None,
         "outline": outline,
         "files": _files(draft),
         "gutter": _gutter(draft.bundle_text),
@@ -318,6 +320,7 @@ def _pending_context(request: HttpRequest, draft: Draft) -> dict[str, Any]:
         "draft": draft,
         "report": None,
         "report_pending": True,
+        "report_saved": True,
         "can_write": _can_write(request, draft.workspace),
     }
 

@@ -14,19 +14,27 @@ opening the editor validated it again: ~4-5 s each at 10,000 cases. The view is 
 
 A view is used only when its key is the draft's current key, so it is always what a full
 ``validate_bundle`` of the draft's bytes gives; publishing validates in full regardless.
+
+A view not stored yet is computed by one request at a time per (draft, key), under a
+PostgreSQL advisory lock of its transaction (on SQLite, a lock of the process): concurrent
+loads wait for it and answer what it stored (``draft_report``). Any member who can read the
+draft (a viewer too) may cause the one validation: it is what the editor shows them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
 import importlib.metadata
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 
 from packs.models import Artifact, Draft, DraftReport
 from packs.services import yaml_edit
@@ -129,18 +137,104 @@ def _outline(report: Any, body: dict[str, Any], text: str) -> dict[str, Any] | N
 
 def stored_report(draft: Draft) -> dict[str, Any] | None:
     """The stored view of the draft as it is now, or None when none is stored for it."""
-    return (
-        DraftReport.objects.filter(draft=draft, key=report_key(draft)).values_list("body", flat=True).first()
-    )
+    return _stored_body(draft, report_key(draft))
 
 
-def draft_report(draft: Draft) -> dict[str, Any]:
+def draft_report(draft: Draft, *, wait: float | None = None) -> dict[str, Any] | None:
     """The editor's view of the draft's report: the stored one when it is of the draft as it
-    is now, else computed by a full ``validate_bundle`` and stored."""
+    is now, else computed by a full ``validate_bundle`` and stored.
+
+    One request at a time computes the report of a (draft, key): another request for the
+    same one waits for it (up to ``wait`` seconds, ``REPORT_WAIT_SECONDS`` by default) and
+    answers the report it stored, and None when it is still being computed then (the editor
+    shows "validating" and asks again). Two tabs, a second click or two collaborators opening
+    a draft whose report is not stored validated it once each, on the same cores."""
     key = report_key(draft)
-    body = DraftReport.objects.filter(draft=draft, key=key).values_list("body", flat=True).first()
+    body = _stored_body(draft, key)
     if body is not None:
         return body
+    wait = REPORT_WAIT_SECONDS if wait is None else wait
+    if connection.vendor == "postgresql":
+        try:
+            with transaction.atomic():  # the lock is the transaction's: released at its end
+                _advisory_turn(_lock_id(draft, key), wait)
+                body = _stored_body(draft, key)  # stored by the request this one waited for
+                return body if body is not None else _validate_and_store(draft, key)
+        except _StillValidating:
+            return None
+    # SQLite (``make run``): no advisory locks, and a transaction held over the validation
+    # would hold the database's write lock; a lock of this process (the development server
+    # is one process, its requests threads).
+    with _process_turn((draft.pk, key), wait) as turn:
+        if not turn:
+            return None
+        body = _stored_body(draft, key)
+        return body if body is not None else _validate_and_store(draft, key)
+
+
+# A request finding the report of its (draft, key) being computed by another waits this
+# long for it, then answers "still validating" (a full validation of a 10,000-case draft
+# takes ~4 s here).
+REPORT_WAIT_SECONDS = 10.0
+
+
+class _StillValidating(Exception):
+    """Another request computes this report and did not finish within the wait."""
+
+
+def _stored_body(draft: Draft, key: str) -> dict[str, Any] | None:
+    return DraftReport.objects.filter(draft=draft, key=key).values_list("body", flat=True).first()
+
+
+def _lock_id(draft: Draft, key: str) -> int:
+    """The advisory lock of a (draft, key): 64 bits of a digest of both (a collision only
+    makes two validations wait for each other)."""
+    digest = hashlib.sha256(f"draft-report\0{draft.pk}\0{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _advisory_turn(lock_id: int, wait: float) -> None:
+    """Take the transaction-level advisory lock ``lock_id``, waiting at most ``wait`` seconds
+    (:class:`_StillValidating` then); the transaction's lock timeout is as it was after."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('lock_timeout')")
+        (before,) = cursor.fetchone()
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{max(1, round(wait * 1000))}ms"])
+        try:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [lock_id])
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != "55P03":  # lock_not_available
+                raise
+            raise _StillValidating from None  # leaving the atomic block rolls it back
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [before])
+
+
+_process_locks: dict[tuple[Any, str], list[Any]] = {}  # (draft pk, key) -> [lock, users]
+_process_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _process_turn(ident: tuple[Any, str], wait: float) -> Iterator[bool]:
+    """Whether this thread got the process's lock of ``ident`` within ``wait`` seconds; the
+    table keeps only the locks in use."""
+    with _process_locks_guard:
+        entry = _process_locks.setdefault(ident, [threading.Lock(), 0])
+        entry[1] += 1
+    try:
+        got = entry[0].acquire(timeout=wait)
+        try:
+            yield got
+        finally:
+            if got:
+                entry[0].release()
+    finally:
+        with _process_locks_guard:
+            entry[1] -= 1
+            if not entry[1]:
+                del _process_locks[ident]
+
+
+def _validate_and_store(draft: Draft, key: str) -> dict[str, Any]:
     from packs.services.drafts import draft_validate
 
     body = report_view(draft_validate(draft=draft), draft.bundle_text)

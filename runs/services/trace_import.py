@@ -15,18 +15,27 @@ matched to a pending item of a ``trace_import`` lane of the run by deployment, c
 case and repetition. An upload is all or nothing, like the offline ``grade`` command: when
 any line is bad, nothing is graded or stored and every bad line is reported with its number
 and the reason (the caller fixes the file and sends all of it again). Otherwise every line is
-graded (outside any transaction: a judge may be called) and recorded in one transaction
-(``runs.recording.record_results``, one call per lane). The run completes when every item
-has a result (or when it is cancelled by hand).
+graded (outside any transaction: a judge may be called) into a temporary file, a batch at a
+time, and the batches are recorded from it in one transaction
+(``runs.recording.record_results``, one call per lane and batch): the upload holds one batch
+of lines and grades at a time, whatever its size. The run completes when every item has a
+result (or when it is cancelled by hand).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+import pickle
+import struct
+import tempfile
+import zlib
+from array import array
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
+import orjson
 from django.db import transaction
 from django.utils import timezone
 
@@ -38,6 +47,7 @@ from grading.engine.reader import (
     ResultsTooLarge,
     evidence_of,
     gunzipped,
+    iter_lines,
 )
 from runs.executors.base import AttemptCategory, AttemptOutcome
 from runs.models import (
@@ -52,6 +62,7 @@ from runs.models import (
 from runs.recording import ItemKey, ItemResult, grade_outcomes
 from runs.services.runs import RunError
 from runs.states import transition_lane, transition_run
+from runs.storable import storable_json
 
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 # Uploaded lines graded per loaded batch of cases (below the per-process case cache's 4,096).
@@ -367,9 +378,15 @@ def _otlp_lines(document: Mapping[str, Any]) -> list[tuple[int, bytes | None, st
     return out
 
 
-def _lines(data: bytes) -> list[tuple[int, bytes | None, str]]:
-    """(line number, JSONL bytes or None, label or problem) per result line of JSONL or OTLP
-    JSON: an OTLP trace's label (``trace <id>``), or its problem when it has no line."""
+LineSource = Callable[[], Iterator[tuple[int, bytes | None, str]]]
+
+
+def _lines(data: bytes) -> LineSource:
+    """What gives (line number, JSONL bytes or None, label or problem) per result line of
+    JSONL or OTLP JSON, afresh at each call (the import reads the lines twice): an OTLP
+    trace's label (``trace <id>``), or its problem when it has no line. JSONL lines are
+    sliced from ``data`` one at a time; an OTLP document is parsed whole, so its converted
+    lines are kept (their size is the document's)."""
     stripped = data.removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 BOM before an OTLP document
     if stripped.startswith(b"{") and b"resourceSpans" in stripped[:4096]:
         try:
@@ -377,12 +394,10 @@ def _lines(data: bytes) -> list[tuple[int, bytes | None, str]]:
         except ValueError:
             document = None
         if isinstance(document, Mapping) and "resourceSpans" in document:
-            return _otlp_lines(document)
-    out: list[tuple[int, bytes | None, str]] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if raw.strip():
-            out.append((number, raw, ""))
-    return out
+            converted = _otlp_lines(document)
+            del document
+            return lambda: iter(converted)
+    return lambda: ((number, raw, "") for number, raw in iter_lines(data) if raw.strip())
 
 
 def _bad(number: int, message: str, field_name: str | None = None, *, label: str = "") -> dict[str, Any]:
@@ -395,12 +410,13 @@ def _bad(number: int, message: str, field_name: str | None = None, *, label: str
 
 
 @dataclass(slots=True)
-class _Matched:
+class _Line:
+    """A line read valid and routed to its lane; held for one batch at a time."""
+
     number: int
     label: str  # "trace <id>" for OTLP, "" for JSONL
     lane: RunLane
     execution: Execution
-    item: RunItem | None = None
 
 
 class _Raced(Exception):
@@ -414,9 +430,126 @@ class _Raced(Exception):
 ALREADY_DONE = "this case and repetition already has a result (or was cancelled)"
 
 
+class _Router:
+    """Reads lines against the run's cases and routes each good one to its lane (deployment,
+    repetition, and a duplicate check). Nothing is kept per line but one int per item of
+    the run's trace_import lanes (the line of its first result, 0 for none)."""
+
+    def __init__(
+        self, run: Run, lanes: dict[str, RunLane], cases: list[Any], contexts: dict[tuple[str, str], Any]
+    ) -> None:
+        self.run = run
+        self.lanes = lanes
+        self.only_lane = next(iter(lanes.values())) if len(lanes) == 1 else None
+        # one reader (the cases indexed once) for both passes; duplicates are checked per
+        # lane here
+        self.reader = ResultsReader(cases, contexts=contexts, duplicates=False)
+        self._lane_index = {pk: i for i, pk in enumerate(sorted(lane.pk for lane in lanes.values()))}
+        self._case_count = len(cases)
+        self._first_line: array | None = None
+
+    def routed(self, source: LineSource, bad: list[dict[str, Any]], *, duplicates: bool) -> Iterator[_Line]:
+        """Each good line with its lane; a report of each bad one appended to ``bad``."""
+        reader = self.reader
+        if duplicates:
+            self._first_line = array("i", [0]) * (len(self.lanes) * self._case_count * self.run.repetitions)
+        for number, raw, label in source():
+            if raw is None:
+                bad.append(_bad(number, label))  # the trace's problem, with its label
+                continue
+            execution = reader.read_line(number, raw)
+            if execution is None:
+                continue
+            if isinstance(execution, dict):
+                bad.append(_bad(number, execution["message"], execution.get("field"), label=label))
+                continue
+            name = execution.deployment
+            lane = self.lanes.get(name)
+            if lane is None and name == DEFAULT_DEPLOYMENT and self.only_lane is not None:
+                lane = self.only_lane
+            if lane is None:
+                message = (
+                    f"deployment {name!r} is not a trace_import deployment of this run "
+                    f"(one of {', '.join(sorted(self.lanes))})"
+                )
+                bad.append(_bad(number, message, "deployment", label=label))
+                continue
+            if execution.repetition > self.run.repetitions:
+                message = f"repetition {execution.repetition} is above the run's {self.run.repetitions}"
+                bad.append(_bad(number, message, "repetition", label=label))
+                continue
+            if duplicates:
+                first = self._first(lane, execution, reader, number)
+                if first:
+                    message = f"duplicate result for this case and repetition (first on line {first})"
+                    bad.append(_bad(number, message, "case_key", label=label))
+                    continue
+            yield _Line(number, label, lane, execution)
+
+    def _first(self, lane: RunLane, execution: Execution, reader: ResultsReader, number: int) -> int:
+        """The line of the first result for this lane, case and repetition (0: this is it)."""
+        assert self._first_line is not None
+        case_index = reader.order[(execution.challenge_key, execution.case_key)]
+        slot = (self._lane_index[lane.pk] * self._case_count + case_index) * self.run.repetitions
+        slot += execution.repetition - 1
+        first = self._first_line[slot]
+        if not first:
+            self._first_line[slot] = number
+        return first
+
+
+def _batches(lines: Iterator[_Line]) -> Iterator[list[_Line]]:
+    batch: list[_Line] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == GRADE_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _pending_items(run: Run, batch: list[_Line]) -> dict[tuple[int, str, str, int], ItemKey]:
+    """The pending items of the batch's lines, by (lane, challenge, case, repetition)."""
+    rows = RunItem.objects.filter(
+        run_id=run.pk,
+        lane_id__in={line.lane.pk for line in batch},
+        case_key__in={line.execution.case_key for line in batch},
+        state=ItemState.PENDING,
+    ).values_list("lane_id", "id", "challenge_key", "case_key", "repetition", "attempt_count")
+    return {(lane_id, *key[1:4]): ItemKey(*key) for lane_id, *key in rows}
+
+
+def _item_of(line: _Line, items: dict[tuple[int, str, str, int], ItemKey]) -> ItemKey | None:
+    e = line.execution
+    return items.get((line.lane.pk, e.challenge_key, e.case_key, e.repetition))
+
+
+def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
+    """An uploaded line is the item's one attempt (ok, at upload time, with the latency the
+    line reports): ``attempts`` counts it as for an executed item, not 0."""
+    now = timezone.now()
+    evidence = evidence_of(execution)  # kept: the upload reads with keep_evidence (the default)
+    outcome = AttemptOutcome(
+        AttemptCategory.OK,
+        latency_ms=evidence.metrics.latency_ms if evidence.metrics is not None else None,
+        response=execution.response,
+        evidence=evidence,
+        started_at=now,
+        ended_at=now,
+    )
+    return grade_outcomes(ctx, key, [outcome], execution.response)
+
+
 def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     """Grade uploaded results for the run's trace_import lanes, all or nothing: any bad line
-    and nothing is stored, the outcome lists every bad line."""
+    and nothing is stored, the outcome lists every bad line.
+
+    Three passes, each holding one batch of ``GRADE_BATCH`` lines at a time: every line is
+    checked (and its item found); every line is graded (outside any transaction: a judge may
+    be called) into a temporary file, a batch per record; the batches are written from it in
+    one transaction. The memory an upload takes does not grow with its lines (only the body
+    does, and one int per item of the run's trace_import lanes)."""
     from runs.dispatch import lane_context_for
 
     if len(data) > MAX_RESULTS_BYTES:
@@ -445,8 +578,8 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
         ) from None
     except ValueError as exc:
         raise RunError("parse_error", f"the body is gzip but cannot be read: {exc}") from None
-    lines = _lines(data)
-    if not lines:
+    source = _lines(data)
+    if next(source(), None) is None:
         raise RunError(
             "no_results",
             "the upload has no result lines: send JSONL (one agent response per line) or OTLP "
@@ -456,154 +589,141 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     any_lane = next(iter(lanes.values()))
     ctx0 = lane_context_for(any_lane, run)
     pairs = list(ctx0.data.iter_cases())
-    cases = [c for c, _ in pairs]
-    contexts = {(c.challenge_key, c.case_key): ctx for c, ctx in pairs}
+    router = _Router(run, lanes, [c for c, _ in pairs], {(c.challenge_key, c.case_key): x for c, x in pairs})
+    del pairs
     outcome = ImportOutcome()
-    matched = _match_lines(lines, run, lanes, cases, contexts, outcome.bad_lines)
-    _find_items(matched, outcome.bad_lines)
-    if outcome.bad_lines:
-        outcome.bad_lines.sort(key=lambda b: b["line"])
-        return outcome
-    try:
-        outcome.accepted = _grade_and_record(run, matched)
-    except _Raced as exc:
-        outcome.bad_lines = sorted(exc.bad_lines, key=lambda b: b["line"])
+    _check(router, source, outcome.bad_lines)
+    if not outcome.bad_lines:
+        try:
+            with tempfile.TemporaryFile(prefix="agentclash-trace-import-") as spool:
+                _grade(router, source, spool)
+                outcome.accepted = _record(run, router, spool)
+        except _Raced as exc:
+            outcome.bad_lines = exc.bad_lines
+    outcome.bad_lines.sort(key=lambda b: b["line"])
     return outcome
 
 
-def _match_lines(
-    lines: list[tuple[int, bytes | None, str]],
-    run: Run,
-    lanes: dict[str, RunLane],
-    cases: list[Any],
-    contexts: dict[tuple[str, str], Any],
-    bad: list[dict[str, Any]],
-) -> list[_Matched]:
-    """Each good line with its lane; a report of each bad one appended to ``bad``."""
-    only_lane = next(iter(lanes.values())) if len(lanes) == 1 else None
-    # one reader (the cases indexed once); duplicates are checked per lane below
-    reader = ResultsReader(cases, contexts=contexts, duplicates=False)
-    seen: dict[tuple[int, str, str, int], int] = {}
-    matched: list[_Matched] = []
-    for number, raw, label in lines:
-        if raw is None:
-            bad.append(_bad(number, label))  # the trace's problem, with its label
-            continue
-        execution = reader.read_line(number, raw)
-        if execution is None:
-            continue
-        if isinstance(execution, dict):
-            bad.append(_bad(number, execution["message"], execution.get("field"), label=label))
-            continue
-        name = execution.deployment
-        lane = lanes.get(name)
-        if lane is None and name == DEFAULT_DEPLOYMENT and only_lane is not None:
-            lane = only_lane
-        if lane is None:
-            message = (
-                f"deployment {name!r} is not a trace_import deployment of this run "
-                f"(one of {', '.join(sorted(lanes))})"
-            )
-            bad.append(_bad(number, message, "deployment", label=label))
-            continue
-        if execution.repetition > run.repetitions:
-            message = f"repetition {execution.repetition} is above the run's {run.repetitions}"
-            bad.append(_bad(number, message, "repetition", label=label))
-            continue
-        ident = (lane.pk, execution.challenge_key, execution.case_key, execution.repetition)
-        if ident in seen:
-            message = f"duplicate result for this case and repetition (first on line {seen[ident]})"
-            bad.append(_bad(number, message, "case_key", label=label))
-            continue
-        seen[ident] = number
-        matched.append(_Matched(number, label, lane, execution))
-    return matched
+def _check(router: _Router, source: LineSource, bad: list[dict[str, Any]]) -> None:
+    """Pass 1: every line read, routed and given its pending item; a report of each bad one
+    appended to ``bad``."""
+    lines = router.routed(source, bad, duplicates=True)
+    for batch in _batches(lines):
+        items = _pending_items(router.run, batch)
+        for line in batch:
+            if _item_of(line, items) is None:
+                bad.append(_bad(line.number, ALREADY_DONE, "case_key", label=line.label))
 
 
-def _find_items(matched: list[_Matched], bad: list[dict[str, Any]]) -> None:
-    """Give each matched line its pending item; a line whose item is done is bad."""
-    for lane_id in {m.lane.pk for m in matched}:
-        pending = {
-            (r.challenge_key, r.case_key, r.repetition): r
-            for r in RunItem.objects.filter(lane_id=lane_id, state=ItemState.PENDING).only(
-                "id", "challenge_key", "case_key", "repetition", "attempt_count"
-            )
-        }
-        for m in matched:
-            if m.lane.pk == lane_id:
-                e = m.execution
-                m.item = pending.get((e.challenge_key, e.case_key, e.repetition))
-                if m.item is None:
-                    bad.append(_bad(m.number, ALREADY_DONE, "case_key", label=m.label))
+# A record of the spool: its length (8 bytes) and the zlib of a pickle of (lane id,
+# [(result, grade JSON, evidence JSON)], [(item id, line number, label)]), one per lane of a
+# batch of lines. Each result is spooled without what ``record_results`` does not write (its
+# attempts' response and evidence objects: most of its bytes and of the time to pickle it),
+# and its grade and evidence documents as the JSON the writer makes of them
+# (``storable_json``): pickle takes two levels of the interpreter's recursion limit per level
+# of a document, so a document ~500 levels deep (which the writer stores) could not be
+# pickled.
+_SPOOL_LENGTH = struct.Struct("<Q")
 
 
-def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
-    """An uploaded line is the item's one attempt (ok, at upload time, with the latency the
-    line reports): ``attempts`` counts it as for an executed item, not 0."""
-    now = timezone.now()
-    evidence = evidence_of(execution)  # kept: the upload reads with keep_evidence (the default)
-    outcome = AttemptOutcome(
-        AttemptCategory.OK,
-        latency_ms=evidence.metrics.latency_ms if evidence.metrics is not None else None,
-        response=execution.response,
-        evidence=evidence,
-        started_at=now,
-        ended_at=now,
-    )
-    return grade_outcomes(ctx, key, [outcome], execution.response)
+def _spool_record(lane_id: int, results: list[ItemResult], where: list[tuple[int, int, str]]) -> bytes:
+    rows = [
+        (
+            dataclasses.replace(
+                r,
+                grade=None,
+                evidence=None,
+                attempts=[dataclasses.replace(a, response=None, evidence=None) for a in r.attempts],
+            ),
+            None if r.grade is None else storable_json(r.grade, option=orjson.OPT_NAIVE_UTC),
+            None if r.evidence is None else storable_json(r.evidence, option=orjson.OPT_NAIVE_UTC),
+        )
+        for r in results
+    ]
+    record = zlib.compress(pickle.dumps((lane_id, rows, where), pickle.HIGHEST_PROTOCOL), 1)
+    return _SPOOL_LENGTH.pack(len(record)) + record
 
 
-def _grade_and_record(run: Run, matched: list[_Matched]) -> int:
-    """Grade every line (outside the transaction: a judge may be called), then write them all
-    in one transaction; :class:`_Raced` (nothing written) when an item is no longer pending."""
+def _spooled(spool: IO[bytes]) -> Iterator[tuple[int, list[ItemResult], list[tuple[int, int, str]]]]:
+    spool.seek(0)
+    while header := spool.read(_SPOOL_LENGTH.size):
+        (length,) = _SPOOL_LENGTH.unpack(header)
+        # our own records, in a file this process created (unlinked, mode 0600)
+        lane_id, rows, where = pickle.loads(zlib.decompress(spool.read(length)))  # noqa: S301
+        results = []
+        for result, grade, evidence in rows:
+            result.grade = None if grade is None else json.loads(grade)
+            result.evidence = None if evidence is None else json.loads(evidence)
+            results.append(result)
+        yield lane_id, results, where
+
+
+def _grade(router: _Router, source: LineSource, spool: IO[bytes]) -> None:
+    """Pass 2: every line graded (outside any transaction: a judge may be called), a batch at
+    a time, into ``spool``; :class:`_Raced` when an item is no longer pending."""
     from runs.dispatch import lane_context_for
-    from runs.recording import record_results
+
+    run = router.run
+    contexts: dict[int, Any] = {}
+    bad: list[dict[str, Any]] = []
+    for batch in _batches(router.routed(source, bad, duplicates=False)):
+        items = _pending_items(run, batch)
+        by_lane: dict[int, tuple[list[ItemResult], list[tuple[int, int, str]]]] = {}
+        for lane_id in sorted({line.lane.pk for line in batch}):
+            lane = next(line.lane for line in batch if line.lane.pk == lane_id)
+            if lane_id not in contexts:
+                contexts[lane_id] = lane_context_for(lane, run)
+            # the batch's cases in one query, as a claim loads them
+            contexts[lane_id].data.load(
+                {(li.execution.challenge_key, li.execution.case_key) for li in batch if li.lane.pk == lane_id}
+            )
+            by_lane[lane_id] = ([], [])
+        for line in batch:
+            key = _item_of(line, items)
+            if key is None:
+                bad.append(_bad(line.number, ALREADY_DONE, "case_key", label=line.label))
+                continue
+            results, where = by_lane[line.lane.pk]
+            results.append(_graded_upload(contexts[line.lane.pk], key, line.execution))
+            where.append((key.id, line.number, line.label))
+        for lane_id, (results, where) in by_lane.items():
+            if results:
+                spool.write(_spool_record(lane_id, results, where))
+    if bad:  # a line read valid in pass 1 and not now: its item was finished meanwhile
+        raise _Raced(bad)
+
+
+def _record(run: Run, router: _Router, spool: IO[bytes]) -> int:
+    """Pass 3: write the spooled results in one transaction, every trace_import lane locked
+    first in id order (as two uploads and the lane writer take them); :class:`_Raced`
+    (nothing written) listing every line whose item is no longer pending."""
+    from runs.recording import _locked, record_results
     from runs.scoring import check_lane_and_run
 
-    # Lanes in id order: two uploads lock their lane rows in the same order.
-    by_lane: dict[int, list[_Matched]] = {}
-    for m in sorted(matched, key=lambda m: m.lane.pk):
-        by_lane.setdefault(m.lane.pk, []).append(m)
-    graded: dict[int, tuple[RunLane, list[ItemResult], dict[int, _Matched]]] = {}
-    for lane_id, rows in by_lane.items():
-        lane = rows[0].lane
-        ctx = lane_context_for(lane, run)
-        results: list[ItemResult] = []
-        lines: dict[int, _Matched] = {}  # by item id
-        for number, m in enumerate(rows):
-            if number % GRADE_BATCH == 0:  # the batch's cases in one query, as a claim loads them
-                ctx.data.load(
-                    {
-                        (r.execution.challenge_key, r.execution.case_key)
-                        for r in rows[number : number + GRADE_BATCH]
-                    }
-                )
-            item = m.item
-            assert item is not None  # _find_items reported the lines without one
-            key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
-            results.append(_graded_upload(ctx, key, m.execution))
-            lines[item.pk] = m
-        graded[lane_id] = (lane, results, lines)
+    lane_ids = sorted(lane.pk for lane in router.lanes.values())
     written = 0
+    written_lanes: set[int] = set()
+    raced: list[dict[str, Any]] = []
     with transaction.atomic():
-        for lane_id, (lane, results, lines) in graded.items():
+        list(_locked(RunLane.objects.filter(pk__in=lane_ids).order_by("pk")).values_list("pk"))
+        for lane_id, results, where in _spooled(spool):
             done = record_results(
                 lane_id, results, owner=None, revision=run.scoring_revision, repetitions=run.repetitions
             )
-            if len(done) != len(results):  # rolls back every lane written so far
+            if len(done) != len(results):  # rolls back every batch written so far
                 kept = set(done)
-                raise _Raced(
-                    [
-                        _bad(m.number, ALREADY_DONE, "case_key", label=m.label)
-                        for pk, m in lines.items()
-                        if pk not in kept
-                    ]
-                )
+                raced += [
+                    _bad(n, ALREADY_DONE, "case_key", label=label) for pk, n, label in where if pk not in kept
+                ]
             written += len(done)
-            if lane.status == LaneStatus.QUEUED:
+            written_lanes.add(lane_id)
+        if raced:
+            raise _Raced(raced)
+        for lane in router.lanes.values():
+            if lane.pk in written_lanes and lane.status == LaneStatus.QUEUED:
                 transition_lane(lane, LaneStatus.RUNNING, reason="results uploaded")
         if written and run.status == RunStatus.QUEUED:
             transition_run(run, RunStatus.RUNNING, reason="results uploaded")
-    for lane_id in graded:
+    for lane_id in sorted(written_lanes):
         check_lane_and_run(lane_id)
     return written

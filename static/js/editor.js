@@ -257,6 +257,7 @@
     const slot = document.getElementById("report-slot");
     const revision = () => (document.getElementById("draft-revision") || {}).value;
     let requested = "";
+    const REPORT_RETRY_MS = 1000;
     function loadPendingReport() {
       const pending = document.querySelector("#report[data-report-url]");
       if (!pending || !slot || !window.htmx || pending.dataset.reportUrl === requested) return;
@@ -268,6 +269,13 @@
         const code = event.detail.xhr ? event.detail.xhr.status : 0;
         const asked = /[?&]revision=(\d+)/.exec((event.detail.pathInfo && event.detail.pathInfo.requestPath) || "");
         if (asked && asked[1] !== revision()) return; // a save of this tab since: its own request follows
+        if (code === 200 && document.querySelector("#report[data-report-retry]")) {
+          // Another request is still validating this text (the server waited for it a while):
+          // ask again in a moment; its report is stored when it is done.
+          requested = "";
+          window.setTimeout(loadPendingReport, REPORT_RETRY_MS);
+          return;
+        }
         if (!status || document.querySelector("#report[data-report-pending]")) {
           // 204: the draft is past this revision, though this tab saved nothing since: it was
           // saved elsewhere; the next autosave here is refused and says so.

@@ -260,3 +260,39 @@ def test_a_report_arriving_after_a_later_save_is_never_shown_as_the_current_one(
     expect(page.locator("#save-status")).to_have_text("Saved and validated.")
     assert page.evaluate("window.reportsShown") == ["2:pending", "3:pending", "3:true"]
     assert page.js_errors == []
+
+
+def test_a_draft_another_request_is_validating_shows_its_report_when_it_is_stored(
+    personas, login, page, monkeypatch
+):
+    """Opened while another request validates its text (no report stored yet), the editor
+    says it is still validating, asks again every second, and shows the report the other
+    request stored: the text is validated once."""
+    from packs.services import draft_reports
+    from tests.packs.test_draft_report_race import DEADLINE, HeldValidation, in_thread, load
+
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    held = HeldValidation(monkeypatch)
+    first, first_out = in_thread(load, draft.pk)
+    assert held.started.wait(DEADLINE)
+    monkeypatch.setattr(draft_reports, "REPORT_WAIT_SECONDS", 0.05)
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/report/" in request.url else None)
+    login(personas.viewer)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    expect(page.locator("#report[data-report-retry]")).to_contain_text("Still validating this text")
+    for _ in range(int(DEADLINE * 20)):  # the editor asks again while the other validates
+        if len(asked) >= 2:
+            break
+        page.wait_for_timeout(50)
+    assert len(asked) >= 2
+    expect(page.locator("#report[data-report-retry]")).to_be_attached()
+    held.release()
+    expect(page.locator('#report[data-valid="true"][data-revision="1"]')).to_be_visible()
+    expect(page.locator("#structure")).to_contain_text("word-problem")
+    first.join(DEADLINE)
+    assert not first.is_alive() and "error" not in first_out, first_out
+    assert held.calls == 1
+    assert page.js_errors == []
