@@ -155,10 +155,29 @@ class DeploymentForm(forms.Form):
             "system_prompt": config.get("system_prompt", ""),
             "temperature": config.get("temperature"),
             "max_tokens": config.get("max_tokens"),
-            "extra_body": json.dumps(config["extra_body"]) if config.get("extra_body") else "",
+            "extra_body": json.dumps(config["extra_body"], ensure_ascii=False)
+            if config.get("extra_body")
+            else "",
             "extra_headers": "\n".join(f"{k}: {v}" for k, v in (config.get("extra_headers") or {}).items()),
         }
         return initial
+
+    @classmethod
+    def config_rows(cls, deployment: Deployment) -> list[tuple[str, str]]:
+        """``(label, text)`` of each config value, for the detail page: the form's label and
+        the text its field shows for the keys it edits (JSON, header lines), ``config.<key>``
+        and JSON for any other key (set with the CLI's ``--config``)."""
+        config = deployment.config or {}
+        initial = cls.initial_for(deployment)
+        rows = []
+        for key, value in config.items():
+            if key in FORM_CONFIG_KEYS:
+                field = cls.base_fields[key]
+                rows.append((str(field.label or key.replace("_", " ").capitalize()), str(initial[key])))
+            else:
+                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                rows.append((f"config.{key}", text))
+        return rows
 
     @property
     def kind_value(self) -> str:

@@ -314,7 +314,10 @@ def _blocked_message(host: str, reason: str, ip: IPAddress | str | None = None) 
     """The refusal, with a hint when the workspace setting would have allowed it."""
     hint = ""
     if ip is not None and address_refusal(ip, allow_private=True) is None:
-        hint = " (the workspace does not allow private endpoints)"
+        hint = (
+            " (the workspace does not allow private endpoints; an administrator allows them with"
+            " `python manage.py workspace create <slug> --allow-private-endpoints`)"
+        )
     return f"refused to connect to {host}: {reason}{hint}"
 
 

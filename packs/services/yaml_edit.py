@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from grading.engine import jsontext
-from packs.bundle.yamlload import load_yaml
+from packs.bundle.yamlload import _LIBYAML_BREAK, _line_starts, load_yaml
 
 
 class YamlEditError(Exception):
@@ -76,8 +77,43 @@ def _set_field(text: str, section: str, field: str, value: Any) -> str:
     mapping = data.get(section)
     if not isinstance(mapping, dict):
         raise YamlEditError(f"the bundle has no {section} mapping")
+    in_place = _replace_scalar(text, data, section, field, value)
+    if in_place is not None:
+        return in_place
     mapping[field] = value
     return _dump(yaml, data)
+
+
+# A value the field setters write (a version number, a slug): plain in any context.
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# The scalar a value position holds: quoted, or plain up to what ends one in a flow mapping.
+_SCALAR_TOKEN = re.compile(r"""'[^'\n]*'|"[^"\\\n]*"|[^\s,\]}#'"][^\s,\]}#]*""")
+
+
+def _replace_scalar(text: str, data: CommentedMap, section: str, field: str, value: Any) -> str | None:
+    """The text with only the scalar at ``<section>.<field>`` rewritten, where it stands, or
+    None when that cannot be done safely. ruamel's dump of the whole document re-indents
+    block sequences and joins the continuation lines of flow mappings: a new version of the
+    mental-math example differed from the one it came from on 46 lines, all noise in its diff.
+    The result must read as the text with just that one value changed, or it is not used."""
+    mapping = data[section]
+    if field not in mapping or not _PLAIN_VALUE.fullmatch(str(value)):
+        return None
+    line, column = mapping.lc.value(field)
+    starts = _line_starts(text, _LIBYAML_BREAK)
+    if line >= len(starts):
+        return None
+    token = _SCALAR_TOKEN.match(text, starts[line] + column)
+    if token is None:
+        return None
+    quote = token.group()[0] if token.group()[0] in "'\"" else ""
+    edited = f"{text[: token.start()]}{quote}{value}{quote}{text[token.end() :]}"
+    try:
+        expected, got = _load_plain(text), _load_plain(edited)
+    except YamlEditError:
+        return None
+    expected[section][field] = value
+    return edited if got == expected else None
 
 
 def set_version_number(text: str, number: int) -> str:

@@ -121,6 +121,7 @@ def _pop_key(request: HttpRequest, deployment: Deployment) -> dict[str, Any]:
 def _detail_page(request: HttpRequest, deployment: Deployment, **extra: Any) -> HttpResponse:
     context = {
         "deployment": deployment,
+        "config_rows": DeploymentForm.config_rows(deployment),
         "can_write": _can_write(request, deployment.workspace),
         **extra,
     }

@@ -28,6 +28,7 @@ from runs.results import (
     file_check_paths,
     item_for_run,
     lanes_of,
+    progress_of,
     run_for_user,
     siblings_of,
 )
@@ -144,9 +145,20 @@ def case_list(request: HttpRequest, run_id: Any) -> HttpResponse:
         context.update(page=None, items=[], error=str(exc))
         return render(request, TEMPLATES + "case_list.html", context, status=400)
     context.update(page=page, items=page.items)
+    if query.status and not page.items and not query.after:
+        context["statuses_present"] = _statuses_present(lanes)
     if request.htmx and request.GET.get("partial") == "rows":  # type: ignore[attr-defined]
         return render(request, TEMPLATES + "case_list.html#rows", {**context, "more": True})
     return render(request, TEMPLATES + "case_list.html", context)
+
+
+def _statuses_present(lanes: list[RunLane]) -> list[tuple[str, str, int]]:
+    """``(filter value, label, count)`` of each status the run's cases have: a status filter
+    that lists nothing links to them. The overview's "Failed cases" listed nothing on a run
+    whose cases all ended in infra errors, with no way on but guessing the filter."""
+    segments, _ = progress_of(lanes)
+    labels = dict(STATUS_FILTERS)
+    return [(key.lower(), labels[key.lower()], count) for key, count in segments.items() if count]
 
 
 def _params_without_after(request: HttpRequest) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import io
 import zipfile
 
@@ -247,3 +248,55 @@ def test_a_draft_named_after_a_long_pack_name_keeps_the_version_number(personas)
     ).version
     draft = services.draft_from_version(version=version, user=personas.owner)
     assert len(draft.name) == 300 and draft.name.endswith("… v2")
+
+
+def _changed_lines(before: str, after: str) -> list[str]:
+    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+    return [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+
+
+@pytest.mark.parametrize("template", [t["name"] for t in services.draft_templates()])
+def test_a_new_version_of_a_template_pack_changes_only_its_number_line(personas, template):
+    """ruamel's dump of the whole bundle re-indented block sequences and joined flow mappings'
+    continuation lines: the next version of the mental-math example differed on 46 lines,
+    and the version diff page showed all of them next to the one change the author made."""
+    first = services.draft_from_template(workspace=personas.workspace, user=personas.owner, template=template)
+    published = services.draft_publish(draft=first, user=personas.owner).version
+    draft = services.draft_from_version(version=published, user=personas.owner)
+    number = published.number
+    assert _changed_lines(first.bundle_text, draft.bundle_text) == [
+        f"-  number: {number}",
+        f"+  number: {number + 1}",
+    ]
+
+
+def test_a_second_pack_from_a_flow_style_template_changes_only_its_slug(personas):
+    def from_template():
+        draft = services.draft_from_template(
+            workspace=personas.workspace, user=personas.owner, template="mental-math"
+        )
+        services.draft_publish(draft=draft, user=personas.owner)
+        return draft
+
+    first, second = from_template(), from_template()
+    assert _changed_lines(first.bundle_text, second.bundle_text) == [
+        "-pack: {slug: mental-math, name: Mental Math, family: reasoning}",
+        "+pack: {slug: mental-math-2, name: Mental Math, family: reasoning}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "version: {number: 1, execution_mode: prompt_eval}\n",
+            "version: {number: 7, execution_mode: prompt_eval}\n",
+        ),
+        ("version:\n  number: 1 # bumped by hand\n", "version:\n  number: 7 # bumped by hand\n"),
+        ("version:\r\n  number: 1\r\n", "version:\r\n  number: 7\r\n"),
+        # a quoted number is a string: rewriting it in place would keep it one, so it is dumped
+        ("version:\n  number: '1'\n", "version:\n  number: 7\n"),
+    ],
+)
+def test_setting_the_version_number_rewrites_only_its_value(text, expected):
+    assert yaml_edit.set_version_number(text, 7) == expected

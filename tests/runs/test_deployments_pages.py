@@ -3,9 +3,12 @@ rotate, test connection via htmx, roles, and the admin."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from runs.models import Deployment
 from runs.services.deployments import deployment_create
@@ -192,6 +195,30 @@ def test_editing_keeps_config_keys_the_form_does_not_show(personas):
     )
     d.refresh_from_db()
     assert d.config == {"seed": 7, "temperature": 0.1}
+
+
+def test_the_detail_page_shows_settings_under_the_form_labels_as_the_form_takes_them(personas):
+    """The settings table listed config as ``config.extra_body`` with Python reprs
+    (``{'top_k': 4}``): labels the form never shows, and text the form refuses as JSON when
+    pasted back. The form's labels and text now; a key the form does not edit keeps its name."""
+    d = deployment_create(
+        workspace=personas.workspace, name="gpt", kind="openai_chat", url="https://x/v1", model="m",
+        config={"extra_body": {"top_k": 4, "stop": ["é"]}, "extra_headers": {"X-Team": "evals", "X-B": "2"},
+                "temperature": 0.5, "response_format": {"type": "json_object"}},
+    ).deployment  # fmt: skip
+    page = login(personas.viewer).get(f"/deployments/{d.public_id}/").content.decode()
+    body = json.dumps({"stop": ["é"], "top_k": 4}, ensure_ascii=False)  # as PostgreSQL's jsonb orders keys
+    assert (
+        f'<th scope="row">Extra request parameters (JSON object)</th><td><code>{escape(body)}</code>' in page
+    )
+    assert '<th scope="row">Extra headers</th><td><code>X-B: 2<br>X-Team: evals</code>' in page
+    assert '<th scope="row">Temperature</th><td><code>0.5</code>' in page
+    assert (
+        '<th scope="row">config.response_format</th><td><code>{&quot;type&quot;: &quot;json_object&quot;}</code>'
+        in page
+    )
+    assert "config.extra_body" not in page and "{&#x27;" not in page
+    assert login(personas.outsider).get(f"/deployments/{d.public_id}/").status_code == 404
 
 
 def test_delete_asks_first_then_deletes(personas):

@@ -153,6 +153,9 @@ def test_an_endpoint_on_10_0_0_1_is_refused_without_allow_private_and_nothing_co
         run(go())
     assert "10.0.0.1" in info.value.message
     assert "does not allow private endpoints" in info.value.message
+    # the refusal says how to lift it, not only what refused it (the deployment page's Test
+    # connection and every failed item show this message)
+    assert "manage.py workspace create <slug> --allow-private-endpoints" in info.value.message
     assert attempts == []
 
 

@@ -320,6 +320,19 @@ def test_the_case_list_filters(run, owner):
     assert _ids(owner.get(f"/runs/{run.id}/cases/?challenge=nope").content.decode()) == []
 
 
+def test_a_status_filter_that_lists_nothing_links_to_the_statuses_the_run_has(personas, owner):
+    """The overview's "Failed cases" button opened an empty list on a run whose cases all ended
+    in infra errors ("No case matches these filters."), with no way on but guessing a filter."""
+    broken = seed_run(workspace=personas.workspace, items=4, lanes=1, infra_error_rate=1.0)
+    body = owner.get(f"/runs/{broken.id}/cases/?status=failed").content.decode()
+    assert "No case matches these filters." in body
+    link = f'<a href="/runs/{broken.id}/cases/?status=infra_error">Infra error (4)</a>'
+    assert f"This run's cases by status: {link}." in body
+    listed = owner.get(f"/runs/{broken.id}/cases/?status=infra_error").content.decode()
+    assert len(_ids(listed)) == 4 and "statuses-present" not in listed
+    assert login(personas.outsider).get(f"/runs/{broken.id}/cases/?status=failed").status_code == 404
+
+
 def test_the_case_list_sorts_by_score_with_ungraded_cases_last(run, owner):
     body = owner.get(f"/runs/{run.id}/cases/?sort=score").content.decode()
     ids = _ids(body)
