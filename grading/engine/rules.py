@@ -3,7 +3,6 @@ evidence, pattern_match, job_resolution_status, task_count, compliance and gates
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -377,8 +376,8 @@ def prepare_rule(
                 continue
             span = search_span(rx, text)
             if span is not None:
-                return passed(functools.partial(_hit_text, i, span[0], text))
-        return failed(lambda: _miss_text(values))
+                return passed((_hit_text, i, span[0], text))  # rendered on first read
+        return failed((_miss_text, values))
 
     def _hit_text(i: int, offset: int, text: str) -> str:
         where_txt = f"task {i}" if not job else "job"

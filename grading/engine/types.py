@@ -331,9 +331,11 @@ class GradeContext:
 
 MAX_EVIDENCE = 1000
 
-# An evidence text, or a function that renders it: graders on the hot path defer their
-# human-readable text (quoting, number formatting, joins) until someone reads it.
-EvidenceText = str | Callable[[], str]
+# An evidence text, a function that renders it, or a deferred call ``(function, *arguments)``
+# that renders it: graders on the hot path defer their human-readable text (quoting, number
+# formatting, joins) until someone reads it. The tuple form is the cheap one: a closure's
+# captured variables are cells that its enclosing grade function allocates on every call.
+EvidenceText = str | Callable[[], str] | tuple[Any, ...]
 
 
 def render_evidence(evidence: EvidenceText, status: Status) -> str:
@@ -343,7 +345,7 @@ def render_evidence(evidence: EvidenceText, status: Status) -> str:
         text = evidence
     else:
         try:
-            text = evidence()
+            text = evidence[0](*evidence[1:]) if type(evidence) is tuple else evidence()
         except Exception as exc:
             text = f"{status.value}: (evidence text failed to render: {type(exc).__name__}: {exc})"
     if not text:

@@ -145,3 +145,24 @@ def test_deferred_evidence_never_raises_when_read():
     assert len(long.evidence) == 1000 and long.evidence.endswith("…")
     empty = ExpectationResult("k", ResultKind.VALIDATOR, "t", Status.FAILED, OutcomeClass.FAIL, lambda: "")
     assert empty.evidence == "FAILED: (no detail)"
+
+
+def test_deferred_calls_render_like_functions_and_never_raise():
+    # The hot graders defer their text as (function, *arguments): no closure cells per case.
+    from grading.engine.types import ExpectationResult, OutcomeClass, ResultKind, Status
+    from grading.engine.validators.common import VResult
+
+    def text(a: str, n: int) -> str:
+        return f"{a} x{n}"
+
+    r = ExpectationResult("k", ResultKind.VALIDATOR, "t", Status.PASSED, OutcomeClass.PASS, (text, "ok", 3))
+    assert r.evidence == "ok x3"
+    assert VResult(Status.FAILED, 0.0, (text, "no", 1)).evidence == "no x1"
+    broken = ExpectationResult("k", ResultKind.VALIDATOR, "t", Status.FAILED, OutcomeClass.FAIL, (text, "x"))
+    assert broken.evidence.startswith("FAILED: (evidence text failed to render: TypeError:")
+    long = ExpectationResult(
+        "k", ResultKind.VALIDATOR, "t", Status.FAILED, OutcomeClass.FAIL, (str.__mul__, "x", 5000)
+    )
+    assert len(long.evidence) == 1000 and long.evidence.endswith("…")
+    empty = ExpectationResult("k", ResultKind.VALIDATOR, "t", Status.FAILED, OutcomeClass.FAIL, (str, ""))
+    assert empty.evidence == "FAILED: (no detail)"

@@ -92,24 +92,19 @@ def numeric_match(config: Any) -> PreparedGrader:
             else parse_number(actual.text, extract)
         )
         if a is None:
-            text = actual.text
-            expected_number = e
-            return plain_verdict(
-                False,
-                lambda: f"actual {quote(text, 80)} holds no number (expected {fmt_num(expected_number)})",
-            )
+            return plain_verdict(False, (_no_number_text, actual.text, e))
         if digits:
             a, e = round_significant(a, digits), round_significant(e, digits)
         diff = abs(a - e)
         if abs_tol is None and rel_tol is None:
-            return plain_verdict(a == e, lambda: f"{_head(a, e, diff)}; exact comparison")
+            return plain_verdict(a == e, (_exact_text, a, e, diff))
         rel = 0.0 if diff == 0 else (math.inf if e == 0 else diff / abs(e))
         ok_abs = abs_tol is not None and diff <= abs_tol
         ok_rel = rel_tol is not None and rel <= rel_tol
         if not (ok_abs or ok_rel):
             ok_abs, ok_rel = _decimal_within(a, e, abs_tol, rel_tol)
         return plain_verdict(
-            ok_abs or ok_rel, lambda: _tolerance_text(a, e, diff, rel, abs_tol, rel_tol, ok_abs, ok_rel)
+            ok_abs or ok_rel, (_tolerance_text, a, e, diff, rel, abs_tol, rel_tol, ok_abs, ok_rel)
         )
 
     return grade
@@ -130,6 +125,14 @@ def _decimal_within(a: float, e: float, abs_tol: float | None, rel_tol: float | 
         and diff <= Decimal(repr(rel_tol)) * abs(de)
     )
     return ok_abs, ok_rel
+
+
+def _no_number_text(text: str, expected: float) -> str:
+    return f"actual {quote(text, 80)} holds no number (expected {fmt_num(expected)})"
+
+
+def _exact_text(a: float, e: float, diff: float) -> str:
+    return f"{_head(a, e, diff)}; exact comparison"
 
 
 def _head(a: float, e: float, diff: float) -> str:

@@ -70,16 +70,28 @@ def _difference(a: str, e: str, lengths: bool = True) -> str:
     return text + f" (lengths {len(a)} and {len(e)})" if lengths else text
 
 
+def _exact_text(a: str) -> str:
+    return f"exact match ({len(a)} code points)"
+
+
 @prepared("exact_match")
 def exact_match(config: Any) -> PreparedGrader:
     def grade(actual: Resolved, expected: Resolved | None, env: Env) -> PlainVerdict:
         a = actual.text
         e = expected.text if expected is not None else ""
         if a == e:
-            return _PASSED, 1.0, lambda: f"exact match ({len(a)} code points)"
-        return _FAILED, 0.0, lambda: _difference(a, e)
+            return _PASSED, 1.0, (_exact_text, a)
+        return _FAILED, 0.0, (_difference, a, e)
 
     return grade
+
+
+def _found_text(e: str, i: int, where: str) -> str:
+    return f"found {quote(e, 120)} at offset {i} of the {where}"
+
+
+def _not_found_text(e: str, a: str) -> str:
+    return f"{quote(e, 120)} not found in {len(a)} code points; head: {head(a, 200)}"
 
 
 @prepared("contains")
@@ -94,12 +106,8 @@ def contains(config: Any) -> PreparedGrader:
             a, e = a.casefold(), e.casefold()
         i = a.find(e)
         if i >= 0:
-            return _PASSED, 1.0, lambda: f"found {quote(e, 120)} at offset {i} of the {where}"
-        return (
-            _FAILED,
-            0.0,
-            lambda: f"{quote(e, 120)} not found in {len(a)} code points; head: {head(a, 200)}",
-        )
+            return _PASSED, 1.0, (_found_text, e, i, where)
+        return _FAILED, 0.0, (_not_found_text, e, a)
 
     return grade
 
@@ -122,16 +130,14 @@ def regex_match(config: Any) -> PreparedGrader:
         text = actual.text
         span = search_span(rx, text)
         if span is None:
-            return (
-                _FAILED,
-                0.0,
-                lambda: (
-                    f"no match for {quote(pattern, 200)} in {len(text)} code points; head: {head(text, 200)}"
-                ),
-            )
-        return _PASSED, 1.0, lambda: _match_text(span, text)
+            return _FAILED, 0.0, (_no_match_text, pattern, text)
+        return _PASSED, 1.0, (_match_text, span, text)
 
     return grade
+
+
+def _no_match_text(pattern: str, text: str) -> str:
+    return f"no match for {quote(pattern, 200)} in {len(text)} code points; head: {head(text, 200)}"
 
 
 def _match_text(span: tuple[int, int], text: str) -> str:
@@ -300,38 +306,54 @@ def compare_json_path(doc: Any, path: str, comparator: str, value: Any) -> VResu
     if comparator == "exists":
         if found is NOT_FOUND:
             return plain_verdict(False, f"path {path}, comparator exists: path does not resolve")
-        return plain_verdict(True, lambda: f"path {path}, comparator exists: resolves to {short_json(found)}")
+        return plain_verdict(True, (_resolves_text, path, found))
     if found is NOT_FOUND:
-        return plain_verdict(
-            False,
-            lambda: (
-                f"path {path}, comparator {comparator}: path does not resolve; expected {short_json(value)}"
-            ),
-        )
-
-    def shown() -> str:
-        return (
-            f"path {path}, comparator {comparator}: actual {short_json(found)}, expected {short_json(value)}"
-        )
-
+        return plain_verdict(False, (_unresolved_text, path, comparator, value))
+    shown = (_shown_text, path, comparator, found, value)  # rendered on first read
     if comparator == "equals":
         return plain_verdict(deep_equal(found, value), shown)
     if comparator == "contains":
         if isinstance(found, str):
             if not isinstance(value, str):
-                return pack_error(f"{shown()}: contains on a string needs a string value", "invalid_expected")
+                return pack_error(
+                    f"{_shown_text(path, comparator, found, value)}: contains on a string needs a string value",
+                    "invalid_expected",
+                )
             return plain_verdict(value in found, shown)
         if isinstance(found, list):
             return plain_verdict(any(deep_equal(x, value) for x in found), shown)
         needle = value if isinstance(value, str) else canonical_json(value)
         return plain_verdict(needle in canonical_json(found), shown)
     if not is_number(value):
-        return pack_error(f"{shown()}: {comparator} needs a numeric value", "invalid_expected")
+        return pack_error(
+            f"{_shown_text(path, comparator, found, value)}: {comparator} needs a numeric value",
+            "invalid_expected",
+        )
     if not is_number(found):
-        return plain_verdict(False, lambda: f"{shown()}: actual is not a number")
+        return plain_verdict(False, (_not_number_text, path, comparator, found, value))
     ok = found > value if comparator == "greater_than" else found < value
+    return plain_verdict(ok, (_order_text, path, comparator, found, value, ok))
+
+
+def _resolves_text(path: str, found: Any) -> str:
+    return f"path {path}, comparator exists: resolves to {short_json(found)}"
+
+
+def _unresolved_text(path: str, comparator: str, value: Any) -> str:
+    return f"path {path}, comparator {comparator}: path does not resolve; expected {short_json(value)}"
+
+
+def _shown_text(path: str, comparator: str, found: Any, value: Any) -> str:
+    return f"path {path}, comparator {comparator}: actual {short_json(found)}, expected {short_json(value)}"
+
+
+def _not_number_text(path: str, comparator: str, found: Any, value: Any) -> str:
+    return f"{_shown_text(path, comparator, found, value)}: actual is not a number"
+
+
+def _order_text(path: str, comparator: str, found: Any, value: Any, ok: bool) -> str:
     op = ">" if comparator == "greater_than" else "<"
-    return plain_verdict(ok, lambda: f"{shown()} ({fmt_num(found)} {op} {fmt_num(value)}: {ok})")
+    return f"{_shown_text(path, comparator, found, value)} ({fmt_num(found)} {op} {fmt_num(value)}: {ok})"
 
 
 @prepared("json_path_match")

@@ -177,7 +177,7 @@ def tool_call_assertion(config: Any) -> PreparedGrader:
         return VResult(
             _FAILED if reasons else _PASSED,
             0.0 if reasons else 1.0,
-            lambda: _assertion_text(matched, names, reasons),
+            (_assertion_text, matched, names, reasons),
             None,
             None,
             {"matched_indices": matched, "observed_names": names, "reasons": reasons},
