@@ -83,6 +83,8 @@ class CallSettings:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> CallSettings:
+        """A lane's ``settings``: those ``to_json`` wrote, and the backfilled ones of migration
+        0010 (which holds its own frozen copy of this JSON's shape: keep reading it)."""
         auth = doc.get("auth") or {}
         return cls(
             kind=doc["kind"],

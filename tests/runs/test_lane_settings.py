@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import sys
 import threading
 import time
 import types
@@ -250,6 +251,41 @@ def test_the_migration_backfills_lanes_from_their_deployment_as_it_is_now(person
     assert lanes["moved"] == {"kind": "hosted_http", "backfilled": True, "unknown": True}
     assert RunLane.objects.get(run=kept).settings == recorded_before  # recorded ones stay
     assert SECRET not in json.dumps(lanes)
+
+
+def test_the_migration_is_frozen_and_records_what_call_settings_reads(personas, monkeypatch):
+    """Migration 0010 runs with the historical models and without ``runs.lane_settings``
+    (a migration replayed on a new database must not depend on what that module becomes),
+    and what it records is what ``CallSettings`` reads today, for every kind."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    backfill = importlib.import_module("runs.migrations.0010_lane_settings").backfill
+    historical = MigrationExecutor(connection).loader.project_state(("runs", "0010_lane_settings")).apps
+    version = publish(personas.workspace, cases=1)
+    config = {
+        "system_prompt": PROMPT, "temperature": 0.25, "extra_body": {"top_k": 3},
+        "extra_headers": {"x-api-key": HEADER_VALUE}, "secret_header": "api-key",
+    }  # fmt: skip
+    deployments = [
+        chat(personas.workspace, "http://127.0.0.1:9/v1", config=config),
+        hosted(personas.workspace, "http://127.0.0.1:9/agent", name="plain", evidence_level="black_box"),
+        deployment_create(workspace=personas.workspace, name="upload", kind="trace_import").deployment,
+    ]
+    run = create_run(personas.workspace, version, deployments)
+    moved = create_run(personas.workspace, version, deployments[1:2])
+    RunLane.objects.update(settings={})
+    RunLane.objects.filter(run=moved).update(deployment_kind="openai_chat")  # changed kind since
+
+    monkeypatch.setitem(sys.modules, "runs.lane_settings", None)  # any import of it fails
+    backfill(historical, None)
+    monkeypatch.undo()
+
+    for dep in deployments:
+        stored = RunLane.objects.get(run=run, deployment=dep).settings
+        assert stored == CallSettings.of_deployment(dep, backfilled=True).to_json()
+        assert CallSettings.from_json(stored) == CallSettings.of_deployment(dep, backfilled=True)
+    assert RunLane.objects.get(run=moved).settings == CallSettings.kind_only("openai_chat").to_json()
+    assert HEADER_VALUE not in json.dumps(list(RunLane.objects.values_list("settings", flat=True)))
 
 
 def test_the_run_page_shows_what_each_lane_ran_with_and_marks_a_changed_deployment(personas):
