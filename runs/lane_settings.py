@@ -15,10 +15,11 @@ runs/MODELS.md "RunLane" says the same.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from runs.executors.base import DeploymentTarget
@@ -182,7 +183,7 @@ class CallSettings:
         Secrets and header values are not settings of the run: never compared."""
         mine, theirs = self._flat(), other._flat()
         return [
-            {"field": key, "before": short(mine.get(key)), "after": short(theirs.get(key))}
+            {"field": key, "before": _shown(key, mine.get(key)), "after": _shown(key, theirs.get(key))}
             for key in [*mine, *(k for k in theirs if k not in mine)]
             if mine.get(key) != theirs.get(key) and not (key != "kind" and (self.unknown or other.unknown))
         ]
@@ -200,7 +201,8 @@ class CallSettings:
         pairs = []
         if self.model:
             pairs.append(("model", self.model))
-        pairs.append(("host", urlsplit(self.url).netloc or self.url))
+        if host := host_of(self.url):
+            pairs.append(("host", host))
         pairs += [(key, short(value)) for key, value in sorted(self.config.items())]
         if self.timeout_seconds != DEFAULTS["timeout_seconds"]:
             pairs.append(("timeout", f"{self.timeout_seconds:g} s"))
@@ -223,6 +225,38 @@ def short(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     text = " ".join(text.split())
     return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
+
+
+# Query parameters whose value is shown elided: their names say they carry a credential
+# (Azure Functions' ``code``, ``api_key``, ``access_token``, a signed URL's ``sig``, ...).
+_CREDENTIAL_PARAM = re.compile(r"key|token|secret|passw|auth|sig|code|credential|session", re.IGNORECASE)
+
+
+def host_of(url: str) -> str:
+    """The URL's host and port, never its ``user:password@``."""
+    try:
+        return urlsplit(url).netloc.rpartition("@")[2]
+    except ValueError:
+        return ""
+
+
+def shown_url(url: str) -> str:
+    """The URL for a page: without its ``user:password@`` and with the values of its query
+    parameters named like credentials elided (``?api-version=1&code=…``). Deployment URLs
+    with credentials are refused (runs.services.deployments), but a row may predate that."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    query = "&".join(
+        f"{name}=…" if sep and _CREDENTIAL_PARAM.search(unquote_plus(name)) else f"{name}{sep}{value}"
+        for name, sep, value in (pair.partition("=") for pair in parts.query.split("&"))
+    )
+    return urlunsplit((parts.scheme, host_of(url), parts.path, query, ""))
+
+
+def _shown(key: str, value: Any) -> str:
+    return short(shown_url(value) if key == "url" and isinstance(value, str) else value)
 
 
 def lane_records(lanes: list[RunLane]) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ secret stays read live (a rotation mid-run keeps working). Against the fake prov
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import json
 import sys
@@ -25,7 +26,7 @@ from runs import dispatch
 from runs.compare_tasks import comparison_request, compute_comparison
 from runs.dispatch import claim_items, dispatch_lane, lane_context_for
 from runs.lane_settings import CallSettings
-from runs.models import Run, RunItem, RunLane
+from runs.models import Deployment, Run, RunItem, RunLane
 from runs.services.deployments import deployment_create, deployment_update
 from runs.services.operations import run_retry_failed
 from runs.sweeper import sweep
@@ -305,6 +306,35 @@ def test_the_run_page_shows_what_each_lane_ran_with_and_marks_a_changed_deployme
     assert 'data-testid="deployment-changed"' in html
     assert "now different: model, config.temperature" in html
     assert logged_in(personas.outsider).get(f"/runs/{run.id}/").status_code == 404
+
+
+def test_the_run_page_and_compare_show_no_credential_of_a_url(personas):
+    """A URL's user:password (refused by the deployments service, but stored by the admin
+    form before it applied the service's checks) and its credential-like query values
+    (Azure's ``?code=``, ``?api_key=``) are never shown: the run page names the host and
+    port, compare shows the URL with them elided and its other query values (an
+    ``api-version`` change is a setting of the run)."""
+    version = publish(personas.workspace, cases=1)
+    dep = chat(personas.workspace, "http://127.0.0.1:9/v1")
+    url = "http://user:pw-SECRET@127.0.0.1:9/v1?api-version=2024-06-01&code=tok-ONE&sig=sig-ONE"
+    Deployment.objects.filter(pk=dep.pk).update(url=url)
+    run = create_run(personas.workspace, version, [Deployment.objects.get(pk=dep.pk)])
+    assert RunLane.objects.get(run=run).settings["url"] == url  # the calls go where it says
+    html = logged_in(personas.viewer).get(f"/runs/{run.id}/").content.decode()
+    assert "<code>127.0.0.1:9</code>" in html
+    for secret in ("pw-SECRET", "user:", "tok-ONE", "sig-ONE"):
+        assert secret not in html
+
+    recorded = CallSettings.of_lane(RunLane.objects.get(run=run))
+    rotated = dataclasses.replace(recorded, url=url.replace("ONE", "TWO").replace("2024-06-01", "2025-01-01"))
+    (change,) = recorded.differences(rotated)
+    assert change == {
+        "field": "url",
+        "before": "http://127.0.0.1:9/v1?api-version=2024-06-01&code=…&sig=…",
+        "after": "http://127.0.0.1:9/v1?api-version=2025-01-01&code=…&sig=…",
+    }
+    only_token = dataclasses.replace(recorded, url=url.replace("tok-ONE", "tok-TWO"))
+    assert [c["field"] for c in recorded.differences(only_token)] == ["url"]  # compared as called
 
 
 def test_compare_names_the_settings_that_differ_between_the_two_lanes(personas):
