@@ -144,24 +144,38 @@ class CallSettings:
 
     def target(self, deployment: Deployment, *, name: str = "") -> DeploymentTarget:
         """The executor's target: these settings, with the deployment's live secrets, auth
-        headers and the workspace's private-endpoint flag. Built once per dispatcher."""
+        headers and the workspace's private-endpoint flag. Built once per dispatcher.
+
+        The live secret and credential headers go only to the origin the deployment names
+        now: re-pointed at another host (another provider, with its key), the run's endpoint
+        is not sent them, and every call is refused (``withheld``: a config_error saying
+        so), as a redirect to another origin never carries them (``sensitive_headers``)."""
         from runs.deployment_config import DeploymentConfig
         from runs.executors.base import DeploymentTarget
 
         live = deployment.config or {}
-        config = {**self.config, **{k: live[k] for k in AUTH_CONFIG_KEYS if k in live}}
+        credentials = {k: live[k] for k in AUTH_CONFIG_KEYS if k in live}
+        secret, withheld = deployment.get_secret(), ""
+        if self.calls_out and _origin(self.url) != _origin(deployment.url) and (secret or credentials):
+            secret, credentials = None, {}
+            withheld = (
+                f"the deployment calls {host_of(deployment.url) or 'no endpoint'} now, not this run's "
+                f"{host_of(self.url)}: its secret and credential headers are not sent to the run's "
+                "endpoint; start a new run to call the new one"
+            )
         return DeploymentTarget(
             kind=self.kind,
             url=self.url,
             model=self.model,
-            secret=deployment.get_secret(),
+            secret=secret,
             signing_key=deployment.get_signing_key(),
             timeout_seconds=self.timeout_seconds,
             evidence_level=self.evidence_level,
-            config=DeploymentConfig.model_validate(config),
+            config=DeploymentConfig.model_validate({**self.config, **credentials}),
             allow_private=deployment.workspace.allow_private_endpoints,
             name=name or deployment.name,
             max_attempts=self.max_attempts,
+            withheld=withheld,
         )
 
     # --- what the pages show ---
@@ -238,6 +252,17 @@ def host_of(url: str) -> str:
         return urlsplit(url).netloc.rpartition("@")[2]
     except ValueError:
         return ""
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port (the scheme's default when none is written)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return ("", url, None)
+    scheme = parts.scheme.lower()
+    return (scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme))
 
 
 def shown_url(url: str) -> str:

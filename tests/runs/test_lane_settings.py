@@ -180,6 +180,33 @@ def test_the_snapshot_never_holds_a_secret_a_signing_key_or_a_header_value(perso
     }
 
 
+def test_a_secret_is_never_sent_to_the_runs_endpoint_once_the_deployment_names_another(personas):
+    """The run keeps its endpoint; the secret and credential headers are the deployment's,
+    read live. Re-pointed at another provider with that provider's key (and retry-failed,
+    or the rest of a running run, then called), the old endpoint was sent the new key: a
+    credential handed to a host the deployment no longer names, as the redirect guard
+    (``sensitive_headers``) never allows. Those calls are now not made: each item ends
+    config_error saying why, and neither endpoint receives anything."""
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent(path="/v1/chat/completions") as old, FakeAgent(path="/v1/chat/completions") as new:
+        old.default = new.default = ok(chat_answer)
+        dep = chat(personas.workspace, old.base_url + "/v1")
+        run = create_run(personas.workspace, version, [dep])
+        deployment_update(
+            deployment=dep,
+            url=new.base_url + "/v1",
+            secret="sk-the-new-providers-key",
+            config={"system_prompt": PROMPT, "extra_headers": {"x-api-key": "new-providers-header"}},
+        )
+        run = drive(run)
+    assert (len(old.requests), len(new.requests)) == (0, 0)
+    items = list(RunItem.objects.filter(run=run).order_by("id"))
+    assert [i.last_category for i in items] == ["config_error", "config_error"]
+    attempt = items[0].attempts.get()
+    assert attempt.error_code == "endpoint_moved"
+    assert f"127.0.0.1:{old.port}" in attempt.error and "start a new run" in attempt.error
+
+
 def test_retry_failed_and_the_sweeper_re_claim_use_the_runs_settings(personas):
     """Edited between a lost claim and its re-claim, and again before retry-failed: every
     request (in-place retries included) carries the run's model and prompt and the retries
