@@ -347,18 +347,21 @@ def rank_run(run: Any) -> int:
     return changed
 
 
-def still_scoring(run_id: Any, *, locked: bool = False) -> bool:
+def still_scoring(run_id: Any, *, locked: bool = False, or_cancelled: bool = False) -> bool:
     """Whether the run is still in ``scoring`` (a cancel moves it on while it is scored) and,
     when this thread scores it (under ``scoring_lock``'s lease), the lease is still its own:
     a worker whose lease lapsed (not renewed in time) and was taken over stops as for a
     cancel, rather than pay the judge calls again beside the new owner and write over its
     grades; it logs why. ``locked`` (in a transaction, after the run's lanes, as a cancel
     takes them): the run's row stays locked until the transaction ends, so no cancel and no
-    claim of the lease lands between this answer and the writes it guards."""
+    claim of the lease lands between this answer and the writes it guards. ``or_cancelled``:
+    a run cancelled since counts too (the lease alone decides), for a write that completes
+    what was written before the cancel."""
     from runs.models import Run, RunStatus
     from runs.scoring import lease_held_here
 
-    scoring = Run.objects.filter(pk=run_id, status=RunStatus.SCORING)
+    statuses = (RunStatus.SCORING, RunStatus.CANCELLED) if or_cancelled else (RunStatus.SCORING,)
+    scoring = Run.objects.filter(pk=run_id, status__in=statuses)
     if locked:
         scoring = scoring.select_for_update()
     owner = lease_held_here(run_id)

@@ -15,10 +15,11 @@ runs/MODELS.md "RunLane" says the same.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from runs.executors.base import DeploymentTarget
@@ -83,6 +84,8 @@ class CallSettings:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> CallSettings:
+        """A lane's ``settings``: those ``to_json`` wrote, and the backfilled ones of migration
+        0010 (which holds its own frozen copy of this JSON's shape: keep reading it)."""
         auth = doc.get("auth") or {}
         return cls(
             kind=doc["kind"],
@@ -141,24 +144,38 @@ class CallSettings:
 
     def target(self, deployment: Deployment, *, name: str = "") -> DeploymentTarget:
         """The executor's target: these settings, with the deployment's live secrets, auth
-        headers and the workspace's private-endpoint flag. Built once per dispatcher."""
+        headers and the workspace's private-endpoint flag. Built once per dispatcher.
+
+        The live secret and credential headers go only to the origin the deployment names
+        now: re-pointed at another host (another provider, with its key), the run's endpoint
+        is not sent them, and every call is refused (``withheld``: a config_error saying
+        so), as a redirect to another origin never carries them (``sensitive_headers``)."""
         from runs.deployment_config import DeploymentConfig
         from runs.executors.base import DeploymentTarget
 
         live = deployment.config or {}
-        config = {**self.config, **{k: live[k] for k in AUTH_CONFIG_KEYS if k in live}}
+        credentials = {k: live[k] for k in AUTH_CONFIG_KEYS if k in live}
+        secret, withheld = deployment.get_secret(), ""
+        if self.calls_out and _origin(self.url) != _origin(deployment.url) and (secret or credentials):
+            secret, credentials = None, {}
+            withheld = (
+                f"the deployment calls {host_of(deployment.url) or 'no endpoint'} now, not this run's "
+                f"{host_of(self.url)}: its secret and credential headers are not sent to the run's "
+                "endpoint; start a new run to call the new one"
+            )
         return DeploymentTarget(
             kind=self.kind,
             url=self.url,
             model=self.model,
-            secret=deployment.get_secret(),
+            secret=secret,
             signing_key=deployment.get_signing_key(),
             timeout_seconds=self.timeout_seconds,
             evidence_level=self.evidence_level,
-            config=DeploymentConfig.model_validate(config),
+            config=DeploymentConfig.model_validate({**self.config, **credentials}),
             allow_private=deployment.workspace.allow_private_endpoints,
             name=name or deployment.name,
             max_attempts=self.max_attempts,
+            withheld=withheld,
         )
 
     # --- what the pages show ---
@@ -180,7 +197,7 @@ class CallSettings:
         Secrets and header values are not settings of the run: never compared."""
         mine, theirs = self._flat(), other._flat()
         return [
-            {"field": key, "before": short(mine.get(key)), "after": short(theirs.get(key))}
+            {"field": key, "before": _shown(key, mine.get(key)), "after": _shown(key, theirs.get(key))}
             for key in [*mine, *(k for k in theirs if k not in mine)]
             if mine.get(key) != theirs.get(key) and not (key != "kind" and (self.unknown or other.unknown))
         ]
@@ -198,7 +215,8 @@ class CallSettings:
         pairs = []
         if self.model:
             pairs.append(("model", self.model))
-        pairs.append(("host", urlsplit(self.url).netloc or self.url))
+        if host := host_of(self.url):
+            pairs.append(("host", host))
         pairs += [(key, short(value)) for key, value in sorted(self.config.items())]
         if self.timeout_seconds != DEFAULTS["timeout_seconds"]:
             pairs.append(("timeout", f"{self.timeout_seconds:g} s"))
@@ -221,6 +239,49 @@ def short(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     text = " ".join(text.split())
     return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
+
+
+# Query parameters whose value is shown elided: their names say they carry a credential
+# (Azure Functions' ``code``, ``api_key``, ``access_token``, a signed URL's ``sig``, ...).
+_CREDENTIAL_PARAM = re.compile(r"key|token|secret|passw|auth|sig|code|credential|session", re.IGNORECASE)
+
+
+def host_of(url: str) -> str:
+    """The URL's host and port, never its ``user:password@``."""
+    try:
+        return urlsplit(url).netloc.rpartition("@")[2]
+    except ValueError:
+        return ""
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port (the scheme's default when none is written)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return ("", url, None)
+    scheme = parts.scheme.lower()
+    return (scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme))
+
+
+def shown_url(url: str) -> str:
+    """The URL for a page: without its ``user:password@`` and with the values of its query
+    parameters named like credentials elided (``?api-version=1&code=…``). Deployment URLs
+    with credentials are refused (runs.services.deployments), but a row may predate that."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    query = "&".join(
+        f"{name}=…" if sep and _CREDENTIAL_PARAM.search(unquote_plus(name)) else f"{name}{sep}{value}"
+        for name, sep, value in (pair.partition("=") for pair in parts.query.split("&"))
+    )
+    return urlunsplit((parts.scheme, host_of(url), parts.path, query, ""))
+
+
+def _shown(key: str, value: Any) -> str:
+    return short(shown_url(value) if key == "url" and isinstance(value, str) else value)
 
 
 def lane_records(lanes: list[RunLane]) -> list[dict[str, Any]]:

@@ -151,6 +151,10 @@ class DeploymentTarget:
     allow_private: bool = False
     name: str = ""
     max_attempts: int = 3
+    # Why no call is made (each attempt a config_error ``endpoint_moved``): the run's
+    # endpoint is not the deployment's any more, and its live credentials are not sent there
+    # (runs.lane_settings.CallSettings.target). "" to call.
+    withheld: str = ""
 
     @classmethod
     def from_deployment(
@@ -415,6 +419,11 @@ class Executor(ABC):
     ) -> tuple[OutboundResponse | None, AttemptOutcome | None]:
         """POST ``payload`` as signed JSON; returns the 2xx response, or the failed outcome."""
         target = request.deployment
+        if target.withheld:
+            timer.stop()
+            return None, self.outcome(
+                AttemptCategory.CONFIG_ERROR, timer, error=target.withheld, error_code="endpoint_moved"
+            )
         remaining = (request.attempt_deadline(timer.started_at) - timer.started_at).total_seconds()
         if remaining <= 0:
             timer.stop()

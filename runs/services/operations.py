@@ -315,7 +315,8 @@ def _rescore_execute(run_id: Any, revision: int) -> int:
             if (graded := _regrade_batch(ctx, batch, revision)) is None:
                 return done
             done += graded
-        _rebuild_lane_counters(lane, run.repetitions)
+        if not _rebuild_lane_counters(lane, run.repetitions):
+            return done
     run.refresh_from_db()
     if run.status == RunStatus.SCORING and run.scoring_revision == revision:
         finalize_run(run)
@@ -366,8 +367,16 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int | None:
     return len(items)
 
 
-def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> None:
-    """The lane's counters, status counts, score sums and judge spend from its current grades."""
+def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> bool:
+    """The lane's counters, status counts, score sums and judge spend from its current grades;
+    written (True) only while this thread still holds the run's scoring lease, as a batch is:
+    the lane's row locked, then the run's (``still_scoring``), so what a new owner of the
+    lease wrote since these grades were read (an n_wise grade moves the counters) is never
+    written over. A cancel that landed after the lane's last batch (it is refused while
+    batches are pending) does not stop it: the counters then agree with the grades written."""
+    from runs.judging import still_scoring
+    from runs.recording import _locked
+
     counters = LaneCounters(repetitions)
     counts = dict.fromkeys(STATUS_COLUMNS.values(), 0)
     score_sum, scored = 0.0, 0
@@ -393,15 +402,20 @@ def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> None:
             score_sum += score
             scored += 1
     summary = counters.summary()
-    RunLane.objects.filter(pk=lane.pk).update(
-        counters=counters.to_dict(),
-        score_sum=score_sum,
-        scored=scored,
-        judge_calls=int(summary["judge_usage"]["calls"] or 0),
-        judge_input_tokens=int(summary["judge_usage"]["input_tokens"] or 0),
-        judge_output_tokens=int(summary["judge_usage"]["output_tokens"] or 0),
-        judge_cost_usd=float(summary["judge_usage"]["cost_usd"] or 0.0),
-        judge_charged_tokens=charged_tokens,
-        judge_charged_usd=charged_usd,
-        **counts,
-    )
+    with transaction.atomic():
+        list(_locked(RunLane.objects.filter(pk=lane.pk)).values_list("pk"))
+        if not still_scoring(lane.run_id, locked=True, or_cancelled=True):
+            return False
+        RunLane.objects.filter(pk=lane.pk).update(
+            counters=counters.to_dict(),
+            score_sum=score_sum,
+            scored=scored,
+            judge_calls=int(summary["judge_usage"]["calls"] or 0),
+            judge_input_tokens=int(summary["judge_usage"]["input_tokens"] or 0),
+            judge_output_tokens=int(summary["judge_usage"]["output_tokens"] or 0),
+            judge_cost_usd=float(summary["judge_usage"]["cost_usd"] or 0.0),
+            judge_charged_tokens=charged_tokens,
+            judge_charged_usd=charged_usd,
+            **counts,
+        )
+    return True

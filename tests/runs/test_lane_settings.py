@@ -7,8 +7,10 @@ secret stays read live (a rotation mid-run keeps working). Against the fake prov
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import json
+import sys
 import threading
 import time
 import types
@@ -24,7 +26,7 @@ from runs import dispatch
 from runs.compare_tasks import comparison_request, compute_comparison
 from runs.dispatch import claim_items, dispatch_lane, lane_context_for
 from runs.lane_settings import CallSettings
-from runs.models import Run, RunItem, RunLane
+from runs.models import Deployment, Run, RunItem, RunLane
 from runs.services.deployments import deployment_create, deployment_update
 from runs.services.operations import run_retry_failed
 from runs.sweeper import sweep
@@ -178,6 +180,33 @@ def test_the_snapshot_never_holds_a_secret_a_signing_key_or_a_header_value(perso
     }
 
 
+def test_a_secret_is_never_sent_to_the_runs_endpoint_once_the_deployment_names_another(personas):
+    """The run keeps its endpoint; the secret and credential headers are the deployment's,
+    read live. Re-pointed at another provider with that provider's key (and retry-failed,
+    or the rest of a running run, then called), the old endpoint was sent the new key: a
+    credential handed to a host the deployment no longer names, as the redirect guard
+    (``sensitive_headers``) never allows. Those calls are now not made: each item ends
+    config_error saying why, and neither endpoint receives anything."""
+    version = publish(personas.workspace, cases=2)
+    with FakeAgent(path="/v1/chat/completions") as old, FakeAgent(path="/v1/chat/completions") as new:
+        old.default = new.default = ok(chat_answer)
+        dep = chat(personas.workspace, old.base_url + "/v1")
+        run = create_run(personas.workspace, version, [dep])
+        deployment_update(
+            deployment=dep,
+            url=new.base_url + "/v1",
+            secret="sk-the-new-providers-key",
+            config={"system_prompt": PROMPT, "extra_headers": {"x-api-key": "new-providers-header"}},
+        )
+        run = drive(run)
+    assert (len(old.requests), len(new.requests)) == (0, 0)
+    items = list(RunItem.objects.filter(run=run).order_by("id"))
+    assert [i.last_category for i in items] == ["config_error", "config_error"]
+    attempt = items[0].attempts.get()
+    assert attempt.error_code == "endpoint_moved"
+    assert f"127.0.0.1:{old.port}" in attempt.error and "start a new run" in attempt.error
+
+
 def test_retry_failed_and_the_sweeper_re_claim_use_the_runs_settings(personas):
     """Edited between a lost claim and its re-claim, and again before retry-failed: every
     request (in-place retries included) carries the run's model and prompt and the retries
@@ -252,6 +281,41 @@ def test_the_migration_backfills_lanes_from_their_deployment_as_it_is_now(person
     assert SECRET not in json.dumps(lanes)
 
 
+def test_the_migration_is_frozen_and_records_what_call_settings_reads(personas, monkeypatch):
+    """Migration 0010 runs with the historical models and without ``runs.lane_settings``
+    (a migration replayed on a new database must not depend on what that module becomes),
+    and what it records is what ``CallSettings`` reads today, for every kind."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    backfill = importlib.import_module("runs.migrations.0010_lane_settings").backfill
+    historical = MigrationExecutor(connection).loader.project_state(("runs", "0010_lane_settings")).apps
+    version = publish(personas.workspace, cases=1)
+    config = {
+        "system_prompt": PROMPT, "temperature": 0.25, "extra_body": {"top_k": 3},
+        "extra_headers": {"x-api-key": HEADER_VALUE}, "secret_header": "api-key",
+    }  # fmt: skip
+    deployments = [
+        chat(personas.workspace, "http://127.0.0.1:9/v1", config=config),
+        hosted(personas.workspace, "http://127.0.0.1:9/agent", name="plain", evidence_level="black_box"),
+        deployment_create(workspace=personas.workspace, name="upload", kind="trace_import").deployment,
+    ]
+    run = create_run(personas.workspace, version, deployments)
+    moved = create_run(personas.workspace, version, deployments[1:2])
+    RunLane.objects.update(settings={})
+    RunLane.objects.filter(run=moved).update(deployment_kind="openai_chat")  # changed kind since
+
+    monkeypatch.setitem(sys.modules, "runs.lane_settings", None)  # any import of it fails
+    backfill(historical, None)
+    monkeypatch.undo()
+
+    for dep in deployments:
+        stored = RunLane.objects.get(run=run, deployment=dep).settings
+        assert stored == CallSettings.of_deployment(dep, backfilled=True).to_json()
+        assert CallSettings.from_json(stored) == CallSettings.of_deployment(dep, backfilled=True)
+    assert RunLane.objects.get(run=moved).settings == CallSettings.kind_only("openai_chat").to_json()
+    assert HEADER_VALUE not in json.dumps(list(RunLane.objects.values_list("settings", flat=True)))
+
+
 def test_the_run_page_shows_what_each_lane_ran_with_and_marks_a_changed_deployment(personas):
     version = publish(personas.workspace, cases=1)
     dep = chat(personas.workspace, "http://127.0.0.1:9/v1")
@@ -269,6 +333,35 @@ def test_the_run_page_shows_what_each_lane_ran_with_and_marks_a_changed_deployme
     assert 'data-testid="deployment-changed"' in html
     assert "now different: model, config.temperature" in html
     assert logged_in(personas.outsider).get(f"/runs/{run.id}/").status_code == 404
+
+
+def test_the_run_page_and_compare_show_no_credential_of_a_url(personas):
+    """A URL's user:password (refused by the deployments service, but stored by the admin
+    form before it applied the service's checks) and its credential-like query values
+    (Azure's ``?code=``, ``?api_key=``) are never shown: the run page names the host and
+    port, compare shows the URL with them elided and its other query values (an
+    ``api-version`` change is a setting of the run)."""
+    version = publish(personas.workspace, cases=1)
+    dep = chat(personas.workspace, "http://127.0.0.1:9/v1")
+    url = "http://user:pw-SECRET@127.0.0.1:9/v1?api-version=2024-06-01&code=tok-ONE&sig=sig-ONE"
+    Deployment.objects.filter(pk=dep.pk).update(url=url)
+    run = create_run(personas.workspace, version, [Deployment.objects.get(pk=dep.pk)])
+    assert RunLane.objects.get(run=run).settings["url"] == url  # the calls go where it says
+    html = logged_in(personas.viewer).get(f"/runs/{run.id}/").content.decode()
+    assert "<code>127.0.0.1:9</code>" in html
+    for secret in ("pw-SECRET", "user:", "tok-ONE", "sig-ONE"):
+        assert secret not in html
+
+    recorded = CallSettings.of_lane(RunLane.objects.get(run=run))
+    rotated = dataclasses.replace(recorded, url=url.replace("ONE", "TWO").replace("2024-06-01", "2025-01-01"))
+    (change,) = recorded.differences(rotated)
+    assert change == {
+        "field": "url",
+        "before": "http://127.0.0.1:9/v1?api-version=2024-06-01&code=…&sig=…",
+        "after": "http://127.0.0.1:9/v1?api-version=2025-01-01&code=…&sig=…",
+    }
+    only_token = dataclasses.replace(recorded, url=url.replace("tok-ONE", "tok-TWO"))
+    assert [c["field"] for c in recorded.differences(only_token)] == ["url"]  # compared as called
 
 
 def test_compare_names_the_settings_that_differ_between_the_two_lanes(personas):

@@ -249,6 +249,60 @@ def test_a_rescore_whose_lease_was_taken_over_writes_no_further_batch(
     assert "another process took the run over" in caplog.text
 
 
+def test_a_rescore_whose_lease_was_taken_over_does_not_rebuild_the_lane_counters(
+    personas, monkeypatch, caplog
+):
+    """After a lane's last batch the rescore rebuilds the lane's counters and status counts
+    from its grades. A worker whose lease was taken over right then wrote that rebuild over
+    the lane regardless (no fence): the new owner's writes since (an n_wise grade moves a
+    lane's counters and counts under the lease) were replaced by figures it read before."""
+    from runs.models import Run
+    from runs.services import operations
+
+    run = _rescoring(personas, monkeypatch, cases=2, batch=2)
+    real_batch = operations._regrade_batch
+
+    def batch(ctx, items, revision):
+        written = real_batch(ctx, items, revision)
+        Run.objects.filter(pk=run.pk).update(
+            scoring_owner="another-worker", scoring_until=timezone.now() + timedelta(minutes=1)
+        )
+        RunLane.objects.filter(run=run).update(passed=7, counters={"by": "another-worker"})  # its writes
+        return written
+
+    monkeypatch.setattr(operations, "_regrade_batch", batch)
+    assert operations.run_rescore_execute(run_id=run.pk, revision=2) == 2
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.counters) == (7, {"by": "another-worker"})
+    run.refresh_from_db()
+    assert (run.status, run.scoring_owner) == ("scoring", "another-worker")
+    assert "another process took the run over" in caplog.text
+
+
+def test_a_cancel_after_a_rescores_last_batch_leaves_counters_that_agree_with_the_grades(
+    personas, monkeypatch
+):
+    """A cancel is refused while re-grade batches are pending, not once the last is written:
+    the lane's counters are still rebuilt then (from the grades written before the cancel),
+    and nothing more (the run is not finalised)."""
+    from runs.services import operations
+
+    run = _rescoring(personas, monkeypatch, cases=2, batch=2)
+    real_batch = operations._regrade_batch
+
+    def batch(ctx, items, revision):
+        written = real_batch(ctx, items, revision)
+        run_cancel(run=run)
+        RunLane.objects.filter(run=run).update(passed=7)
+        return written
+
+    monkeypatch.setattr(operations, "_regrade_batch", batch)
+    assert operations.run_rescore_execute(run_id=run.pk, revision=2) == 2
+    assert RunLane.objects.get(run=run).passed == 2
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+
+
 def test_sweeper_returns_expired_claims_and_gives_up_after_max_attempts(personas):
     version = publish(personas.workspace, cases=2)
     with FakeAgent() as agent:
