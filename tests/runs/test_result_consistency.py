@@ -261,3 +261,35 @@ def test_assertion_health_flags_never_discriminates_only_where_run_health_would(
     client = Client()
     client.force_login(personas.viewer)
     assert "never discriminates" not in client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_the_leaderboard_names_what_each_count_counts_with_repetitions(personas):
+    """With 2 repetitions the leaderboard read "Graded 2" over "3 pass · 1 fail": cases over
+    repetitions, unlabelled, so the figures seemed not to add up. Each now names its unit,
+    and the counts are the run document's (per repetition) while graded counts cases."""
+    import re
+
+    from django.test import Client
+
+    version = publish(personas.workspace, cases=2)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep], repetitions=2)
+    _upload(
+        personas,
+        run,
+        [
+            {"case_key": "c0", "repetition": 1, "final_output": "answer-0"},
+            {"case_key": "c0", "repetition": 2, "final_output": "nope"},
+            {"case_key": "c1", "repetition": 1, "final_output": "answer-1"},
+            {"case_key": "c1", "repetition": 2, "final_output": "answer-1"},
+        ],
+    )
+    api_lane = _body(personas.api(personas.viewer).get(f"{BASE}/{run.pk}"))["lanes"][0]
+    assert (api_lane["counts"]["PASSED"], api_lane["counts"]["FAILED"]) == (3, 1)
+    client = Client()
+    client.force_login(personas.viewer)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert re.search(r"Graded <span[^>]*>cases</span>", page)
+    cell = re.search(r'data-testid="graded">(.*?)</td>', page, re.S).group(1)
+    assert cell.startswith("2 cases<br>")
+    assert "3 pass · 1 fail of 4 repetitions" in cell
