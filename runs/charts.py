@@ -83,6 +83,11 @@ def histogram_svg(
     described = ", ".join(f"{escape(lab)}: {c}" for lab, c in zip(labels, counts, strict=True) if c)
     parts.append(f'<desc id="chart{uid}d">{total} {escape(unit)}. {described or "no data"}.</desc>')
     parts.append(f'<line x1="0" y1="{plot_h}" x2="{width}" y2="{plot_h}" stroke="#8792a2" stroke-width="1"/>')
+    if not total:  # empty axes alone read as a drawing that failed
+        parts.append(
+            f'<text x="{width / 2}" y="{plot_h / 2}" font-size="12" fill="#5b6677" '
+            'text-anchor="middle" aria-hidden="true">no data</text>'
+        )
     for i, (count, label) in enumerate(zip(counts, labels, strict=True)):
         h = round(plot_h * count / top, 1) if count else 0
         x = round(i * bar_w + 1, 1)
@@ -98,6 +103,11 @@ def histogram_svg(
         )
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every text above is escaped
+
+
+def has_scores(counts: Sequence[int]) -> bool:
+    """Whether a lane's stored score bins hold any scored case (else there is nothing to draw)."""
+    return any(counts[:SCORE_BINS])
 
 
 def score_histogram_svg(counts: Sequence[int], *, deployment: str) -> SafeString:

@@ -57,3 +57,22 @@ def test_a_lane_with_nothing_graded_shows_no_rank(personas, cancelled):
     assert re.search(r'data-testid="rank">1</td>', _row(page, "graded"))
     idle = _row(page, "idle")
     assert re.search(r'data-testid="rank">–<br><small class="muted">nothing graded</small></td>', idle)
+
+
+def _figure(page: str, deployment: str) -> str:
+    return re.search(
+        rf"<figure[^>]*>\s*<figcaption><strong>{deployment}</strong>.*?</figure>", page, re.S
+    ).group(0)
+
+
+def test_the_score_chart_of_a_lane_with_nothing_graded_says_so_instead_of_empty_axes(personas, cancelled):
+    from runs.result_tasks import compute_result_summary
+
+    compute_result_summary(str(cancelled.pk))
+    page = _overview(personas, cancelled)
+    graded, idle = _figure(page, "graded"), _figure(page, "idle")
+    assert "Score distribution of graded" in graded and 'data-testid="no-scores"' not in graded
+    assert "Score distribution of idle" not in idle
+    assert re.search(r'data-testid="no-scores">[^<]*no graded cases; nothing was scored', idle)
+    # its latency chart has no execution to draw either: the axes say "no data" visibly
+    assert re.search(r"<text [^>]*>no data</text>", idle)
