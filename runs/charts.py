@@ -137,12 +137,23 @@ def latency_histogram_svg(
     )
 
 
+# Item states that are not finished work: still to do, or never to be done (a cancelled item
+# was not executed, so counting it as finished read "8 of 8 items finished" for a run cancelled
+# after 3).
+UNFINISHED_STATES = frozenset({"pending", "running", "cancelled"})
+
+
+def finished_items(segments: Mapping[str, int]) -> int:
+    """The items that finished (graded, or ended with an infra or config error)."""
+    return sum(v for k, v in segments.items() if k not in UNFINISHED_STATES)
+
+
 def progress_svg(
     segments: Mapping[str, int], total: int, *, width: int = 600, height: int = 14
 ) -> SafeString:
     """A stacked bar of item states (PASSED, FAILED, ..., running, pending) over ``total``."""
     uid = next(_ids)
-    done = sum(v for k, v in segments.items() if k not in ("pending", "running"))
+    done = finished_items(segments)
     percent = 100.0 * done / total if total else 100.0
     parts = [
         f'<svg class="progress" viewBox="0 0 {width} {height}" width="100%" height="{height}" '

@@ -278,7 +278,7 @@ def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "progress": charts.progress_svg(segments, total),
         "segments": segments,
         "total": total,
-        "done": total - segments["pending"],
+        "done": charts.finished_items(segments),
         "charts": charts_by_lane,
         "summary": summary,
         "summary_ready": ready,

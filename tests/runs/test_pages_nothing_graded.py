@@ -76,3 +76,12 @@ def test_the_score_chart_of_a_lane_with_nothing_graded_says_so_instead_of_empty_
     assert re.search(r'data-testid="no-scores">[^<]*no graded cases; nothing was scored', idle)
     # its latency chart has no execution to draw either: the axes say "no data" visibly
     assert re.search(r"<text [^>]*>no data</text>", idle)
+
+
+def test_a_cancelled_runs_progress_does_not_count_cancelled_items_as_finished(personas, cancelled):
+    page = _overview(personas, cancelled)
+    live = re.search(r'<div class="progress-line">\s*(<span>.*?)<span class="badge', page, re.S).group(1)
+    text = re.sub(r"<[^>]+>", "", live)
+    assert " ".join(text.split()) == "1 of 6 items finished, 5 cancelled"
+    title = re.search(r'<svg class="progress".*?<title[^>]*>([^<]*)</title>', page, re.S).group(1)
+    assert title.startswith("1 of 6 items finished (16.7%)")
