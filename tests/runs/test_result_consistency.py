@@ -293,3 +293,29 @@ def test_the_leaderboard_names_what_each_count_counts_with_repetitions(personas)
     cell = re.search(r'data-testid="graded">(.*?)</td>', page, re.S).group(1)
     assert cell.startswith("2 cases<br>")
     assert "3 pass · 1 fail of 4 repetitions" in cell
+
+
+def test_a_dimension_passed_with_no_threshold_says_why_next_to_its_status(personas):
+    """A dimension without a pass_threshold is PASSED once graded, whatever its score
+    (grading.md §2: PASSED iff score >= threshold; §10.2: only gates and the overall decide
+    the case). "0.0000 PASSED" read as a contradiction: the page now says why."""
+    import re
+
+    from django.test import Client
+
+    from runs.models import RunItem
+
+    version = publish(personas.workspace, cases=1)  # correctness: no threshold; overall 1
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep])
+    _upload(personas, run, [{"case_key": "c0", "final_output": "nope"}])
+    item = RunItem.objects.get(run=run)
+    (dimension,) = item.grade["scorecard"]["dimensions"]
+    assert (item.status, dimension["score"], dimension["status"]) == ("FAILED", 0.0, "PASSED")
+    client = Client()
+    client.force_login(personas.viewer)
+    page = client.get(f"/runs/{run.pk}/cases/{item.pk}/").content.decode()
+    row = re.search(r'<th scope="row">correctness</th>.*?</tr>', page, re.S).group(0)
+    assert re.search(
+        r'>PASSED</span><br><small class="muted" data-testid="dimension-threshold">graded; no threshold', row
+    )
