@@ -29,13 +29,19 @@ def _upload(personas, run, lines):
     return _body(response)
 
 
+def _trace_run(personas, *, cases: int, repetitions: int = 1):
+    """A run of one trace_import deployment "ci" over the echo pack (``cN`` passes on
+    ``answer-N``), waiting for its results."""
+    version = publish(personas.workspace, cases=cases)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    return create_run(personas.workspace, version, [dep], repetitions=repetitions)
+
+
 def test_a_running_runs_pass_rate_with_repetitions_is_the_same_on_the_page_and_in_the_api(personas):
     """grading.md §10.3: with repetitions a case contributes the mean of its repetitions'
     pass indicators; the overview of a running run counted repetitions as cases (2 of 3
     executions passed: 0.6667) while the run document said 0.75 (c0 half, c1 whole)."""
-    version = publish(personas.workspace, cases=2)
-    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
-    run = create_run(personas.workspace, version, [dep], repetitions=2)
+    run = _trace_run(personas, cases=2, repetitions=2)
     _upload(
         personas,
         run,
@@ -227,9 +233,7 @@ def test_assertion_health_flags_never_discriminates_only_where_run_health_would(
     from runs.models import Run, RunResultSummary
     from runs.result_tasks import compute_result_summary
 
-    version = publish(personas.workspace, cases=2)
-    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
-    run = create_run(personas.workspace, version, [dep], repetitions=2)
+    run = _trace_run(personas, cases=2, repetitions=2)
     _upload(
         personas,
         run,
@@ -271,9 +275,7 @@ def test_the_leaderboard_names_what_each_count_counts_with_repetitions(personas)
 
     from django.test import Client
 
-    version = publish(personas.workspace, cases=2)
-    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
-    run = create_run(personas.workspace, version, [dep], repetitions=2)
+    run = _trace_run(personas, cases=2, repetitions=2)
     _upload(
         personas,
         run,
@@ -305,9 +307,7 @@ def test_a_dimension_passed_with_no_threshold_says_why_next_to_its_status(person
 
     from runs.models import RunItem
 
-    version = publish(personas.workspace, cases=1)  # correctness: no threshold; overall 1
-    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
-    run = create_run(personas.workspace, version, [dep])
+    run = _trace_run(personas, cases=1)  # correctness: no threshold; overall threshold 1
     _upload(personas, run, [{"case_key": "c0", "final_output": "nope"}])
     item = RunItem.objects.get(run=run)
     (dimension,) = item.grade["scorecard"]["dimensions"]
