@@ -83,6 +83,11 @@ def histogram_svg(
     described = ", ".join(f"{escape(lab)}: {c}" for lab, c in zip(labels, counts, strict=True) if c)
     parts.append(f'<desc id="chart{uid}d">{total} {escape(unit)}. {described or "no data"}.</desc>')
     parts.append(f'<line x1="0" y1="{plot_h}" x2="{width}" y2="{plot_h}" stroke="#8792a2" stroke-width="1"/>')
+    if not total:  # empty axes alone read as a drawing that failed
+        parts.append(
+            f'<text x="{width / 2}" y="{plot_h / 2}" font-size="12" fill="#5b6677" '
+            'text-anchor="middle" aria-hidden="true">no data</text>'
+        )
     for i, (count, label) in enumerate(zip(counts, labels, strict=True)):
         h = round(plot_h * count / top, 1) if count else 0
         x = round(i * bar_w + 1, 1)
@@ -98,6 +103,11 @@ def histogram_svg(
         )
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every text above is escaped
+
+
+def has_scores(counts: Sequence[int]) -> bool:
+    """Whether a lane's stored score bins hold any scored case (else there is nothing to draw)."""
+    return any(counts[:SCORE_BINS])
 
 
 def score_histogram_svg(counts: Sequence[int], *, deployment: str) -> SafeString:
@@ -127,12 +137,23 @@ def latency_histogram_svg(
     )
 
 
+# Item states that are not finished work: still to do, or never to be done (a cancelled item
+# was not executed, so counting it as finished read "8 of 8 items finished" for a run cancelled
+# after 3).
+UNFINISHED_STATES = frozenset({"pending", "running", "cancelled"})
+
+
+def finished_items(segments: Mapping[str, int]) -> int:
+    """The items that finished (graded, or ended with an infra or config error)."""
+    return sum(v for k, v in segments.items() if k not in UNFINISHED_STATES)
+
+
 def progress_svg(
     segments: Mapping[str, int], total: int, *, width: int = 600, height: int = 14
 ) -> SafeString:
     """A stacked bar of item states (PASSED, FAILED, ..., running, pending) over ``total``."""
     uid = next(_ids)
-    done = sum(v for k, v in segments.items() if k not in ("pending", "running"))
+    done = finished_items(segments)
     percent = 100.0 * done / total if total else 100.0
     parts = [
         f'<svg class="progress" viewBox="0 0 {width} {height}" width="100%" height="{height}" '

@@ -242,20 +242,22 @@ def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     rows = leaderboard(run, lanes, summary if ready else None)
     segments, total = progress_of(lanes)
     lane_names = {str(lane.id): lane.deployment_name for lane in lanes}
-    charts_by_lane = [
-        {
-            "lane": row.lane,
-            "latency": charts.latency_histogram_svg(row.latency, deployment=row.lane.deployment_name),
-            "scores": (
-                charts.score_histogram_svg(
-                    (summary.score_bins or {}).get(str(row.lane.id), []), deployment=row.lane.deployment_name
-                )
-                if ready and summary
-                else None
-            ),
-        }
-        for row in rows
-    ]
+    charts_by_lane = []
+    for row in rows:
+        bins = (summary.score_bins or {}).get(str(row.lane.id), []) if ready and summary else None
+        charts_by_lane.append(
+            {
+                "lane": row.lane,
+                "latency": charts.latency_histogram_svg(row.latency, deployment=row.lane.deployment_name),
+                # None: not computed yet; an empty distribution is said in words, not drawn
+                "scores": (
+                    charts.score_histogram_svg(bins, deployment=row.lane.deployment_name)
+                    if bins is not None and charts.has_scores(bins)
+                    else None
+                ),
+                "nothing_scored": bins is not None and not charts.has_scores(bins),
+            }
+        )
     health = []
     if ready and summary:
         for entry in summary.assertion_health or []:
@@ -276,7 +278,7 @@ def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "progress": charts.progress_svg(segments, total),
         "segments": segments,
         "total": total,
-        "done": total - segments["pending"],
+        "done": charts.finished_items(segments),
         "charts": charts_by_lane,
         "summary": summary,
         "summary_ready": ready,

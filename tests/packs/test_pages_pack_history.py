@@ -95,3 +95,12 @@ def test_the_diff_page_types_its_numbers_and_names_the_one_the_pack_lacks(person
     assert missing.status_code == 404
     assert "from: alpha has no version 20; its newest is v40." in text
     assert re.search(r'name="from" aria-invalid="true" aria-describedby="diff-error" [^>]*value="20"', text)
+
+
+def test_the_diff_page_links_to_the_packs_history_besides_the_breadcrumb(personas):
+    pack = bulk_packs(personas.workspace, ["alpha"], versions=2)[0]
+    client = logged_in(personas.viewer)
+    history = f'<a class="button" href="/packs/{pack.public_id}/">History</a>'
+    assert history in client.get(f"/packs/{pack.public_id}/diff/?from=1&to=2").content.decode()
+    # also when the numbers are wrong: the way back to the list of versions that exist
+    assert history in client.get(f"/packs/{pack.public_id}/diff/?from=7&to=2").content.decode()

@@ -79,6 +79,26 @@ def test_the_kind_fields_partial_is_served_to_htmx(personas):
     assert 'name="model"' in body and "<html" not in body
 
 
+def test_only_the_kind_that_signs_its_requests_mentions_the_signing_key_on_the_form(personas):
+    """agent-protocol.md: the signature header is part of the hosted_http request; a chat
+    model endpoint or a trace import never checks it, so "agents use it" misled there."""
+    client = login(personas.owner)
+    note = "X-AgentClash-Signature"
+    assert note in client.get("/deployments/new/").content.decode()
+    for kind in ("openai_chat", "trace_import"):
+        assert note not in client.get(f"/deployments/new/?kind={kind}").content.decode(), kind
+    # switching the kind swaps the note with the kind's fields
+    swapped = client.get("/deployments/new/?partial=kind_fields&kind=hosted_http", **HTMX).content.decode()
+    assert note in swapped
+    chat = client.get("/deployments/new/?partial=kind_fields&kind=openai_chat", **HTMX).content.decode()
+    assert note not in chat
+    # editing: the key exists already, so nothing is "generated when you save"
+    edit = client.get(
+        reverse("deployment-edit", args=[existing(personas).deployment.public_id])
+    ).content.decode()
+    assert "A signing key is generated" not in edit
+
+
 def test_creating_shows_the_signing_key_exactly_once(personas):
     # The page used to be rendered in the POST's response at /deployments/new/: a reload
     # posted again ("already exists"). Now POST/redirect/GET, the key shown once.

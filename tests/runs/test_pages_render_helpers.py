@@ -174,3 +174,10 @@ def test_differences_are_signed_and_never_a_bare_zero_when_they_are_not(value, s
     from runs.templatetags.run_results import delta_pct, delta_score
 
     assert (delta_score(value), delta_pct(value)) == (score, pct)
+
+
+def test_the_progress_bar_does_not_count_cancelled_items_as_finished():
+    svg = charts.progress_svg({"PASSED": 2, "FAILED": 1, "cancelled": 5}, 8)
+    title = next(t for t in parse(svg).iter() if t.tag.endswith("title"))
+    assert title.text.startswith("3 of 8 items finished (37.5%)")
+    assert "cancelled 5" in title.text

@@ -29,13 +29,19 @@ def _upload(personas, run, lines):
     return _body(response)
 
 
+def _trace_run(personas, *, cases: int, repetitions: int = 1):
+    """A run of one trace_import deployment "ci" over the echo pack (``cN`` passes on
+    ``answer-N``), waiting for its results."""
+    version = publish(personas.workspace, cases=cases)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    return create_run(personas.workspace, version, [dep], repetitions=repetitions)
+
+
 def test_a_running_runs_pass_rate_with_repetitions_is_the_same_on_the_page_and_in_the_api(personas):
     """grading.md §10.3: with repetitions a case contributes the mean of its repetitions'
     pass indicators; the overview of a running run counted repetitions as cases (2 of 3
     executions passed: 0.6667) while the run document said 0.75 (c0 half, c1 whole)."""
-    version = publish(personas.workspace, cases=2)
-    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
-    run = create_run(personas.workspace, version, [dep], repetitions=2)
+    run = _trace_run(personas, cases=2, repetitions=2)
     _upload(
         personas,
         run,
@@ -227,9 +233,7 @@ def test_assertion_health_flags_never_discriminates_only_where_run_health_would(
     from runs.models import Run, RunResultSummary
     from runs.result_tasks import compute_result_summary
 
-    version = publish(personas.workspace, cases=2)
-    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
-    run = create_run(personas.workspace, version, [dep], repetitions=2)
+    run = _trace_run(personas, cases=2, repetitions=2)
     _upload(
         personas,
         run,
@@ -261,3 +265,57 @@ def test_assertion_health_flags_never_discriminates_only_where_run_health_would(
     client = Client()
     client.force_login(personas.viewer)
     assert "never discriminates" not in client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_the_leaderboard_names_what_each_count_counts_with_repetitions(personas):
+    """With 2 repetitions the leaderboard read "Graded 2" over "3 pass · 1 fail": cases over
+    repetitions, unlabelled, so the figures seemed not to add up. Each now names its unit,
+    and the counts are the run document's (per repetition) while graded counts cases."""
+    import re
+
+    from django.test import Client
+
+    run = _trace_run(personas, cases=2, repetitions=2)
+    _upload(
+        personas,
+        run,
+        [
+            {"case_key": "c0", "repetition": 1, "final_output": "answer-0"},
+            {"case_key": "c0", "repetition": 2, "final_output": "nope"},
+            {"case_key": "c1", "repetition": 1, "final_output": "answer-1"},
+            {"case_key": "c1", "repetition": 2, "final_output": "answer-1"},
+        ],
+    )
+    api_lane = _body(personas.api(personas.viewer).get(f"{BASE}/{run.pk}"))["lanes"][0]
+    assert (api_lane["counts"]["PASSED"], api_lane["counts"]["FAILED"]) == (3, 1)
+    client = Client()
+    client.force_login(personas.viewer)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert re.search(r"Graded <span[^>]*>cases</span>", page)
+    cell = re.search(r'data-testid="graded">(.*?)</td>', page, re.S).group(1)
+    assert cell.startswith("2 cases<br>")
+    assert "3 pass · 1 fail of 4 repetitions" in cell
+
+
+def test_a_dimension_passed_with_no_threshold_says_why_next_to_its_status(personas):
+    """A dimension without a pass_threshold is PASSED once graded, whatever its score
+    (grading.md §2: PASSED iff score >= threshold; §10.2: only gates and the overall decide
+    the case). "0.0000 PASSED" read as a contradiction: the page now says why."""
+    import re
+
+    from django.test import Client
+
+    from runs.models import RunItem
+
+    run = _trace_run(personas, cases=1)  # correctness: no threshold; overall threshold 1
+    _upload(personas, run, [{"case_key": "c0", "final_output": "nope"}])
+    item = RunItem.objects.get(run=run)
+    (dimension,) = item.grade["scorecard"]["dimensions"]
+    assert (item.status, dimension["score"], dimension["status"]) == ("FAILED", 0.0, "PASSED")
+    client = Client()
+    client.force_login(personas.viewer)
+    page = client.get(f"/runs/{run.pk}/cases/{item.pk}/").content.decode()
+    row = re.search(r'<th scope="row">correctness</th>.*?</tr>', page, re.S).group(0)
+    assert re.search(
+        r'>PASSED</span><br><small class="muted" data-testid="dimension-threshold">graded; no threshold', row
+    )
