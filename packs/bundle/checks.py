@@ -113,9 +113,6 @@ class Normalized:
     set_challenges: dict[int, str | None] = field(default_factory=dict)
     bound_members: set[str] = field(default_factory=set)
     member_hints_left: int = 50  # "did you mean" searches (_member_hint): bounded per pack
-    # DECLARED_CHALLENGE messages by the key written: a pack of thousands of cases naming
-    # the same wrong key searches the challenge keys once
-    challenge_messages: dict[str, str] = field(default_factory=dict)
 
 
 def entries(c: Checker, parent: Any, key: str, path: Path) -> Iterator[tuple[int, dict[str, Any], Path]]:
@@ -271,32 +268,6 @@ def _member_hint(written: str, member: str, files: dict[str, bytes], norm: Norma
         return f"the bundle has {same[0]}: names are case-sensitive"
     close = difflib.get_close_matches(member, list(files), n=1, cutoff=0.8)
     return f"did you mean {close[0]}?" if close else None
-
-
-CHALLENGES_LISTED = 5
-_CHALLENGE_SEARCHES = 50  # distinct wrong keys searched for a close match, per pack
-
-
-def _declared_challenge_message(written: str, norm: Normalized) -> str:
-    """DECLARED_CHALLENGE with the declared keys (a few) and the closest one, if any:
-    'must reference a declared challenge (declared: "sum", "product"); did you mean "sum"?'."""
-    known = norm.challenge_messages.get(written)
-    if known is not None:
-        return known
-    keys = sorted(norm.challenge_keys)
-    if not keys:
-        message = f"{DECLARED_CHALLENGE} (no challenge is declared)"
-    else:
-        listed = ", ".join(f'"{key}"' for key in keys[:CHALLENGES_LISTED])
-        if len(keys) > CHALLENGES_LISTED:
-            listed += f" and {len(keys) - CHALLENGES_LISTED} more"
-        message = f"{DECLARED_CHALLENGE} (declared: {listed})"
-        if len(norm.challenge_messages) < _CHALLENGE_SEARCHES:
-            close = difflib.get_close_matches(written, keys, n=1, cutoff=0.6)
-            if close:
-                message += f'; did you mean "{close[0]}"?'
-    norm.challenge_messages[written] = message
-    return message
 
 
 def _check_version(c: DocChecker, version: dict[str, Any], norm: Normalized) -> None:
@@ -463,7 +434,7 @@ def _check_input_sets(
                 check_length(c, item_key, cp + ("item_key",), limits.CASE_KEY)
             if case.challenge_key is not None:
                 if challenges_known and case.challenge_key not in norm.challenge_keys:
-                    c.err(cp + ("challenge_key",), _declared_challenge_message(case.challenge_key, norm))
+                    c.err(cp + ("challenge_key",), DECLARED_CHALLENGE)
                 if fixed is None:
                     fixed = case.challenge_key
                 elif case.challenge_key != fixed:

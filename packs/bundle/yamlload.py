@@ -197,21 +197,6 @@ def _bundle_issue(message: str, line: int | None, column: int | None, detail: st
     return BundleIssue(field="bundle", message=message, line=line, column=column, detail=detail)
 
 
-INVALID_YAML = "must be valid YAML"
-_PROBLEM_CHARS = 200
-
-
-def invalid_yaml(problem: str | None) -> str:
-    """ "must be valid YAML: <the parser's problem>": what is wrong, said in the message
-    itself (the editor folds ``detail`` away); the full parser text stays in ``detail``."""
-    problem = " ".join((problem or "").split())
-    if not problem:
-        return INVALID_YAML
-    if len(problem) > _PROBLEM_CHARS:
-        problem = problem[: _PROBLEM_CHARS - 1] + "…"
-    return f"{INVALID_YAML}: {problem}"
-
-
 def _mark_issue(message: str, mark: Any, detail: str = "") -> BundleIssue:
     if mark is None:
         return _bundle_issue(message, None, None, detail)
@@ -297,8 +282,7 @@ def load_yaml(raw: bytes) -> tuple[YamlDocument | None, list[BundleIssue]]:
     except UnicodeDecodeError as exc:
         before = raw[: exc.start].decode("utf-8", "replace")
         line, column = _offset_position(before, len(before))
-        problem = f"invalid UTF-8 ({exc.reason})"
-        return None, [_bundle_issue(invalid_yaml(problem), line, column, f"invalid UTF-8: {exc.reason}")]
+        return None, [_bundle_issue("must be valid YAML", line, column, f"invalid UTF-8: {exc.reason}")]
     if _flow_depth_estimate(text) > MAX_FLOW_ESTIMATE:
         return None, [_bundle_issue("is nested too deeply", None, None, f"more than {MAX_DEPTH} levels")]
     remap = _position_remap(text)
@@ -309,13 +293,12 @@ def load_yaml(raw: bytes) -> tuple[YamlDocument | None, list[BundleIssue]]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         detail = " ".join(part for part in (exc.context, exc.problem) if part)
-        fatal = [_mark_issue(invalid_yaml(exc.problem or exc.context), mark, detail)]
+        fatal = [_mark_issue("must be valid YAML", mark, detail)]
     except yaml.reader.ReaderError as exc:
         line, column = _offset_position(text, min(exc.position, len(text)))
-        first = str(exc).split("\n")[0]
-        return None, [_bundle_issue(invalid_yaml(first), line, column, first)]
+        return None, [_bundle_issue("must be valid YAML", line, column, str(exc).split("\n")[0])]
     except yaml.YAMLError as exc:  # any other libyaml complaint
-        return None, [_bundle_issue(invalid_yaml(str(exc).split("\n")[0]), None, None, str(exc))]
+        return None, [_bundle_issue("must be valid YAML", None, None, str(exc))]
     else:
         document.remap = remap
         document.issues = _remap_issues(document.issues, remap)
@@ -540,11 +523,7 @@ class _Builder:
         anchored = self.anchors.get(event.anchor)
         if anchored is None:
             raise LoadError(
-                _mark_issue(
-                    invalid_yaml(f"found undefined alias {event.anchor!r}"),
-                    mark,
-                    f"found undefined alias {event.anchor!r}",
-                )
+                _mark_issue("must be valid YAML", mark, f"found undefined alias {event.anchor!r}")
             )
         value, child, size = anchored
         self.parsed += 1

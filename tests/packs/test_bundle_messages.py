@@ -1053,7 +1053,7 @@ def test_one_pass_reports_schema_and_semantic_errors_together_sorted():
     assert errors(report) == [
         ("pack.family", "is required"),
         ("version.number", "must be an integer"),
-        ("input_sets[0].cases[1].challenge_key", 'must reference a declared challenge (declared: "sum")'),
+        ("input_sets[0].cases[1].challenge_key", "must reference a declared challenge"),
         (
             "input_sets[0].cases[1].challenge_key",
             "must reference the same challenge as the other cases in this input set",
@@ -1105,18 +1105,3 @@ def test_rule_d_only_moves_keys_between_the_root_version_and_the_spec():
     doc = base_pack()
     doc["input_sets"][0]["cases"][0]["name"] = "a case"
     assert warnings(check(doc)) == [("input_sets[0].cases[0].name", "is not an allowed key")]
-
-
-def test_an_undeclared_challenge_key_lists_a_few_declared_keys_and_the_closest():
-    doc = base_pack()
-    template = doc["challenges"][0]
-    doc["challenges"] = [dict(template, key=key) for key in ("sum", "product", "a", "b", "c", "d", "e")]
-    doc["input_sets"][0]["cases"] = [
-        {"challenge_key": "prodcut", "case_key": "x"},
-        {"challenge_key": "prodcut", "case_key": "y"},
-    ]
-    messages = {e.message for e in check(doc).errors if e.field.endswith("challenge_key")}
-    assert messages == {
-        'must reference a declared challenge (declared: "a", "b", "c", "d", "e" and 2 more); '
-        'did you mean "product"?'
-    }

@@ -313,7 +313,7 @@ def test_archive_errors_end_processing():
 
 def test_a_yaml_error_inside_a_zip_keeps_its_position():
     report = check(zip_bytes({"pack.yaml": "pack: [unclosed\n"}))
-    assert report.errors[0].message.startswith("must be valid YAML: ")
+    assert report.errors[0].message == "must be valid YAML"
     assert report.errors[0].line is not None
 
 

@@ -80,8 +80,7 @@ def test_malformed_yaml_is_a_field_error_with_the_parser_position(tmp_path):
     result = run("validate", str(path), "--json", tmp_path=tmp_path)
     assert result.returncode == 1
     (error,) = json.loads(result.stdout)["errors"]
-    assert error["field"] == "bundle"
-    assert error["message"] == "must be valid YAML: did not find expected ',' or '}'"
+    assert error["field"] == "bundle" and error["message"] == "must be valid YAML"
     assert error["line"] is not None and error["detail"]
 
 

@@ -88,13 +88,8 @@ def test_5_an_unknown_challenge_in_a_second_case():
     ]
     text = dump(doc)
     report = check(text)
-    # The spec's predicate, then what the author can do about it (the declared keys, the
-    # closest one), as unknown keys get their "did you mean".
     assert errors(report) == [
-        (
-            "input_sets[0].cases[1].challenge_key",
-            'must reference a declared challenge (declared: "sum"); did you mean "sum"?',
-        ),
+        ("input_sets[0].cases[1].challenge_key", "must reference a declared challenge"),
         (
             "input_sets[0].cases[1].challenge_key",
             "must reference the same challenge as the other cases in this input set",
