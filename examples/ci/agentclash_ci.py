@@ -80,8 +80,8 @@ class Api:
 
     def json(self, method: str, path: str, body: Any = None) -> Any:
         status, payload = self.call(method, path, body)
-        if status >= 400:
-            raise Failure(2, _api_error(status, payload))
+        if status >= 400:  # a refusal (2); a server error is the server's, like an infra error (3)
+            raise Failure(3 if status >= 500 else 2, _api_error(status, payload))
         try:
             return json.loads(payload)
         except ValueError as exc:
