@@ -155,3 +155,30 @@ def test_usage_errors_exit_2_without_a_request():
 @pytest.mark.parametrize("fail_under", [0.0, 0.5, 0.85, 1.0])
 def test_the_exit_code_is_eval_starts_for_the_same_document(document, fail_under):
     assert _load().exit_code(document, fail_under) == follow_exit_code(document, fail_under)
+
+
+def test_a_server_error_exits_3_not_2():
+    import http.server
+    import threading
+
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"code": "internal_error", "message": "boom"}}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        process = _start(url, "t", "--workspace", "w", "--pack", "p", "--deployment", "d")
+        _, err = process.communicate(timeout=DEADLINE)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert process.returncode == 3 and "HTTP 500: internal_error: boom" in err
