@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import BigTableAdmin
+from agentclash_site.lib.admin import BigTableAdmin, related
 from agentclash_site.workspaces.models import Membership
 from runs.models import RUN_HEAVY_FIELDS, Attempt, GradeRevision, Run, RunItem, RunLane
 
@@ -42,10 +42,6 @@ class ReadOnly:
 # read megabytes per page.
 RUN_JOINED_HEAVY = (*RUN_HEAVY_FIELDS, "stats", "pack_version__warnings", "pack_version__critique_findings")
 LANE_HEAVY = ("settings", "counters", "stats")
-
-
-def _related_heavy(prefix: str, fields: tuple[str, ...]) -> list[str]:
-    return [f"{prefix}__{name}" for name in fields]
 
 
 class SearchByRunId:
@@ -218,7 +214,7 @@ class RunLaneAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunLane]:
         qs = super().get_queryset(request).select_related("run")
-        return qs.defer(*LANE_HEAVY, *_related_heavy("run", ("stats", "case_findings")))
+        return qs.defer(*LANE_HEAVY, *related("run", ("stats", "case_findings")))
 
 
 class AttemptInline(ReadOnly, admin.TabularInline):
@@ -307,8 +303,8 @@ class RunItemAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         qs = qs.defer(
             "evidence",
             "grade",
-            *_related_heavy("lane", LANE_HEAVY),
-            *_related_heavy("run", ("stats", "case_findings")),
+            *related("lane", LANE_HEAVY),
+            *related("run", ("stats", "case_findings")),
         )
         return _with_membership(qs, request, "run__workspace")
 

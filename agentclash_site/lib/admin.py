@@ -11,10 +11,18 @@ second count; ``templates/admin/pagination.html`` and ``actions.html`` then say 
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
+from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
+from django.http import HttpRequest
 
 LIST_COUNT_CAP = 10_000
+
+
+def related(prefix: str, fields: tuple[str, ...]) -> list[str]:
+    """``fields`` of the relation ``prefix``, for ``defer()`` on a ``select_related`` join."""
+    return [f"{prefix}__{name}" for name in fields]
 
 
 class CappedCountPaginator(Paginator):
@@ -41,3 +49,19 @@ class BigTableAdmin:
 
     paginator = CappedCountPaginator
     show_full_result_count = False
+
+
+class DeferringChangeList(ChangeList):
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> Any:
+        queryset = super().get_queryset(request, exclude_parameters)
+        return queryset.defer(*self.model_admin.list_defer)
+
+
+class ListDeferAdmin:
+    """``list_defer``, like ``list_select_related``: columns the changelist does not read
+    (a document, a bundle's text) while the change page, one row, still shows them."""
+
+    list_defer: tuple[str, ...] = ()
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return DeferringChangeList
