@@ -65,3 +65,10 @@ class ListDeferAdmin:
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return DeferringChangeList
+
+
+def refused_delete(reasons: list[str]) -> tuple[list[Any], dict[str, int], set[str], list[str]]:
+    """What ``ModelAdmin.get_deleted_objects`` returns to refuse a delete for ``reasons``
+    (the page lists them as the protected objects) without collecting every row the delete
+    would cascade to: a workspace's or deployment's runs reach every item of every run."""
+    return [], {}, set(), reasons
