@@ -7,12 +7,29 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from agentclash_site.lib.admin import BigTableAdmin, ListDeferAdmin, related
 from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
+
+# A version's columns no list shows: the bundle's bytes, its manifest (every case), the
+# publish warnings and the critique findings. Deferred wherever a version is joined to a row.
+VERSION_HEAVY = ("manifest", "source", "warnings", "critique_findings")
+# The pack versions a pack's page lists; the rest are one link away.
+PACK_PAGE_VERSIONS = 10
+
+
+def count_of(queryset: QuerySet[Any], outer: str) -> Coalesce:
+    """A correlated COUNT of ``queryset``'s rows whose ``outer`` is the row's id: computed for
+    the rows on the page only. (``Count()`` over a join grouped the whole table by id, for
+    the paginator's count too.)"""
+    counted = queryset.filter(**{outer: OuterRef("pk")}).order_by().values(outer)
+    subquery = Subquery(counted.annotate(n=Count("pk")).values("n"), output_field=IntegerField())
+    return Coalesce(subquery, 0)
 
 
 class ReadOnlyAdminMixin:
@@ -36,6 +53,10 @@ class PackVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
     extra = 0
     show_change_link = True
     can_delete = False
+    ordering = ["-number"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PackVersion]:
+        return super().get_queryset(request).defer(*VERSION_HEAVY)
 
 
 @admin.register(Pack)
@@ -45,12 +66,34 @@ class PackAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name", "description", "public_id")
     # Every stored bundle names the pack's slug, name and family, and publish matches
     # them (409 challenge_pack_metadata_conflict): they are the pack's identity.
-    readonly_fields = ("workspace", "slug", "name", "family", "public_id", "created_at", "updated_at")
+    readonly_fields = (
+        "workspace", "slug", "name", "family", "public_id", "created_at", "updated_at", "all_versions",
+    )  # fmt: skip
     list_select_related = ("workspace",)
     inlines = [PackVersionInline]
 
     def get_queryset(self, request: HttpRequest):  # type: ignore[no-untyped-def]
-        return super().get_queryset(request).annotate(_version_count=Count("versions"))
+        versions = count_of(PackVersion.objects.all(), "pack")
+        return super().get_queryset(request).annotate(_version_count=versions)
+
+    def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
+        # The page lists the newest versions, not every one a pack ever had.
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, PackVersionInline) and obj.pk is not None:
+            newest = PackVersion.objects.filter(pack=obj).order_by("-number").values("pk")
+            kwargs["queryset"] = kwargs["queryset"].filter(pk__in=newest[:PACK_PAGE_VERSIONS])
+        return kwargs
+
+    @admin.display(description="versions")
+    def all_versions(self, obj: Pack) -> str:
+        url = reverse("admin:packs_packversion_changelist") + f"?pack__id__exact={obj.pk}"
+        shown = min(obj._version_count, PACK_PAGE_VERSIONS)  # type: ignore[attr-defined]
+        return format_html(
+            '{} (the newest {} below): <a href="{}">all versions</a>',
+            obj._version_count,
+            shown,
+            url,  # type: ignore[attr-defined]
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # packs are created by publishing their first version
@@ -88,7 +131,7 @@ class InputSetInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(PackVersion)
-class PackVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "__str__",
         "number",
@@ -116,14 +159,14 @@ class PackVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "manifest",
     )
     inlines = [ChallengeInline, InputSetInline]
+    list_defer = VERSION_HEAVY  # the page shows them (not the source bytes)
 
     def get_queryset(self, request: Any) -> Any:
-        qs = super().get_queryset(request).annotate(run_count=Count("runs"))
-        match = getattr(request, "resolver_match", None)
-        if match is not None and match.url_name and match.url_name.endswith("changelist"):
-            # The list never shows the manifest (every case) or the source bytes.
-            qs = qs.defer("manifest", "source")
-        return qs
+        from runs.models import Run
+
+        runs = count_of(Run.objects.all(), "pack_version")
+        # The source bytes are never shown (excluded): not read for the page either.
+        return super().get_queryset(request).annotate(run_count=runs).defer("source")
 
     @admin.display(description="workspace", ordering="pack__workspace__slug")
     def workspace(self, obj: PackVersion) -> str:
@@ -136,11 +179,15 @@ class PackVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Case)
-class CaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class CaseAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("case_key", "challenge", "input_set", "version")
     search_fields = ("case_key", "item_key", "public_id", "input_set__version__pack__slug")
     list_filter = ("input_set__version__pack__workspace",)
     list_select_related = ("challenge", "input_set", "input_set__version", "input_set__version__pack")
+    # Newest first, by the primary key: the model's order (pack slug, version, set, position)
+    # joined and sorted every case before the first page.
+    ordering = ["-id"]
+    list_defer = ("document",)  # shown on the case's page
     readonly_fields = (
         "input_set",
         "challenge",
@@ -152,17 +199,33 @@ class CaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "content_hash",
     )
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Case]:
+        # The case's document shows on its own page (one row); the rows it names come
+        # joined, without the version's bundle or the challenge's definition.
+        qs = super().get_queryset(request).select_related(*self.list_select_related)
+        return qs.defer(
+            *related("input_set__version", VERSION_HEAVY),
+            "challenge__definition",
+            "challenge__instructions",
+        )
+
     @admin.display(description="version")
     def version(self, obj: Case) -> str:
         return str(obj.input_set.version)
 
 
 @admin.register(Asset)
-class AssetAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AssetAdmin(BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("key", "scope", "path", "media_type", "size", "version")
     list_filter = ("scope", "version__pack__workspace")
     search_fields = ("key", "path", "sha256", "version__pack__slug")
     list_select_related = ("version", "version__pack")
+    ordering = ["-id"]  # the model's (version, scope, key) sorts every asset through its version
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Asset]:
+        qs = super().get_queryset(request).select_related(*self.list_select_related)
+        return qs.defer(*related("version", VERSION_HEAVY))
+
     readonly_fields = (
         "version",
         "public_id",
@@ -241,11 +304,13 @@ def _draft_reference(artifact: Artifact, draft: Draft) -> str:
 
 
 @admin.register(Draft)
-class DraftAdmin(admin.ModelAdmin):
+class DraftAdmin(ListDeferAdmin, admin.ModelAdmin):
     list_display = ("name", "workspace", "based_on", "created_by", "updated_at")
     list_filter = ("workspace", "updated_at")
-    search_fields = ("name", "public_id", "bundle_text")
+    # Not bundle_text: up to 5 MiB of pack.yaml per draft, read in full by every search.
+    search_fields = ("name", "public_id")
     list_select_related = ("workspace", "based_on", "based_on__pack", "created_by")
+    list_defer = ("bundle_text", "files")  # the page shows one draft's text and files
     # A draft is its author's, edited through the editor or the API (packs.services.drafts:
     # size limits, names, bound files); the console shows it and may delete it.
     readonly_fields = (
@@ -255,3 +320,8 @@ class DraftAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: Any) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Draft]:
+        # Also what the list shows: a select_related here replaces list_select_related.
+        qs = super().get_queryset(request).select_related(*self.list_select_related)
+        return qs.defer(*related("based_on", VERSION_HEAVY))

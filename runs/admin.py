@@ -8,7 +8,8 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from runs.models import Deployment
+from agentclash_site.lib.admin import refused_delete
+from runs.models import Deployment, RunLane
 
 
 class DeploymentAdminForm(forms.ModelForm):
@@ -101,6 +102,25 @@ class DeploymentAdmin(admin.ModelAdmin):
         # The signing key is shown once at creation: create deployments on the
         # Deployments page, the API or `manage.py deployment create`.
         return False
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, Any]:
+        # Runs PROTECT the deployments they used (their lanes keep its name and settings).
+        # Collected, the refusal loaded every lane, with its counters, and said the operator
+        # lacked permission to delete run lanes.
+        used = [d for d in objs if RunLane.objects.filter(deployment=d).exists()]
+        if used:
+            return refused_delete(
+                [
+                    f"Deployment {d.name} ({d.workspace.slug}): used by runs, whose history names it"
+                    for d in used
+                ]
+            )
+        return super().get_deleted_objects(objs, request)
+
+    def delete_model(self, request: HttpRequest, obj: Deployment) -> None:
+        from runs.services.deployments import deployment_delete
+
+        deployment_delete(deployment=obj)  # what the API and the Deployments page call
 
     def save_model(self, request: HttpRequest, obj: Deployment, form: Any, change: bool) -> None:
         from runs.services.deployments import deployment_update

@@ -9,6 +9,7 @@ the counters stay true.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.contrib import admin, messages
@@ -17,8 +18,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from agentclash_site.lib.admin import BigTableAdmin, related
 from agentclash_site.workspaces.models import Membership
-from runs.models import Attempt, Run, RunItem, RunLane
+from runs.models import RUN_HEAVY_FIELDS, Attempt, GradeRevision, Run, RunItem, RunLane
 
 admin.site.index_template = "admin/runs_index.html"
 
@@ -32,6 +34,29 @@ class ReadOnly:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# Big JSON columns no list or change page shows (or, for ``stats``, only the run's own change
+# page, which reads it alone). ``case_findings`` is about 0.5 kB per case, a lane's
+# ``counters`` hold per-case repetition sums: a list of 100 lanes or items joined to them
+# read megabytes per page.
+RUN_JOINED_HEAVY = (*RUN_HEAVY_FIELDS, "stats", "pack_version__warnings", "pack_version__critique_findings")
+LANE_HEAVY = ("settings", "counters", "stats")
+
+
+class SearchByRunId:
+    """A search term that is a UUID finds the rows of that run through its index; anything
+    else searches ``search_fields`` as usual. (``icontains`` on the id cast the UUID of
+    every row to text: a scan of the whole table.)"""
+
+    run_id_field = "run_id"
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> Any:
+        try:
+            run_id = uuid.UUID(search_term.strip())
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
+        return queryset.filter(**{self.run_id_field: run_id}), False
 
 
 def _with_membership(queryset: QuerySet[Any], request: HttpRequest, workspace_field: str) -> QuerySet[Any]:
@@ -56,10 +81,14 @@ class LaneInline(ReadOnly, admin.TabularInline):
     readonly_fields = fields
     can_delete = False
     show_change_link = True
+    ordering = ["position"]  # the model's ("run", "position") joins the run to sort by it
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RunLane]:
+        return super().get_queryset(request).defer(*LANE_HEAVY)
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnly, admin.ModelAdmin):
+class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     list_display = [
         "__str__",
         "workspace",
@@ -72,22 +101,21 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
         "page",
     ]
     list_filter = ["status", "workspace", "created_at"]
-    search_fields = ["id", "name", "pack_version__pack__slug", "workspace__slug"]
+    search_fields = ["name", "pack_version__pack__slug", "workspace__slug"]  # and the run id
+    run_id_field = "id"
     list_select_related = ["workspace", "pack_version__pack"]
-    date_hierarchy = "created_at"
+    # No date_hierarchy: its MIN/MAX and DISTINCT date_trunc read every run on each page
+    # load; the created_at filter offers fixed ranges (today, past 7 days, ...).
     inlines = [LaneInline]
     actions = ["cancel_runs", "retry_failed_items", "requeue_stuck_items"]
-    readonly_fields = [f.name for f in Run._meta.concrete_fields]
-    exclude: list[str] = []
+    # Not case_findings: the probe findings of every case (megabytes at 10,000 cases).
+    readonly_fields = [f.name for f in Run._meta.concrete_fields if f.name != "case_findings"]
+    exclude = ["case_findings"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         # Runs are created by run_create (page, API, CLI) and change through the actions.
-        qs = (
-            super()
-            .get_queryset(request)
-            .defer("stats", "case_findings", "pack_version__manifest", "pack_version__source")
-        )
-        return _with_membership(qs, request, "workspace")
+        qs = super().get_queryset(request).select_related("workspace", "pack_version__pack")
+        return _with_membership(qs.defer(*RUN_JOINED_HEAVY), request, "workspace")
 
     @admin.display(description="pack", ordering="pack_version__pack__slug")
     def pack(self, obj: Run) -> str:
@@ -163,7 +191,7 @@ class RunAdmin(ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(RunLane)
-class RunLaneAdmin(ReadOnly, admin.ModelAdmin):
+class RunLaneAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     list_display = [
         "__str__",
         "deployment_name",
@@ -177,11 +205,16 @@ class RunLaneAdmin(ReadOnly, admin.ModelAdmin):
         "judge_cost_usd",
     ]
     list_filter = ["status", "deployment_kind"]
-    search_fields = ["deployment_name", "run__id", "run__name"]
+    search_fields = ["deployment_name", "run__name"]  # and the run id
     list_select_related = ["run"]
+    ordering = ["-id"]
+    # Not counters: the lane's running tallies, with per-case repetition sums.
+    readonly_fields = [f.name for f in RunLane._meta.concrete_fields if f.name != "counters"]
+    exclude = ["counters"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunLane]:
-        return super().get_queryset(request).defer("counters", "stats")
+        qs = super().get_queryset(request).select_related("run")
+        return qs.defer(*LANE_HEAVY, *related("run", ("stats", "case_findings")))
 
 
 class AttemptInline(ReadOnly, admin.TabularInline):
@@ -190,6 +223,38 @@ class AttemptInline(ReadOnly, admin.TabularInline):
     fields = ["number", "category", "status_code", "error_code", "error", "latency_ms", "started_at"]
     readonly_fields = fields
     can_delete = False
+    ordering = ["number"]  # the model's ("item", "number") sorts through the item and its run
+
+
+class GradeRevisionInline(ReadOnly, admin.TabularInline):
+    """Every grade the item received (a re-score adds one); the documents stay on the
+    run pages (the item's current grade is on this page)."""
+
+    model = GradeRevision
+    extra = 0
+    fields = ["revision", "status", "outcome_class", "score", "created_at"]
+    readonly_fields = fields
+    can_delete = False
+    ordering = ["revision"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[GradeRevision]:
+        return super().get_queryset(request).defer("grade")
+
+
+class OutcomeClassFilter(admin.SimpleListFilter):
+    """The outcome classes of grading.md, listed from the engine (a filter on the column's
+    values ran SELECT DISTINCT over every item on each page load)."""
+
+    title = "outcome class"
+    parameter_name = "outcome_class"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        from grading.engine.aggregate import OUTCOME_CLASSES
+
+        return [(name, name) for name in OUTCOME_CLASSES]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[RunItem]) -> QuerySet[RunItem]:
+        return queryset.filter(outcome_class=self.value()) if self.value() else queryset
 
 
 class StuckFilter(admin.SimpleListFilter):
@@ -210,7 +275,7 @@ class StuckFilter(admin.SimpleListFilter):
 
 
 @admin.register(RunItem)
-class RunItemAdmin(ReadOnly, admin.ModelAdmin):
+class RunItemAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     list_display = [
         "id",
         "case_key",
@@ -225,14 +290,22 @@ class RunItemAdmin(ReadOnly, admin.ModelAdmin):
         "claim_deadline",
         "page",
     ]
-    list_filter = [StuckFilter, "state", "status", "last_category", "outcome_class"]
-    search_fields = ["case_key", "challenge_key", "run__id"]
-    list_select_related = ["lane"]
-    show_full_result_count = False  # no COUNT(*) over a 100k-item table on every page
-    inlines = [AttemptInline]
+    list_filter = [StuckFilter, "state", "status", "last_category", OutcomeClassFilter]
+    search_fields = ["case_key", "challenge_key"]  # and the run id
+    list_select_related = ["lane", "run"]
+    ordering = ["-id"]
+    inlines = [AttemptInline, GradeRevisionInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunItem]:
-        qs = super().get_queryset(request).defer("evidence", "grade")
+        # The change page shows evidence and grade (read then, one row); the run and lane
+        # it names come joined, without their big columns.
+        qs = super().get_queryset(request).select_related("lane", "run")
+        qs = qs.defer(
+            "evidence",
+            "grade",
+            *related("lane", LANE_HEAVY),
+            *related("run", ("stats", "case_findings")),
+        )
         return _with_membership(qs, request, "run__workspace")
 
     @admin.display(description="page")
@@ -244,8 +317,27 @@ class RunItemAdmin(ReadOnly, admin.ModelAdmin):
         )
 
 
+class StatusCodeFilter(admin.SimpleListFilter):
+    """HTTP status classes (a filter on the column's values ran SELECT DISTINCT over every
+    attempt on each page load)."""
+
+    title = "status code"
+    parameter_name = "status_class"
+    CLASSES = {"2xx": (200, 299), "4xx": (400, 499), "429": (429, 429), "5xx": (500, 599)}
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("none", "no response"), *((key, key) for key in self.CLASSES)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Attempt]) -> QuerySet[Attempt]:
+        if self.value() == "none":
+            return queryset.filter(status_code__isnull=True)
+        if self.value() in self.CLASSES:
+            return queryset.filter(status_code__range=self.CLASSES[self.value()])
+        return queryset
+
+
 @admin.register(Attempt)
-class AttemptAdmin(ReadOnly, admin.ModelAdmin):
+class AttemptAdmin(BigTableAdmin, ReadOnly, admin.ModelAdmin):
     list_display = [
         "id",
         "item",
@@ -256,6 +348,13 @@ class AttemptAdmin(ReadOnly, admin.ModelAdmin):
         "latency_ms",
         "started_at",
     ]
-    list_filter = ["category", "status_code"]
+    list_filter = ["category", StatusCodeFilter]
     search_fields = ["error_code", "error"]
-    show_full_result_count = False
+    # Named: the automatic select_related follows every non-null key, through the item to
+    # its run, lane, deployment and challenge with all their columns.
+    list_select_related = ["item"]
+    ordering = ["-id"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Attempt]:
+        qs = super().get_queryset(request).select_related("item")
+        return qs.defer("item__evidence", "item__grade")

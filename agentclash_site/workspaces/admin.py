@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.forms.models import BaseInlineFormSet
 
+from agentclash_site.lib.admin import refused_delete
 from agentclash_site.workspaces.models import ApiToken, Membership, Role, WorkerHeartbeat, Workspace
 from agentclash_site.workspaces.services import (
     LAST_OWNER_FIX,
@@ -64,6 +65,15 @@ class WorkspaceAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
     readonly_fields = ["public_id", "created_at"]
 
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        # A workspace with runs or published packs holds history nothing else keeps (runs
+        # and published versions are never deleted). Collected, the refusal read every item
+        # of every run, evidence and grades included, to say the operator lacked permission.
+        kept = [_history_of(workspace) for workspace in objs]
+        if any(kept):
+            return refused_delete([reason for reason in kept if reason])
+        return super().get_deleted_objects(objs, request)
+
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
         # The slug names the workspace in every API URL, bookmark and CLI call: set on add,
         # never changed (Workspace.save refuses it too).
@@ -82,6 +92,23 @@ class WorkspaceAdmin(admin.ModelAdmin):
                 raise MembershipError(
                     "last_owner", f"A workspace keeps at least one owner: {LAST_OWNER_FIX}."
                 )
+
+
+def _history_of(workspace: Workspace) -> str:
+    from packs.models import PackVersion
+    from runs.models import Run
+
+    held = [
+        what
+        for what, rows in (
+            ("runs", Run.objects.filter(workspace=workspace)),
+            ("published pack versions", PackVersion.objects.filter(pack__workspace=workspace)),
+        )
+        if rows.exists()
+    ]
+    if not held:
+        return ""
+    return f"Workspace {workspace.slug}: has {' and '.join(held)}, which are kept for good"
 
 
 class MembershipAdminForm(forms.ModelForm):
@@ -168,10 +195,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
     # A token belongs to its user and workspace for good: moving it would hand one person's
     # credential to another. Operators rename or revoke (the action); a revocation is final,
     # so revoked_at is shown, not edited: clearing it brought a revoked (leaked) token back.
+    # Not the digest: a secret's hash is still the means to test guesses against it.
     readonly_fields = [
-        "user", "workspace", "public_id", "hint", "digest", "created_at", "last_used_at", "revoked_at",
+        "user", "workspace", "public_id", "hint", "created_at", "last_used_at", "revoked_at",
     ]  # fmt: skip
-    fields = ["user", "workspace", "name", "hint", "digest", "created_at", "last_used_at", "revoked_at"]
+    fields = ["user", "workspace", "name", "hint", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def has_add_permission(self, request):  # type: ignore[no-untyped-def]

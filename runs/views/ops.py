@@ -1,4 +1,4 @@
-"""The operations page (staff only, linked from the admin index): queue depth, items in
+"""The operations page (staff who may view runs, linked from the admin index): queue depth, items in
 flight per deployment, stuck claims, and the sweeper's last run. Every figure is an indexed
 count (the partial indexes on claimed and pending items) or one broker call."""
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -65,6 +66,10 @@ def broker_queue_depth(queue: str = "celery") -> tuple[int | None, str]:
 
 @staff_member_required
 def operations(request: HttpRequest) -> HttpResponse:
+    # It lists every workspace's active and stuck runs: staff without the run view
+    # permission get 403 there, as in the admin's run lists.
+    if not request.user.has_perm("runs.view_run"):
+        raise PermissionDenied
     now = timezone.now()
     depth, depth_error = broker_queue_depth()
     claimed = RunItem.objects.filter(state=ItemState.CLAIMED)

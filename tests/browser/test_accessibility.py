@@ -201,8 +201,11 @@ def test_every_page_of_a_reviewed_workspace(personas, login, page, audit, no_bro
     page.get_by_role("button", name="Log in").click()
     audit("login with an error")
 
-    personas.owner.is_staff = True  # and the staff's operations page
+    from django.contrib.auth.models import Permission
+
+    personas.owner.is_staff = True  # and the staff's operations page (it needs runs.view_run)
     personas.owner.save(update_fields=["is_staff"])
+    personas.owner.user_permissions.add(Permission.objects.get(codename="view_run"))
     login(personas.owner)
     audit.visit("home", "/")
     audit.visit("runs list", "/runs/")

@@ -114,3 +114,19 @@ def test_a_view_only_staff_user_cannot_run_the_run_and_token_actions(personas):
     assert ApiToken.objects.get(pk=issued.token.pk).revoked_at is None
     page = client.get("/admin/runs/run/").content.decode()
     assert "cancel_runs" not in page and "retry_failed_items" not in page
+
+
+def test_the_operations_page_needs_the_run_view_permission(personas):
+    # It lists every workspace's active and stuck runs; any staff account could read it.
+    from django.contrib.auth.models import Permission
+
+    staff_only = get_user_model().objects.create_user("desk", password="pw-desk-123", is_staff=True)
+    client = Client()
+    client.force_login(staff_only)
+    assert client.get("/runs/operations/").status_code == 403
+    assert "/runs/operations/" not in client.get("/admin/").content.decode()
+    assert client.get("/admin/runs/run/").status_code == 403  # the admin's own rule, for comparison
+    staff_only.user_permissions.add(Permission.objects.get(codename="view_run"))
+    client.force_login(get_user_model().objects.get(pk=staff_only.pk))  # permissions cached per user
+    assert client.get("/runs/operations/").status_code == 200
+    assert "/runs/operations/" in client.get("/admin/").content.decode()

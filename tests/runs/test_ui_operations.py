@@ -19,7 +19,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def staff() -> Client:
+    from django.contrib.auth.models import Permission
+
     user = get_user_model().objects.create_user("ops", password="pw-ops-12345", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_run"))  # the page needs it
     client = Client()
     client.force_login(user)
     return client

@@ -323,3 +323,78 @@ def test_a_revoked_api_token_cannot_be_made_active_again_in_the_admin(personas, 
     answer = personas.api(None)
     answer.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
     assert answer.get("/api/v1/workspaces").status_code == 401
+
+
+def test_a_workspace_with_runs_or_packs_is_refused_for_that_reason_without_reading_its_items(
+    personas, root, published
+):
+    # The delete page collected every row the delete would cascade to, every run item with
+    # its evidence and grade, to say the operator lacked permission to delete run items.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agentclash_site.workspaces.models import Workspace
+
+    client = logged_in(root)
+    url = f"/admin/workspaces/workspace/{personas.workspace.pk}/delete/"
+    with CaptureQueriesContext(connection) as captured:
+        page = client.get(url).content.decode()
+    assert "Workspace acme: has runs and published pack versions, which are kept for good" in page
+    assert not any(
+        '"runs_runitem"' in q["sql"] or '"packs_case"' in q["sql"] for q in captured.captured_queries
+    )
+    assert client.post(url, {"post": "yes"}).status_code == 200
+    page = client.post(
+        "/admin/workspaces/workspace/",
+        {"action": "delete_selected", "_selected_action": [personas.workspace.pk], "post": "yes"},
+    ).content.decode()
+    assert "Workspace acme: has runs" in page
+    assert Workspace.objects.filter(pk=personas.workspace.pk).exists() and Run.objects.exists()
+    # A workspace without that history is deleted as before.
+    response = client.post(
+        f"/admin/workspaces/workspace/{personas.other_workspace.pk}/delete/", {"post": "yes"}
+    )
+    assert response.status_code == 302 and not Workspace.objects.filter(slug="globex").exists()
+
+
+def test_a_deployment_runs_used_is_refused_for_that_reason_and_an_unused_one_goes_through_the_service(
+    personas, root, published, monkeypatch
+):
+    from runs.services import deployments
+
+    client = logged_in(root)
+    used = Deployment.objects.filter(lanes__isnull=False).distinct().first()
+    page = client.get(f"/admin/runs/deployment/{used.pk}/delete/").content.decode()
+    assert f"Deployment {used.name} (acme): used by runs, whose history names it" in page
+    assert "permission to delete" not in page  # the old, wrong, reason
+    client.post(f"/admin/runs/deployment/{used.pk}/delete/", {"post": "yes"})
+    assert Deployment.objects.filter(pk=used.pk).exists()
+
+    calls = []
+    real = deployments.deployment_delete
+    monkeypatch.setattr(
+        deployments, "deployment_delete", lambda **kw: calls.append(kw["deployment"].pk) or real(**kw)
+    )
+    unused = deployments.deployment_create(
+        workspace=personas.workspace, name="idle", kind="trace_import"
+    ).deployment
+    response = client.post(f"/admin/runs/deployment/{unused.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302 and not Deployment.objects.filter(pk=unused.pk).exists()
+    assert calls == [unused.pk]
+
+
+def test_an_api_tokens_digest_is_never_shown(personas, root):
+    from agentclash_site.workspaces.models import ApiToken
+    from agentclash_site.workspaces.services import token_create
+
+    issued = token_create(user=personas.owner, workspace=personas.workspace, name="ci")
+    token = ApiToken.objects.get(pk=issued.token.pk)
+    client = logged_in(root)
+    for url in (
+        "/admin/workspaces/apitoken/",
+        f"/admin/workspaces/apitoken/{token.pk}/change/",
+        f"/admin/workspaces/apitoken/{token.pk}/history/",
+    ):
+        body = client.get(url).content.decode()
+        assert token.digest not in body and issued.secret not in body, url
+    assert token.hint in client.get(f"/admin/workspaces/apitoken/{token.pk}/change/").content.decode()

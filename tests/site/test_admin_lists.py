@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -31,3 +33,101 @@ def test_the_api_token_list_does_not_query_each_tokens_workspace(personas):
         workspace = Workspace.objects.create(slug=f"team-{n}", name=f"Team {n}")
         token_create(user=personas.editor, workspace=workspace, name=f"t{n}")
     assert queries(client, "/admin/workspaces/apitoken/") == one
+
+
+# --- packs: versions, cases, assets and drafts at scale -------------------------------------
+
+PACK_LISTS = [
+    "/admin/packs/pack/",
+    "/admin/packs/packversion/",
+    "/admin/packs/case/",
+    "/admin/packs/asset/",
+    "/admin/packs/draft/",
+]
+# A version's bundle bytes and manifest (every case), its findings; a case's document; a
+# draft's pack.yaml (up to 5 MiB) and bound files.
+PACK_HEAVY = [
+    '"packs_packversion"."manifest"',
+    '"packs_packversion"."source"',
+    '"packs_packversion"."critique_findings"',
+    '"packs_case"."document"',
+    '"packs_challenge"."definition"',
+    '"packs_draft"."bundle_text"',
+    '"packs_draft"."files"',
+]
+
+
+def sql_of(client, url: str) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200, url
+    return [query["sql"] for query in captured.captured_queries]
+
+
+def publish_versions(personas, numbers, *, slug: str = "mental-math") -> None:
+    from packs import services
+    from tests.packs.publish_fixtures import mental_math
+
+    artifact = services.artifact_store(workspace=personas.workspace, data=b"{}", filename="a.json").artifact
+    for number in numbers:
+        services.pack_version_publish(
+            workspace=personas.workspace,
+            data=mental_math(
+                slug=slug, number=number, extra_case=True, asset_artifact_id=str(artifact.public_id)
+            ).encode(),
+            user=personas.owner,
+        )
+        services.draft_create(
+            workspace=personas.workspace,
+            user=personas.owner,
+            name=f"{slug} draft {number}",
+            bundle_text=mental_math(slug=slug, number=number + 1),
+        )
+
+
+@pytest.fixture
+def root_client(personas):
+    client = logged_in(get_user_model().objects.create_superuser("root", password="pw-root-123"))
+    client.get("/admin/")  # the session settles
+    return client
+
+
+def test_the_pack_lists_cost_the_same_queries_at_any_size_and_read_no_big_column(personas, root_client):
+    publish_versions(personas, [1])
+    small = {url: len(sql_of(root_client, url)) for url in PACK_LISTS}
+    publish_versions(personas, range(2, 6))
+    publish_versions(personas, range(1, 4), slug="other-math")
+    for url in PACK_LISTS:
+        queries = sql_of(root_client, url)
+        assert len(queries) == small[url], url
+        assert [c for c in PACK_HEAVY if any(c in sql for sql in queries)] == [], url
+        assert sum("COUNT(*)" in sql for sql in queries) <= 2, url
+    # The big tables count once, within a LIMIT, in their own order.
+    for url in ("/admin/packs/packversion/", "/admin/packs/case/", "/admin/packs/asset/"):
+        counts = [sql for sql in sql_of(root_client, url) if "COUNT(*)" in sql]
+        assert len(counts) == 1 and "LIMIT 10001" in counts[0], url
+    (cases,) = [sql for sql in sql_of(root_client, "/admin/packs/case/") if '"packs_case"."case_key"' in sql]
+    assert cases.endswith('ORDER BY "packs_case"."id" DESC'), cases  # not through pack, version, set
+
+
+def test_a_packs_page_lists_its_newest_versions_without_their_bundles(personas, root_client):
+    from packs.models import Pack
+
+    publish_versions(personas, range(1, 13))
+    pack = Pack.objects.get(slug="mental-math")
+    url = f"/admin/packs/pack/{pack.pk}/change/"
+    queries = sql_of(root_client, url)
+    assert [c for c in PACK_HEAVY if any(c in sql for sql in queries)] == []
+    body = root_client.get(url).content.decode()
+    assert "12 (the newest 10 below)" in body
+    assert f'href="/admin/packs/packversion/?pack__id__exact={pack.pk}">all versions</a>' in body
+    numbers = [int(n) for n in re.findall(r'<td class="field-number">\s*<p>(\d+)</p>', body)]
+    assert numbers == list(range(12, 2, -1))
+    listed = root_client.get(f"/admin/packs/packversion/?pack__id__exact={pack.pk}").content.decode()
+    assert "12 pack versions" in listed
+
+
+def test_a_draft_search_does_not_read_every_drafts_text(personas, root_client):
+    publish_versions(personas, [1])
+    queries = sql_of(root_client, "/admin/packs/draft/?q=Three+bags")
+    assert not any('"packs_draft"."bundle_text"' in sql for sql in queries)
+    assert "mental-math draft 1" in root_client.get("/admin/packs/draft/?q=draft+1").content.decode()
