@@ -14,6 +14,7 @@ legacy item is reported at ``input_sets[i].items[j]...``.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -106,6 +107,8 @@ class NormCase:
 class Normalized:
     execution_mode: str | None  # None when version.execution_mode was rejected
     challenge_keys: set[str] = field(default_factory=set)
+    declared_challenges: list[str] = field(default_factory=list)  # in declaration order
+    declared_chars: int | None = None  # their total length (_search_cost), once needed
     challenges_complete: bool = True  # every challenge has an accepted key (no cascades)
     version_asset_keys: set[str] = field(default_factory=set)
     assets_complete: bool = True
@@ -113,6 +116,12 @@ class Normalized:
     set_challenges: dict[int, str | None] = field(default_factory=dict)
     bound_members: set[str] = field(default_factory=set)
     member_hints_left: int = 50  # "did you mean" searches (_member_hint): bounded per pack
+    # what _challenge_hint may still compare, per pack (_search_cost: up to ~0.1 µs a unit,
+    # so a few tenths of a second at most, however many wrong keys and declared ones)
+    challenge_search_left: int = 3_000_000
+    # _challenge_hint's answers by the key written: a pack of thousands of cases naming the
+    # same wrong key searches the declared keys once
+    challenge_hints: dict[str, str] = field(default_factory=dict)
 
 
 def entries(c: Checker, parent: Any, key: str, path: Path) -> Iterator[tuple[int, dict[str, Any], Path]]:
@@ -173,7 +182,8 @@ def check_document(c: DocChecker, data: dict[str, Any], *, files: dict[str, byte
     _check_pack(c, data)
     norm.version_asset_keys, norm.assets_complete = _check_assets(c, version, ("version",), files, norm)
     _check_version(c, version, norm)
-    norm.challenge_keys = _check_challenges(c, data, files, norm)
+    norm.declared_challenges = _check_challenges(c, data, files, norm)
+    norm.challenge_keys = set(norm.declared_challenges)
     _check_input_sets(c, data, files, norm)
     _check_tools(c, data, norm)
     _check_security(c, data)
@@ -270,6 +280,43 @@ def _member_hint(written: str, member: str, files: dict[str, bytes], norm: Norma
     return f"did you mean {close[0]}?" if close else None
 
 
+CHALLENGES_LISTED = 5
+
+
+def _search_cost(written: str, norm: Normalized) -> int:
+    """What ``difflib.get_close_matches(written, declared keys)`` may cost: the pairs of
+    characters compared (SequenceMatcher is quadratic on repetitive text: ~0.1 µs a pair
+    measured, 3 ms for two 190-character keys) plus a per-key overhead (~2 µs)."""
+    keys = norm.declared_challenges
+    if norm.declared_chars is None:
+        norm.declared_chars = sum(len(key) for key in keys)
+    return len(written) * norm.declared_chars + 32 * len(keys)
+
+
+def _challenge_hint(written: str, norm: Normalized) -> str:
+    """The detail of DECLARED_CHALLENGE (§3 keeps the message the bare predicate): the first
+    declared keys and the closest one, ``declared: "sum", "product" (and 3 more); did you
+    mean "sum"?``. Remembered per written key; a search compares against every declared
+    key, so the searches of a pack stop at ``challenge_search_left``."""
+    known = norm.challenge_hints.get(written)
+    if known is not None:
+        return known
+    # never empty here: the check runs only when every challenge was accepted, and an empty
+    # (or missing) list is itself rejected ("must contain at least one challenge")
+    keys = norm.declared_challenges
+    hint = "declared: " + ", ".join(json.dumps(key, ensure_ascii=False) for key in keys[:CHALLENGES_LISTED])
+    if len(keys) > CHALLENGES_LISTED:
+        hint += f" (and {len(keys) - CHALLENGES_LISTED} more)"
+    cost = _search_cost(written, norm)
+    if cost <= norm.challenge_search_left:
+        norm.challenge_search_left -= cost
+        close = difflib.get_close_matches(written, keys, n=1, cutoff=0.6)
+        if close:
+            hint += f"; did you mean {json.dumps(close[0], ensure_ascii=False)}?"
+    norm.challenge_hints[written] = hint
+    return hint
+
+
 def _check_version(c: DocChecker, version: dict[str, Any], norm: Normalized) -> None:
     vp: Path = ("version",)
     mode = norm.execution_mode
@@ -352,7 +399,8 @@ def _check_artifact_keys(c: DocChecker, owner: Any, key: str, path: Path, norm: 
 
 def _check_challenges(
     c: DocChecker, data: dict[str, Any], files: dict[str, bytes] | None, norm: Normalized
-) -> set[str]:
+) -> list[str]:
+    """The challenges' rules; returns their accepted keys in declaration order."""
     keyed: list[tuple[Path, str | None]] = []
     for _, challenge, path in entries(c, data, "challenges", ()):
         keyed.append((path + ("key",), c.text(challenge, "key", path)))
@@ -362,7 +410,7 @@ def _check_challenges(
         _check_artifact_keys(c, challenge, "artifact_refs", path, norm)
     check_unique(c, keyed)
     norm.challenges_complete = complete(c, data, "challenges", (), keyed)
-    return {key for _, key in keyed if key is not None}
+    return list(dict.fromkeys(key for _, key in keyed if key is not None))
 
 
 # ---------------------------------------------------------------------------
@@ -434,7 +482,8 @@ def _check_input_sets(
                 check_length(c, item_key, cp + ("item_key",), limits.CASE_KEY)
             if case.challenge_key is not None:
                 if challenges_known and case.challenge_key not in norm.challenge_keys:
-                    c.err(cp + ("challenge_key",), DECLARED_CHALLENGE)
+                    hint = _challenge_hint(case.challenge_key, norm)
+                    c.err(cp + ("challenge_key",), DECLARED_CHALLENGE, detail=hint)
                 if fixed is None:
                     fixed = case.challenge_key
                 elif case.challenge_key != fixed:

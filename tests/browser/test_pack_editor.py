@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from packs import services
 from packs.models import PackVersion
 from tests.browser import console_errors
+from tests.packs.bundle_helpers import base_pack, dump
 from tests.packs.publish_fixtures import mental_math
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -295,4 +296,33 @@ def test_a_draft_another_request_is_validating_shows_its_report_when_it_is_store
     first.join(DEADLINE)
     assert not first.is_alive() and "error" not in first_out, first_out
     assert held.calls == 1
+    assert page.js_errors == []
+
+
+def test_a_short_detail_shows_after_the_message_and_a_long_one_stays_folded(personas, login, page):
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=""
+    )
+    login(personas.owner)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    editor = page.locator("#bundle-text")
+
+    editor.fill("pack: a: b\n")
+    issue = page.locator("#report .issue-error", has_text="must be valid YAML")
+    expect(issue.locator(".issue-message")).to_have_text("must be valid YAML")
+    expect(issue.locator(".issue-detail")).to_be_visible()
+    expect(issue.locator(".issue-detail")).to_have_text("— mapping values are not allowed in this context")
+    expect(issue.locator("details")).to_have_count(0)
+
+    doc = base_pack()
+    template = doc["challenges"][0]
+    doc["challenges"] = [dict(template, key=f"challenge-with-a-rather-long-key-{i}") for i in range(6)]
+    doc["input_sets"][0]["cases"][0]["challenge_key"] = "challenge-with-a-rather-long-key-9"
+    editor.fill(dump(doc))
+    issue = page.locator("#report .issue-error", has_text="must reference a declared challenge")
+    expect(issue.locator("details summary")).to_be_visible()
+    expect(issue.locator("details pre")).to_be_hidden()
+    expect(issue.locator(".issue-detail")).to_have_count(0)
+    issue.locator("details summary").click()
+    expect(issue.locator("details pre")).to_contain_text('did you mean "challenge-with-a-rather-long-key-')
     assert page.js_errors == []

@@ -8,6 +8,7 @@ import pytest
 
 from packs import services
 from packs.models import Artifact, Draft, Pack, PackVersion
+from tests.packs.bundle_helpers import base_pack, dump
 from tests.packs.publish_fixtures import INVALID_PACK, MALFORMED_YAML, invoice_zip, mental_math
 
 pytestmark = pytest.mark.django_db
@@ -59,6 +60,17 @@ def test_validate_answers_400_with_field_errors(personas):
     assert set(body) == {"valid", "errors", "warnings"}
     assert body["valid"] is False
     assert all({"field", "message", "line", "column"} <= set(e) for e in body["errors"])
+
+
+def test_validate_carries_the_detail_of_an_undeclared_challenge(personas):
+    doc = base_pack()
+    doc["input_sets"][0]["cases"][0]["challenge_key"] = "summ"
+    response = post_yaml(personas.api(personas.owner), f"{BASE}/packs/validate", dump(doc))
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error["field"] == "input_sets[0].cases[0].challenge_key"
+    assert error["message"] == "must reference a declared challenge"
+    assert error["detail"] == 'declared: "sum"; did you mean "sum"?'
 
 
 def test_malformed_yaml_is_400_never_500(personas):

@@ -1072,6 +1072,94 @@ def test_no_cascade_from_a_rejected_value():
     assert errors(report) == [("challenges[0].key", "must be a string")]
 
 
+def _with_challenges(*keys: str, cases: list[str]) -> Doc:
+    doc = base_pack()
+    template = doc["challenges"][0]
+    doc["challenges"] = [dict(template, key=key) for key in keys]
+    doc["input_sets"][0]["cases"] = [
+        {"challenge_key": key, "case_key": f"c{i}"} for i, key in enumerate(cases)
+    ]
+    return doc
+
+
+def _challenge_details(doc: Doc) -> list[tuple[str, str]]:
+    return [
+        (e.field, e.detail) for e in check(doc).errors if e.message == "must reference a declared challenge"
+    ]
+
+
+def test_an_undeclared_challenge_key_keeps_the_predicate_and_hints_in_the_detail():
+    doc = _with_challenges("sum", "product", cases=["sum", "prodcut"])
+    report = check(doc)
+    (error,) = [e for e in report.errors if e.message == "must reference a declared challenge"]
+    assert error.field == "input_sets[0].cases[1].challenge_key"
+    assert error.detail == 'declared: "sum", "product"; did you mean "product"?'
+    assert error.to_dict()["detail"] == error.detail
+
+
+def test_the_declared_keys_are_listed_in_order_a_few_then_how_many_more():
+    doc = _with_challenges("sum", "product", "a", "b", "c", "d", "e", cases=["sum", "quotient"])
+    assert _challenge_details(doc) == [
+        ("input_sets[0].cases[1].challenge_key", 'declared: "sum", "product", "a", "b", "c" (and 2 more)')
+    ]
+
+
+def test_a_key_far_from_every_declared_one_gets_no_suggestion():
+    doc = _with_challenges("sum", cases=["sum", "xyz"])
+    assert _challenge_details(doc) == [("input_sets[0].cases[1].challenge_key", 'declared: "sum"')]
+
+
+def _counting_searches(monkeypatch) -> list[str]:
+    from packs.bundle import checks
+
+    calls: list[str] = []
+    real = checks.difflib.get_close_matches
+
+    def counting(word, *args, **kwargs):
+        calls.append(word)
+        return real(word, *args, **kwargs)
+
+    monkeypatch.setattr(checks.difflib, "get_close_matches", counting)
+    return calls
+
+
+def test_the_challenge_hint_is_searched_once_per_written_key(monkeypatch):
+    calls = _counting_searches(monkeypatch)
+    # 2,000 cases of one input set naming the same wrong key (so all share it)
+    doc = _with_challenges("sum", "product", cases=["prodcut"] * 2000)
+    details = _challenge_details(doc)
+    assert len(details) == 2000
+    assert {detail for _, detail in details} == {'declared: "sum", "product"; did you mean "product"?'}
+    assert calls == ["prodcut"]
+
+
+def test_the_challenge_searches_of_a_pack_are_bounded_by_what_they_compare(monkeypatch):
+    from packs.bundle.checks import Normalized
+
+    calls = _counting_searches(monkeypatch)
+    declared = [f"{'k' * 190}{i:03d}" for i in range(40)]  # long, repetitive: costly to compare
+    doc = _with_challenges(*declared, cases=[declared[0]])
+    doc["input_sets"] += [
+        {"key": f"s{i}", "name": "S", "cases": [{"challenge_key": f"{'k' * 189}{i:03d}x", "case_key": "a"}]}
+        for i in range(40)
+    ]
+    details = _challenge_details(doc)
+    assert len(details) == 40
+    # each search costs len(written) * the declared keys' characters + 32 a key
+    cost = 193 * (193 * 40) + 32 * 40
+    assert len(calls) == Normalized(execution_mode=None).challenge_search_left // cost == 2
+    assert details[0][1].endswith(f'; did you mean "{declared[0]}"?')
+    # past the budget the declared keys are still listed
+    assert details[-1][1] == "declared: " + ", ".join(f'"{key}"' for key in declared[:5]) + " (and 35 more)"
+
+
+def test_a_huge_written_key_is_not_searched(monkeypatch):
+    calls = _counting_searches(monkeypatch)
+    doc = _with_challenges("sum", "product", cases=["x" * 600_000])
+    assert [detail for _, detail in _challenge_details(doc)] == ['declared: "sum", "product"']
+    assert calls == []
+
+
 def test_l5_a_file_reference_without_any_declared_check():
     doc = base_pack()
     spec = spec_of(doc)

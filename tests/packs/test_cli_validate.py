@@ -84,6 +84,23 @@ def test_malformed_yaml_is_a_field_error_with_the_parser_position(tmp_path):
     assert error["line"] is not None and error["detail"]
 
 
+def test_an_undeclared_challenge_has_its_hint_in_the_detail(tmp_path):
+    path = tmp_path / "pack.yaml"
+    doc = base_pack()
+    doc["input_sets"][0]["cases"][0]["challenge_key"] = "summ"
+    path.write_text(dump(doc))
+    result = run("validate", str(path), "--json", tmp_path=tmp_path)
+    assert result.returncode == 1
+    (error,) = json.loads(result.stdout)["errors"]
+    assert (error["message"], error["detail"]) == (
+        "must reference a declared challenge",
+        'declared: "sum"; did you mean "sum"?',
+    )
+    lines = run("validate", str(path), tmp_path=tmp_path).stdout.splitlines()
+    at = lines.index(next(line for line in lines if "must reference a declared challenge" in line))
+    assert lines[at + 1] == '    declared: "sum"; did you mean "sum"?'
+
+
 def test_a_zip_and_a_pack_directory_validate(tmp_path):
     assert run("validate", str(EXAMPLES / "invoice-totals.zip"), tmp_path=tmp_path).returncode == 0
     result = run("validate", str(EXAMPLES / "invoice-totals"), "--json", tmp_path=tmp_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from html import unescape as html_unescape
 
 import pytest
 from django.test import Client
@@ -11,6 +12,7 @@ from django.urls import reverse
 from packs import services
 from packs.models import Draft, Pack, PackVersion
 from tests.clients import logged_in as client_for
+from tests.packs.bundle_helpers import base_pack, dump
 from tests.packs.publish_fixtures import INVOICES_JSON, mental_math
 
 pytestmark = pytest.mark.django_db
@@ -180,6 +182,64 @@ def test_a_syntax_error_is_listed_with_its_line(personas, draft):
     html = client_for(personas.editor).get(report_url_of(response.content.decode())).content.decode()
     assert "must be valid YAML" in html
     assert "Fix the YAML errors to see" in html
+
+
+def report_html(personas, draft: Draft, text: str) -> str:
+    client = client_for(personas.editor)
+    response = client.post(editor_url(draft, "draft-save"), {"bundle_text": text}, HTTP_HX_REQUEST="true")
+    return client.get(report_url_of(response.content.decode())).content.decode()
+
+
+def test_a_short_detail_reads_right_after_the_message_escaped(personas, draft):
+    html = report_html(personas, draft, "pack: a: b\n")
+    assert re.search(
+        r'<span class="issue-message">must be valid YAML</span>\s*'
+        r'<span class="issue-detail">— mapping values are not allowed in this context</span>',
+        html,
+    )
+    assert "<details>" not in html
+
+    doc = base_pack()
+    doc["challenges"][0]["key"] = "<b>sum</b>"
+    doc["input_sets"][0]["cases"][0]["challenge_key"] = "<b>summ</b>"
+    html = report_html(personas, draft, dump(doc))
+    assert re.search(
+        r'<span class="issue-message">must reference a declared challenge</span>\s*'
+        r'<span class="issue-detail">— declared: &quot;&lt;b&gt;sum&lt;/b&gt;&quot;; '
+        r"did you mean &quot;&lt;b&gt;sum&lt;/b&gt;&quot;\?</span>",
+        html,
+    )
+    assert "<b>" not in html
+
+
+def test_a_long_detail_stays_folded(personas, draft):
+    doc = base_pack()
+    template = doc["challenges"][0]
+    keys = [f"challenge-with-a-rather-long-key-{i}" for i in range(6)]
+    doc["challenges"] = [dict(template, key=key) for key in keys]
+    doc["input_sets"][0]["cases"][0]["challenge_key"] = "nothing-like-them"
+    html = report_html(personas, draft, dump(doc))
+    detail = "declared: " + ", ".join(f"&quot;{key}&quot;" for key in keys[:5]) + " (and 1 more)"
+    assert len(html_unescape(detail)) > 160
+    assert f"<details><summary>detail</summary><pre>{detail}</pre></details>" in html
+    assert 'class="issue-detail"' not in html
+
+
+def test_the_report_folds_a_detail_of_several_lines_or_over_160_characters(draft):
+    from django.template.loader import render_to_string
+
+    def item(detail: str | None) -> dict[str, object]:
+        out: dict[str, object] = {"field": "f", "message": "m", "line": 1, "column": 1, "kind": "error"}
+        return out if detail is None else {**out, "detail": detail}
+
+    details = [None, "x" * 160, "y" * 161, "one\ntwo"]
+    report = {"valid": False, "error_count": 4, "warning_count": 0, "items": [item(d) for d in details]}
+    html = render_to_string("packs/draft_editor.html#report", {"report": report, "draft": draft})
+    assert re.findall(r'<span class="issue-detail">— ([^<]*)</span>', html) == ["x" * 160]
+    assert re.findall(r"<details><summary>detail</summary><pre>([^<]*)</pre></details>", html) == [
+        "y" * 161,
+        "one\ntwo",
+    ]
 
 
 def test_the_case_form_loads_as_a_partial_and_saves_into_the_yaml(personas, draft):
