@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -7,6 +9,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.forms.models import BaseInlineFormSet
+from django.utils.html import format_html
 
 from agentclash_site.lib.admin import refused_delete
 from agentclash_site.workspaces.models import ApiToken, Membership, Role, WorkerHeartbeat, Workspace
@@ -33,28 +36,59 @@ def _with_last_owner_reasons(deleted, request_objs):  # type: ignore[no-untyped-
     return deleted_objects, model_count, perms_needed, [*protected, *reasons]
 
 
+class StoredUserWidget(forms.Widget):
+    """The user of a stored membership, as text (the inline joins the user: no query per
+    row, where the autocomplete widget looked its selected user up for each row)."""
+
+    def __init__(self, user: Any) -> None:
+        super().__init__()
+        self.user = user
+
+    def render(self, name, value, attrs=None, renderer=None):  # type: ignore[no-untyped-def]
+        return format_html("<p>{}</p>", self.user.get_username())
+
+
+class MembershipInlineForm(forms.ModelForm):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # As on the membership's own page: changing the user of a stored row moved the
+        # membership, an owner's too, to someone else unseen. The field keeps the stored
+        # value whatever is posted (disabled).
+        if self.instance.pk is not None and "user" in self.fields:
+            field = self.fields["user"]
+            field.disabled = True
+            field.widget = StoredUserWidget(self.instance.user)
+
+
 class MembershipInlineFormSet(BaseInlineFormSet):
     def clean(self) -> None:
         super().clean()
         if any(self.errors) or self.instance.pk is None:
             return
-        if not self.instance.memberships.filter(role=Role.OWNER).exists():
-            return  # a workspace without owners yet: nothing to keep
-        kept = [
-            form
-            for form in self.forms
-            if form.cleaned_data and not self._should_delete_form(form)
-            and form.cleaned_data.get("role") == Role.OWNER
-        ]  # fmt: skip
-        if not kept:
-            raise ValidationError(f"A workspace keeps at least one owner: {LAST_OWNER_FIX}.")
+        kept = [form for form in self.forms if form.cleaned_data and not self._should_delete_form(form)]
+        if any(form.cleaned_data.get("role") == Role.OWNER for form in kept):
+            return  # an owner stays: kept, promoted or added
+        # Every owner row on the page is demoted or deleted. Held from here to the end of the
+        # admin's transaction (its POST is atomic), the workspace's membership lock makes the
+        # save below see the owners this counts: a concurrent change cannot strand it.
+        memberships = Membership.objects.filter(workspace=self.instance)
+        lock_workspaces_of(memberships)
+        going = memberships.filter(pk__in=[form.instance.pk for form in self.initial_forms])
+        stranded = last_owner_memberships(going)
+        if stranded:
+            raise ValidationError([f"{last_owner_message(m)}." for m in stranded])
 
 
 class MembershipInline(admin.TabularInline):
     model = Membership
+    form = MembershipInlineForm
     formset = MembershipInlineFormSet
     extra = 0
     autocomplete_fields = ["user"]
+
+    def get_queryset(self, request):  # type: ignore[no-untyped-def]
+        # Each row's title names its user and workspace (Membership.__str__).
+        return super().get_queryset(request).select_related("user", "workspace")
 
 
 @admin.register(Workspace)
@@ -79,19 +113,6 @@ class WorkspaceAdmin(admin.ModelAdmin):
         # never changed (Workspace.save refuses it too).
         fields = super().get_readonly_fields(request, obj)
         return [*fields, "slug"] if obj is not None else fields
-
-    def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
-        if formset.model is not Membership or not change:
-            return super().save_formset(request, form, formset, change)
-        with transaction.atomic():
-            memberships = Membership.objects.filter(workspace=form.instance)
-            lock_workspaces_of(memberships)
-            had_owner = memberships.filter(role=Role.OWNER).exists()
-            super().save_formset(request, form, formset, change)
-            if had_owner and not memberships.filter(role=Role.OWNER).exists():
-                raise MembershipError(
-                    "last_owner", f"A workspace keeps at least one owner: {LAST_OWNER_FIX}."
-                )
 
 
 def _history_of(workspace: Workspace) -> str:
