@@ -8,7 +8,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from agentclash_site.lib.admin import refused_delete
+from agentclash_site.lib.admin import SlugFilter, refused_delete
 from runs.models import Deployment, RunLane
 
 
@@ -72,7 +72,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         "secret_set",
         "updated_at",
     ]
-    list_filter = ["kind", "workspace", "evidence_level"]
+    list_filter = ["kind", ("workspace__slug", SlugFilter), "evidence_level"]
     search_fields = ["name", "url", "model", "workspace__slug", "workspace__name"]
     list_select_related = ["workspace"]
     # secret_encrypted and signing_key_encrypted are deliberately absent.

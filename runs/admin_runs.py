@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import BigTableAdmin, related
+from agentclash_site.lib.admin import BigTableAdmin, SlugFilter, related
 from agentclash_site.workspaces.models import Membership
 from runs.models import RUN_HEAVY_FIELDS, Attempt, GradeRevision, Run, RunItem, RunLane
 
@@ -100,7 +100,7 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         "finished_at",
         "page",
     ]
-    list_filter = ["status", "workspace", "created_at"]
+    list_filter = ["status", ("workspace__slug", SlugFilter), "created_at"]
     search_fields = ["name", "pack_version__pack__slug", "workspace__slug"]  # and the run id
     run_id_field = "id"
     list_select_related = ["workspace", "pack_version__pack"]

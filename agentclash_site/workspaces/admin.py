@@ -11,7 +11,7 @@ from django.db import transaction
 from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import refused_delete
+from agentclash_site.lib.admin import SlugFilter, refused_delete
 from agentclash_site.workspaces.models import ApiToken, Membership, Role, WorkerHeartbeat, Workspace
 from agentclash_site.workspaces.services import (
     LAST_OWNER_FIX,
@@ -154,7 +154,7 @@ class MembershipAdminForm(forms.ModelForm):
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ["workspace", "user", "role", "created_at"]
-    list_filter = ["role", "workspace"]
+    list_filter = ["role", ("workspace__slug", SlugFilter)]
     search_fields = ["workspace__slug", "user__username", "user__email"]
     autocomplete_fields = ["workspace", "user"]
     form = MembershipAdminForm
@@ -209,7 +209,7 @@ admin.site.register(User, OwnerKeepingUserAdmin)
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["hint", "name", "user", "workspace", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["workspace", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = [("workspace__slug", SlugFilter), ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "hint", "user__username"]
     # Named: the automatic select_related skips the nullable workspace (a query per row).
     list_select_related = ["user", "workspace"]
