@@ -180,14 +180,15 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         self.message_user(request, f"Re-queued {total} failed item(s).", messages.SUCCESS)
 
     @admin.action(
-        description="Requeue stuck items (return expired claims now: runs the sweeper)",
+        description="Requeue stuck items of the selected runs (the sweeper, on these runs now)",
         permissions=["operate"],
     )
     def requeue_stuck_items(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         from runs.sweeper import sweep
 
-        result = sweep()
-        self.message_user(request, f"Sweeper ran: {result}", messages.SUCCESS)
+        # A subquery, not a list: "select all" may select every run the filter matches.
+        result = sweep(run_ids=queryset.order_by().values("pk"))
+        self.message_user(request, f"Sweeper ran on the selected runs: {result}", messages.SUCCESS)
 
 
 @admin.register(RunLane)
