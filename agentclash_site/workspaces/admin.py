@@ -66,15 +66,20 @@ class MembershipInlineFormSet(BaseInlineFormSet):
         if any(self.errors) or self.instance.pk is None:
             return
         kept = [form for form in self.forms if form.cleaned_data and not self._should_delete_form(form)]
-        if any(form.cleaned_data.get("role") == Role.OWNER for form in kept):
-            return  # an owner stays: kept, promoted or added
-        # Every owner row on the page is demoted or deleted. Held from here to the end of the
-        # admin's transaction (its POST is atomic), the workspace's membership lock makes the
-        # save below see the owners this counts: a concurrent change cannot strand it.
+        if any(form.has_changed() and form.cleaned_data.get("role") == Role.OWNER for form in kept):
+            return  # an owner row is written (added, promoted or edited): an owner stays
+        # Held to the end of the admin's transaction (its POST is atomic), the workspace's
+        # membership lock makes the owners counted here those the save leaves: a row kept
+        # unchanged is not written, so it stays an owner only if it still is one as stored
+        # (another operator may have removed it since the page loaded it).
         memberships = Membership.objects.filter(workspace=self.instance)
         lock_workspaces_of(memberships)
-        going = memberships.filter(pk__in=[form.instance.pk for form in self.initial_forms])
-        stranded = last_owner_memberships(going)
+        going = [
+            form.instance.pk
+            for form in self.initial_forms
+            if form not in kept or form.cleaned_data.get("role") != Role.OWNER
+        ]
+        stranded = last_owner_memberships(memberships.filter(pk__in=going))
         if stranded:
             raise ValidationError([f"{last_owner_message(m)}." for m in stranded])
 

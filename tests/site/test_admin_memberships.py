@@ -3,6 +3,8 @@ an operator edits a membership, the workspace's member rows, or deletes a user."
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -122,6 +124,9 @@ def inline_data(personas, **changes) -> dict[str, str]:
                 f"memberships-{i}-role": role or row.role,
                 f"memberships-{i}-created_at_0": "2024-01-01",
                 f"memberships-{i}-created_at_1": "00:00:00",
+                # What the page sends for a field with a callable default (has_changed).
+                f"initial-memberships-{i}-created_at_0": "2024-01-01",
+                f"initial-memberships-{i}-created_at_1": "00:00:00",
             }
         )
         if name in changes and role is None:
@@ -150,6 +155,29 @@ class TestTheWorkspaceMemberRows:
         assert (
             f"olive is the last owner of workspace acme: a workspace keeps at least one owner; {FIX}." in page
         )
+
+    def test_an_owner_row_deleted_while_the_page_saves_is_counted_as_gone(self, personas, root, monkeypatch):
+        """Another operator removes olive (eddie is an owner then) after this save checked
+        its rows, which keep olive as owner and demote eddie: the owners are counted as
+        stored once the workspace's lock is held, not as the page loaded them."""
+        from agentclash_site.workspaces.admin import MembershipInlineFormSet
+        from agentclash_site.workspaces.services import memberships_delete
+
+        membership_set_role(workspace=personas.workspace, user=personas.editor, role=Role.OWNER)
+        Membership.objects.update(created_at=dt.datetime(2024, 1, 1, tzinfo=dt.UTC))  # as posted
+        data = inline_data(personas, eddie="editor")
+        clean = MembershipInlineFormSet.clean
+
+        def olive_removed_meanwhile(formset):
+            memberships_delete(memberships=Membership.objects.filter(user=personas.owner))
+            clean(formset)
+
+        monkeypatch.setattr(MembershipInlineFormSet, "clean", olive_removed_meanwhile)
+        page = root.post(self.url(personas), data).content.decode()
+        assert (
+            f"eddie is the last owner of workspace acme: a workspace keeps at least one owner; {FIX}." in page
+        )
+        assert role_of(personas, personas.editor) == "owner"
 
     def test_the_user_of_a_stored_row_cannot_be_changed(self, personas, root):
         # The membership's own page forbids it: the owner's row handed to someone else
