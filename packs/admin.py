@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import BigTableAdmin, ListDeferAdmin, related
+from agentclash_site.lib.admin import BigTableAdmin, ListDeferAdmin, SlugFilter, related
 from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
 
 # A version's columns no list shows: the bundle's bytes, its manifest (every case), the
@@ -62,7 +62,7 @@ class PackVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
 @admin.register(Pack)
 class PackAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "family", "workspace", "version_count", "updated_at")
-    list_filter = ("family", "workspace")
+    list_filter = ("family", ("workspace__slug", SlugFilter))
     search_fields = ("slug", "name", "description", "public_id")
     # Every stored bundle names the pack's slug, name and family, and publish matches
     # them (409 challenge_pack_metadata_conflict): they are the pack's identity.
@@ -141,7 +141,7 @@ class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.
         "published_at",
         "published_by",
     )
-    list_filter = ("execution_mode", "pack__workspace", "published_at")
+    list_filter = ("execution_mode", ("pack__workspace__slug", SlugFilter), "published_at")
     search_fields = ("pack__slug", "pack__name", "public_id", "content_hash")
     list_select_related = ("pack", "pack__workspace", "published_by")
     exclude = ("source",)
@@ -182,7 +182,7 @@ class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.
 class CaseAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("case_key", "challenge", "input_set", "version")
     search_fields = ("case_key", "item_key", "public_id", "input_set__version__pack__slug")
-    list_filter = ("input_set__version__pack__workspace",)
+    list_filter = (("input_set__version__pack__workspace__slug", SlugFilter),)
     list_select_related = ("challenge", "input_set", "input_set__version", "input_set__version__pack")
     # Newest first, by the primary key: the model's order (pack slug, version, set, position)
     # joined and sorted every case before the first page.
@@ -217,7 +217,7 @@ class CaseAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAd
 @admin.register(Asset)
 class AssetAdmin(BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("key", "scope", "path", "media_type", "size", "version")
-    list_filter = ("scope", "version__pack__workspace")
+    list_filter = ("scope", ("version__pack__workspace__slug", SlugFilter))
     search_fields = ("key", "path", "sha256", "version__pack__slug")
     list_select_related = ("version", "version__pack")
     ordering = ["-id"]  # the model's (version, scope, key) sorts every asset through its version
@@ -246,7 +246,7 @@ class AssetAdmin(BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
 @admin.register(Artifact)
 class ArtifactAdmin(admin.ModelAdmin):
     list_display = ("short_sha", "filename", "media_type", "size", "workspace", "created_at")
-    list_filter = ("media_type", "workspace")
+    list_filter = ("media_type", ("workspace__slug", SlugFilter))
     search_fields = ("sha256", "filename", "public_id")
     list_select_related = ("workspace",)
     readonly_fields = (
@@ -306,7 +306,7 @@ def _draft_reference(artifact: Artifact, draft: Draft) -> str:
 @admin.register(Draft)
 class DraftAdmin(ListDeferAdmin, admin.ModelAdmin):
     list_display = ("name", "workspace", "based_on", "created_by", "updated_at")
-    list_filter = ("workspace", "updated_at")
+    list_filter = (("workspace__slug", SlugFilter), "updated_at")
     # Not bundle_text: up to 5 MiB of pack.yaml per draft, read in full by every search.
     search_fields = ("name", "public_id")
     list_select_related = ("workspace", "based_on", "based_on__pack", "created_by")

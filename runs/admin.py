@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib.admin.utils import unquote
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
-from agentclash_site.lib.admin import refused_delete
+from agentclash_site.lib.admin import SlugFilter, refused_delete
 from runs.models import Deployment, RunLane
 
 
@@ -72,7 +77,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         "secret_set",
         "updated_at",
     ]
-    list_filter = ["kind", "workspace", "evidence_level"]
+    list_filter = ["kind", ("workspace__slug", SlugFilter), "evidence_level"]
     search_fields = ["name", "url", "model", "workspace__slug", "workspace__name"]
     list_select_related = ["workspace"]
     # secret_encrypted and signing_key_encrypted are deliberately absent.
@@ -93,6 +98,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     readonly_fields = ["public_id", "workspace", "secret_set", "created_at", "updated_at"]
+    actions = ["delete_selected"]  # Django's, below: a refusal is a message
 
     @admin.display(boolean=True, description="secret")
     def secret_set(self, obj: Deployment) -> bool:
@@ -109,18 +115,41 @@ class DeploymentAdmin(admin.ModelAdmin):
         # lacked permission to delete run lanes.
         used = [d for d in objs if RunLane.objects.filter(deployment=d).exists()]
         if used:
-            return refused_delete(
-                [
-                    f"Deployment {d.name} ({d.workspace.slug}): used by runs, whose history names it"
-                    for d in used
-                ]
-            )
+            return refused_delete([_used_by_runs(d) for d in used])
         return super().get_deleted_objects(objs, request)
 
-    def delete_model(self, request: HttpRequest, obj: Deployment) -> None:
-        from runs.services.deployments import deployment_delete
+    # A run created between that check and the delete (its lane PROTECTs the deployment)
+    # makes deployment_delete refuse: said as a message with the check's reason, where it
+    # was a 500. Both deletes run in a transaction: nothing of a refused one stays, its
+    # "deleted" log entries included.
 
-        deployment_delete(deployment=obj)  # what the API and the Deployments page call
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        try:
+            return super().delete_view(request, object_id, extra_context)  # atomic on POST
+        except DeleteRefused as exc:
+            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:runs_deployment_change", args=[unquote(object_id)]))
+
+    @admin.action(permissions=["delete"], description=django_delete_selected.short_description)
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet[Deployment]) -> Any:
+        try:
+            with transaction.atomic():  # Django's action logs the deletions, then deletes
+                return django_delete_selected(self, request, queryset)
+        except DeleteRefused as exc:
+            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)
+            return None
+
+    def delete_model(self, request: HttpRequest, obj: Deployment) -> None:
+        from runs.services.deployments import DeploymentInUse, deployment_delete
+
+        try:
+            deployment_delete(deployment=obj)  # what the API and the Deployments page call
+        except DeploymentInUse:
+            raise DeleteRefused(_used_by_runs(obj)) from None
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Deployment]) -> None:
+        for deployment in queryset.select_related("workspace"):
+            self.delete_model(request, deployment)
 
     def save_model(self, request: HttpRequest, obj: Deployment, form: Any, change: bool) -> None:
         from runs.services.deployments import deployment_update
@@ -131,6 +160,14 @@ class DeploymentAdmin(admin.ModelAdmin):
         # deployment. A run queued since clean() is refused there (the admin's view is atomic:
         # nothing is saved).
         deployment_update(deployment=Deployment.objects.get(pk=obj.pk), **fields)
+
+
+class DeleteRefused(Exception):
+    """A delete the service refused after the admin's check let it through; the reason."""
+
+
+def _used_by_runs(deployment: Deployment) -> str:
+    return f"Deployment {deployment.name} ({deployment.workspace.slug}): used by runs, whose history names it"
 
 
 # Runs, lanes, items, attempts, their operations and the ops page link (runs/admin_runs.py).

@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import BigTableAdmin, related
+from agentclash_site.lib.admin import BigTableAdmin, SlugFilter, related
 from agentclash_site.workspaces.models import Membership
 from runs.models import RUN_HEAVY_FIELDS, Attempt, GradeRevision, Run, RunItem, RunLane
 
@@ -100,7 +100,7 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         "finished_at",
         "page",
     ]
-    list_filter = ["status", "workspace", "created_at"]
+    list_filter = ["status", ("workspace__slug", SlugFilter), "created_at"]
     search_fields = ["name", "pack_version__pack__slug", "workspace__slug"]  # and the run id
     run_id_field = "id"
     list_select_related = ["workspace", "pack_version__pack"]
@@ -180,14 +180,15 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         self.message_user(request, f"Re-queued {total} failed item(s).", messages.SUCCESS)
 
     @admin.action(
-        description="Requeue stuck items (return expired claims now: runs the sweeper)",
+        description="Requeue stuck items of the selected runs (the sweeper, on these runs now)",
         permissions=["operate"],
     )
     def requeue_stuck_items(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         from runs.sweeper import sweep
 
-        result = sweep()
-        self.message_user(request, f"Sweeper ran: {result}", messages.SUCCESS)
+        # A subquery, not a list: "select all" may select every run the filter matches.
+        result = sweep(run_ids=queryset.order_by().values("pk"))
+        self.message_user(request, f"Sweeper ran on the selected runs: {result}", messages.SUCCESS)
 
 
 @admin.register(RunLane)

@@ -60,12 +60,19 @@ class _Errors:
             return default
 
 
-def _return_expired_claims(now: Any, errors: _Errors) -> tuple[int, int]:
+def _of_runs(queryset: Any, run_ids: Any, field: str = "run_id") -> Any:
+    """``queryset``, limited to the rows of ``run_ids`` (ids, or a query of them) when a
+    sweep is scoped."""
+    return queryset if run_ids is None else queryset.filter(**{f"{field}__in": run_ids})
+
+
+def _return_expired_claims(now: Any, errors: _Errors, run_ids: Any) -> tuple[int, int]:
     """(returned to pending, ended infra_error)."""
     from runs.scoring import close_lane
 
     returned = ended = 0
     expired = RunItem.objects.filter(state=ItemState.CLAIMED, claim_deadline__lt=now)
+    expired = _of_runs(expired, run_ids)
     lane_ids = set(expired.values_list("lane_id", flat=True).distinct()[:1000])
     for lane_id in lane_ids:
         back, give_up = errors.guard(
@@ -187,11 +194,12 @@ def _lost_attempt(
     )
 
 
-def _redispatch(now: Any, errors: _Errors) -> int:
+def _redispatch(now: Any, errors: _Errors, run_ids: Any) -> int:
     from runs import tasks
 
     lanes = (
-        RunLane.objects.filter(
+        _of_runs(RunLane.objects, run_ids)
+        .filter(
             status__in=[LaneStatus.QUEUED, LaneStatus.RUNNING],
             run__status__in=[RunStatus.QUEUED, RunStatus.RUNNING],
         )
@@ -211,16 +219,17 @@ def _dispatch(tasks: Any, lane_id: int) -> int:
     return 1
 
 
-def _close_runs(now: Any, errors: _Errors) -> int:
+def _close_runs(now: Any, errors: _Errors, run_ids: Any) -> int:
     from runs.scoring import check_run, finalize_run
 
+    runs = _of_runs(Run.objects, run_ids, "pk")
     closed = 0
-    for run_id in Run.objects.filter(
+    for run_id in runs.filter(
         status__in=[RunStatus.QUEUED, RunStatus.RUNNING], items_open__lte=0
     ).values_list("id", flat=True)[:100]:
         closed += int(errors.guard(f"closing run {run_id}", False, check_run, run_id))
     stuck_before = now - timedelta(seconds=STUCK_SCORING_SECONDS)
-    for run in Run.objects.filter(status=RunStatus.SCORING, items_open__lte=0)[:20]:
+    for run in runs.filter(status=RunStatus.SCORING, items_open__lte=0)[:20]:
         last = run.transitions.filter(entity="run").order_by("-at").values_list("at", flat=True).first()
         if last is not None and last < stuck_before:
             # finalize_run marks the run failed when its scoring raises: it is not retried
@@ -232,12 +241,15 @@ def _finalize(finalize_run: Callable[[Run], bool], run: Run) -> int:
     return int(finalize_run(run))  # 0: another process is scoring it (a long scoring, not a lost one)
 
 
-def sweep() -> dict[str, Any]:
+def sweep(*, run_ids: Any = None) -> dict[str, Any]:
+    """One sweep of every run, or (``run_ids``: the admin's action on selected runs) of
+    those runs only. A scoped sweep leaves the stored status alone: the operations page
+    reads it as the periodic sweeper's, whose absence it reports."""
     now = timezone.now()
     errors = _Errors()
-    returned, ended = _return_expired_claims(now, errors)
-    redispatched = _redispatch(now, errors)
-    closed = _close_runs(now, errors)
+    returned, ended = _return_expired_claims(now, errors, run_ids)
+    redispatched = _redispatch(now, errors, run_ids)
+    closed = _close_runs(now, errors, run_ids)
     result = {
         "returned_claims": returned,
         "ended_infra_error": ended,
@@ -245,5 +257,8 @@ def sweep() -> dict[str, Any]:
         "closed_runs": closed,
         "errors": errors.count,
     }
-    SweeperStatus.objects.update_or_create(name="runs", defaults={"last_run_at": now, "last_result": result})
+    if run_ids is None:
+        SweeperStatus.objects.update_or_create(
+            name="runs", defaults={"last_run_at": now, "last_result": result}
+        )
     return result

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -7,8 +9,9 @@ from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.forms.models import BaseInlineFormSet
+from django.utils.html import format_html
 
-from agentclash_site.lib.admin import refused_delete
+from agentclash_site.lib.admin import SlugFilter, refused_delete
 from agentclash_site.workspaces.models import ApiToken, Membership, Role, WorkerHeartbeat, Workspace
 from agentclash_site.workspaces.services import (
     LAST_OWNER_FIX,
@@ -33,28 +36,64 @@ def _with_last_owner_reasons(deleted, request_objs):  # type: ignore[no-untyped-
     return deleted_objects, model_count, perms_needed, [*protected, *reasons]
 
 
+class StoredUserWidget(forms.Widget):
+    """The user of a stored membership, as text (the inline joins the user: no query per
+    row, where the autocomplete widget looked its selected user up for each row)."""
+
+    def __init__(self, user: Any) -> None:
+        super().__init__()
+        self.user = user
+
+    def render(self, name, value, attrs=None, renderer=None):  # type: ignore[no-untyped-def]
+        return format_html("<p>{}</p>", self.user.get_username())
+
+
+class MembershipInlineForm(forms.ModelForm):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # As on the membership's own page: changing the user of a stored row moved the
+        # membership, an owner's too, to someone else unseen. The field keeps the stored
+        # value whatever is posted (disabled).
+        if self.instance.pk is not None and "user" in self.fields:
+            field = self.fields["user"]
+            field.disabled = True
+            field.widget = StoredUserWidget(self.instance.user)
+
+
 class MembershipInlineFormSet(BaseInlineFormSet):
     def clean(self) -> None:
         super().clean()
         if any(self.errors) or self.instance.pk is None:
             return
-        if not self.instance.memberships.filter(role=Role.OWNER).exists():
-            return  # a workspace without owners yet: nothing to keep
-        kept = [
-            form
-            for form in self.forms
-            if form.cleaned_data and not self._should_delete_form(form)
-            and form.cleaned_data.get("role") == Role.OWNER
-        ]  # fmt: skip
-        if not kept:
-            raise ValidationError(f"A workspace keeps at least one owner: {LAST_OWNER_FIX}.")
+        kept = [form for form in self.forms if form.cleaned_data and not self._should_delete_form(form)]
+        if any(form.has_changed() and form.cleaned_data.get("role") == Role.OWNER for form in kept):
+            return  # an owner row is written (added, promoted or edited): an owner stays
+        # Held to the end of the admin's transaction (its POST is atomic), the workspace's
+        # membership lock makes the owners counted here those the save leaves: a row kept
+        # unchanged is not written, so it stays an owner only if it still is one as stored
+        # (another operator may have removed it since the page loaded it).
+        memberships = Membership.objects.filter(workspace=self.instance)
+        lock_workspaces_of(memberships)
+        going = [
+            form.instance.pk
+            for form in self.initial_forms
+            if form not in kept or form.cleaned_data.get("role") != Role.OWNER
+        ]
+        stranded = last_owner_memberships(memberships.filter(pk__in=going))
+        if stranded:
+            raise ValidationError([f"{last_owner_message(m)}." for m in stranded])
 
 
 class MembershipInline(admin.TabularInline):
     model = Membership
+    form = MembershipInlineForm
     formset = MembershipInlineFormSet
     extra = 0
     autocomplete_fields = ["user"]
+
+    def get_queryset(self, request):  # type: ignore[no-untyped-def]
+        # Each row's title names its user and workspace (Membership.__str__).
+        return super().get_queryset(request).select_related("user", "workspace")
 
 
 @admin.register(Workspace)
@@ -79,19 +118,6 @@ class WorkspaceAdmin(admin.ModelAdmin):
         # never changed (Workspace.save refuses it too).
         fields = super().get_readonly_fields(request, obj)
         return [*fields, "slug"] if obj is not None else fields
-
-    def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
-        if formset.model is not Membership or not change:
-            return super().save_formset(request, form, formset, change)
-        with transaction.atomic():
-            memberships = Membership.objects.filter(workspace=form.instance)
-            lock_workspaces_of(memberships)
-            had_owner = memberships.filter(role=Role.OWNER).exists()
-            super().save_formset(request, form, formset, change)
-            if had_owner and not memberships.filter(role=Role.OWNER).exists():
-                raise MembershipError(
-                    "last_owner", f"A workspace keeps at least one owner: {LAST_OWNER_FIX}."
-                )
 
 
 def _history_of(workspace: Workspace) -> str:
@@ -133,7 +159,7 @@ class MembershipAdminForm(forms.ModelForm):
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ["workspace", "user", "role", "created_at"]
-    list_filter = ["role", "workspace"]
+    list_filter = ["role", ("workspace__slug", SlugFilter)]
     search_fields = ["workspace__slug", "user__username", "user__email"]
     autocomplete_fields = ["workspace", "user"]
     form = MembershipAdminForm
@@ -188,7 +214,7 @@ admin.site.register(User, OwnerKeepingUserAdmin)
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["hint", "name", "user", "workspace", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["workspace", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = [("workspace__slug", SlugFilter), ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "hint", "user__username"]
     # Named: the automatic select_related skips the nullable workspace (a query per row).
     list_select_related = ["user", "workspace"]

@@ -131,3 +131,53 @@ def test_the_admin_save_checks_the_runs_against_the_stored_kind(deployment, pers
     with pytest.raises(DeploymentInUse):
         DeploymentAdmin(Deployment, site).save_model(RequestFactory().post("/"), edited, form, True)
     assert Deployment.objects.get(pk=deployment.pk).kind == "hosted_http"
+
+
+class TestARunCreatedWhileTheDeleteIsConfirmed:
+    """get_deleted_objects found no run; one is created before the delete itself, whose lane
+    PROTECTs the deployment: the delete is refused with the check's reason, as a message (it
+    was a 500), and nothing of it is kept (no "deleted" entry in the log)."""
+
+    REASON = "Deployment careful (acme): used by runs, whose history names it"
+
+    @pytest.fixture
+    def race(self, personas, deployment, monkeypatch):
+        from runs.admin import DeploymentAdmin
+        from tests.runs.runfactory import create_run, publish
+
+        version = publish(personas.workspace, cases=1)
+        check = DeploymentAdmin.get_deleted_objects
+
+        def check_then_a_run_comes(admin, objs, request):
+            answer = check(admin, objs, request)
+            if request.method == "POST":
+                create_run(personas.workspace, version, [deployment])
+            return answer
+
+        monkeypatch.setattr(DeploymentAdmin, "get_deleted_objects", check_then_a_run_comes)
+
+    def test_on_its_delete_page(self, client, deployment, race):
+        from django.contrib.admin.models import LogEntry
+
+        response = client.post(
+            f"/admin/runs/deployment/{deployment.pk}/delete/", {"post": "yes"}, follow=True
+        )
+        assert response.status_code == 200
+        assert response.redirect_chain[-1][0] == f"/admin/runs/deployment/{deployment.pk}/change/"
+        assert [str(m) for m in response.context["messages"]] == [f"Not deleted: {self.REASON}."]
+        assert Deployment.objects.filter(pk=deployment.pk).exists()
+        assert not LogEntry.objects.exists()
+
+    def test_with_the_bulk_delete(self, client, deployment, race):
+        from django.contrib.admin.models import LogEntry
+
+        idle = Deployment.objects.get(name="taken")
+        response = client.post(
+            "/admin/runs/deployment/",
+            {"action": "delete_selected", "_selected_action": [deployment.pk, idle.pk], "post": "yes"},
+            follow=True,
+        )
+        assert response.status_code == 200
+        assert [str(m) for m in response.context["messages"]] == [f"Not deleted: {self.REASON}."]
+        assert Deployment.objects.filter(pk__in=[deployment.pk, idle.pk]).count() == 2  # none of them
+        assert not LogEntry.objects.exists()

@@ -75,8 +75,36 @@ def test_admin_actions_cancel_runs_and_requeue_stuck_items(personas, staff):
     response = staff.post(
         "/admin/runs/run/", {"action": "requeue_stuck_items", "_selected_action": [str(done.id)]}, follow=True
     )
-    assert "Sweeper ran:" in response.content.decode()
-    assert SweeperStatus.objects.filter(name="runs").exists()
+    assert "Sweeper ran on the selected runs:" in response.content.decode()
+
+
+def stuck_claims(run: Run, n: int) -> list[int]:
+    ids = list(RunItem.objects.filter(run=run, state=ItemState.PENDING).values_list("id", flat=True)[:n])
+    RunItem.objects.filter(id__in=ids).update(
+        state=ItemState.CLAIMED,
+        claim_owner="w1",
+        claimed_at=timezone.now() - dt.timedelta(minutes=5),
+        claim_deadline=timezone.now() - dt.timedelta(minutes=1),
+    )
+    return ids
+
+
+def test_requeue_stuck_items_returns_the_claims_of_the_selected_runs_only(personas, staff):
+    """It ran the whole sweeper whatever was selected: every run's expired claims went back,
+    and the sweep was stored as the periodic sweeper's last (the operations page reads that
+    to tell whether beat runs)."""
+    chosen = seed_run(workspace=personas.workspace, items=10, lanes=2, status="running", done_fraction=0.5)
+    other = seed_run(workspace=personas.workspace, items=10, lanes=2, status="running", done_fraction=0.5)
+    mine, theirs = stuck_claims(chosen, 2), stuck_claims(other, 3)
+    response = staff.post(
+        "/admin/runs/run/",
+        {"action": "requeue_stuck_items", "_selected_action": [str(chosen.id)]},
+        follow=True,
+    )
+    assert "&#x27;returned_claims&#x27;: 2" in response.content.decode()
+    assert set(RunItem.objects.filter(id__in=mine).values_list("state", flat=True)) == {ItemState.PENDING}
+    assert set(RunItem.objects.filter(id__in=theirs).values_list("state", flat=True)) == {ItemState.CLAIMED}
+    assert not SweeperStatus.objects.exists()
 
 
 def test_the_pack_version_list_counts_runs_and_links_them(personas, staff):

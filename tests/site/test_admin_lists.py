@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agentclash_site.workspaces.models import Workspace
 from agentclash_site.workspaces.services import token_create
+from runs.services.deployments import deployment_create
 from tests.clients import logged_in
 
 pytestmark = pytest.mark.django_db
@@ -131,3 +132,55 @@ def test_a_draft_search_does_not_read_every_drafts_text(personas, root_client):
     queries = sql_of(root_client, "/admin/packs/draft/?q=Three+bags")
     assert not any('"packs_draft"."bundle_text"' in sql for sql in queries)
     assert "mental-math draft 1" in root_client.get("/admin/packs/draft/?q=draft+1").content.decode()
+
+
+# --- the workspace filter of ten lists ------------------------------------------------------
+
+# Each list's workspace filter and the parameter its slug box sends.
+WORKSPACE_FILTERS = {
+    "/admin/workspaces/membership/": "workspace__slug",
+    "/admin/workspaces/apitoken/": "workspace__slug",
+    "/admin/runs/deployment/": "workspace__slug",
+    "/admin/runs/run/": "workspace__slug",
+    "/admin/packs/pack/": "workspace__slug",
+    "/admin/packs/packversion/": "pack__workspace__slug",
+    "/admin/packs/case/": "input_set__version__pack__workspace__slug",
+    "/admin/packs/asset/": "version__pack__workspace__slug",
+    "/admin/packs/artifact/": "workspace__slug",
+    "/admin/packs/draft/": "workspace__slug",
+}
+
+
+def test_the_workspace_filters_list_no_workspaces_and_cost_the_same_for_any_number(personas, root_client):
+    """Django's related-field filter listed every workspace, a link each, on every load of
+    these lists: a sidebar without bound. The slug box lists none."""
+    from tests.runs.runfactory import create_run, publish
+
+    publish_versions(personas, [1])
+    token_create(user=personas.owner, workspace=personas.workspace, name="ci")
+    deployment = deployment_create(workspace=personas.workspace, name="d", kind="trace_import").deployment
+    create_run(personas.workspace, publish(personas.workspace, cases=1), [deployment])
+    before = {url: len(sql_of(root_client, url)) for url in WORKSPACE_FILTERS}
+    for n in range(12):
+        Workspace.objects.create(slug=f"team-{n:02}", name=f"Team {n}")
+    for url, param in WORKSPACE_FILTERS.items():
+        assert len(sql_of(root_client, url)) == before[url], url
+        body = root_client.get(url).content.decode()
+        assert "team-00" not in body, url  # no workspace listed
+        assert f'<input type="search" name="{param}" value=""' in body, url
+        assert root_client.get(f"{url}?{param}=acme").context["cl"].result_count > 0, url
+        assert root_client.get(f"{url}?{param}=team-00").context["cl"].result_count == 0, url
+        assert root_client.get(f"{url}?_facets=True&{param}=acme").status_code == 200, url
+
+
+def test_the_slug_box_keeps_the_lists_other_filters_and_an_empty_box_filters_nothing(personas, root_client):
+    body = root_client.get("/admin/runs/run/?status__exact=queued&q=x&p=2").content.decode()
+    assert '<input type="hidden" name="status__exact" value="queued">' in body
+    assert '<input type="hidden" name="q" value="x">' in body
+    assert 'name="p"' not in body  # a new filter starts on the first page
+    everyone = root_client.get("/admin/workspaces/membership/").context["cl"]
+    empty = root_client.get("/admin/workspaces/membership/?workspace__slug=+").context["cl"]
+    assert empty.result_count == everyone.result_count
+    acme = root_client.get("/admin/workspaces/membership/?workspace__slug=acme")
+    assert acme.context["cl"].result_count == 3
+    assert '<input type="search" name="workspace__slug" value="acme"' in acme.content.decode()

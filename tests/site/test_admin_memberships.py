@@ -3,8 +3,12 @@ an operator edits a membership, the workspace's member rows, or deletes a user."
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from agentclash_site.workspaces.models import Membership, Role
 from agentclash_site.workspaces.services import membership_set_role
@@ -120,6 +124,9 @@ def inline_data(personas, **changes) -> dict[str, str]:
                 f"memberships-{i}-role": role or row.role,
                 f"memberships-{i}-created_at_0": "2024-01-01",
                 f"memberships-{i}-created_at_1": "00:00:00",
+                # What the page sends for a field with a callable default (has_changed).
+                f"initial-memberships-{i}-created_at_0": "2024-01-01",
+                f"initial-memberships-{i}-created_at_1": "00:00:00",
             }
         )
         if name in changes and role is None:
@@ -142,6 +149,78 @@ class TestTheWorkspaceMemberRows:
         response = root.post(self.url(personas), inline_data(personas, olive="editor", eddie="owner"))
         assert response.status_code == 302
         assert (role_of(personas, personas.owner), role_of(personas, personas.editor)) == ("editor", "owner")
+
+    def test_the_refusal_names_the_last_owner_as_the_membership_pages_do(self, personas, root):
+        page = root.post(self.url(personas), inline_data(personas, olive="viewer")).content.decode()
+        assert (
+            f"olive is the last owner of workspace acme: a workspace keeps at least one owner; {FIX}." in page
+        )
+
+    def test_an_owner_row_deleted_while_the_page_saves_is_counted_as_gone(self, personas, root, monkeypatch):
+        """Another operator removes olive (eddie is an owner then) after this save checked
+        its rows, which keep olive as owner and demote eddie: the owners are counted as
+        stored once the workspace's lock is held, not as the page loaded them."""
+        from agentclash_site.workspaces.admin import MembershipInlineFormSet
+        from agentclash_site.workspaces.services import memberships_delete
+
+        membership_set_role(workspace=personas.workspace, user=personas.editor, role=Role.OWNER)
+        Membership.objects.update(created_at=dt.datetime(2024, 1, 1, tzinfo=dt.UTC))  # as posted
+        data = inline_data(personas, eddie="editor")
+        clean = MembershipInlineFormSet.clean
+
+        def olive_removed_meanwhile(formset):
+            memberships_delete(memberships=Membership.objects.filter(user=personas.owner))
+            clean(formset)
+
+        monkeypatch.setattr(MembershipInlineFormSet, "clean", olive_removed_meanwhile)
+        page = root.post(self.url(personas), data).content.decode()
+        assert (
+            f"eddie is the last owner of workspace acme: a workspace keeps at least one owner; {FIX}." in page
+        )
+        assert role_of(personas, personas.editor) == "owner"
+
+    def test_the_user_of_a_stored_row_cannot_be_changed(self, personas, root):
+        # The membership's own page forbids it: the owner's row handed to someone else
+        # took the ownership away from them unseen.
+        data = inline_data(personas)
+        olive = membership(personas, personas.owner)
+        index = next(k.split("-")[1] for k, v in data.items() if k.endswith("-id") and v == str(olive.pk))
+        data[f"memberships-{index}-user"] = str(personas.outsider.pk)
+        assert root.post(self.url(personas), data).status_code == 302
+        olive.refresh_from_db()
+        assert olive.user_id == personas.owner.pk
+        assert not Membership.objects.filter(workspace=personas.workspace, user=personas.outsider).exists()
+
+    def test_a_row_added_on_the_page_still_picks_its_user(self, personas, root):
+        page = root.get(self.url(personas)).content.decode()
+        assert '<select name="memberships-__prefix__-user"' in page and "admin/js/autocomplete.js" in page
+        data = inline_data(personas)
+        n = int(data["memberships-TOTAL_FORMS"])
+        data.update(
+            {
+                "memberships-TOTAL_FORMS": str(n + 1),
+                f"memberships-{n}-workspace": str(personas.workspace.pk),
+                f"memberships-{n}-user": str(personas.outsider.pk),
+                f"memberships-{n}-role": "viewer",
+                f"memberships-{n}-created_at_0": "2024-01-01",
+                f"memberships-{n}-created_at_1": "00:00:00",
+            }
+        )
+        assert root.post(self.url(personas), data).status_code == 302
+        assert role_of(personas, personas.outsider) == "viewer"
+
+    def test_the_page_costs_the_same_queries_for_any_number_of_members(self, personas, root):
+        def queries() -> int:
+            with CaptureQueriesContext(connection) as captured:
+                assert root.get(self.url(personas)).status_code == 200
+            return len(captured.captured_queries)
+
+        queries()  # the session and the like settle first
+        three = queries()
+        for n in range(5):
+            user = get_user_model().objects.create_user(f"member-{n}")
+            membership_set_role(workspace=personas.workspace, user=user, role=Role.VIEWER)
+        assert queries() == three
 
 
 class TestDeletingAUser:
