@@ -369,6 +369,10 @@ def known_refusal(url: str, *, allow_private: bool) -> KnownRefusal | None:
         reason = address_refusal(ip, allow_private=allow_private)
         if reason is not None:
             private = address_refusal(ip, allow_private=True) is None
+            embedded = _embedded_ipv4(ip)
+            if embedded is not None:  # the guard judges the IPv4 address it carries
+                reason = address_refusal(embedded, allow_private=allow_private)
+                return KnownRefusal(host, f"carries {embedded}, {reason}", private=private)
             return KnownRefusal(host, f"{verb} {reason}", private=private)
     return None
 

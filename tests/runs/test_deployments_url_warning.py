@@ -99,6 +99,15 @@ def test_the_form_warns_when_it_is_shown_again_and_when_editing(personas, url):
     assert "Deployment careful saved." in page and REFUSED in page
 
 
+def test_an_ipv4_address_inside_ipv6_is_named(personas):
+    url = "http://[::ffff:10.0.0.1]/run"
+    deployment = deployment_create(
+        workspace=personas.workspace, name="mapped", kind="hosted_http", url=url
+    ).deployment
+    page = login(personas.viewer).get(f"/deployments/{deployment.public_id}/").content.decode()
+    assert "<code>::ffff:a00:1</code> carries 10.0.0.1, a private address," in page
+
+
 def test_the_chat_base_url_is_checked_too(personas):
     data = form_data("", kind="openai_chat", base_url="http://[::1]:11434/v1", model="llama3")
     page = login(personas.editor).post("/deployments/new/", data, follow=True).content.decode()
