@@ -321,6 +321,62 @@ def _blocked_message(host: str, reason: str, ip: IPAddress | str | None = None) 
     return f"refused to connect to {host}: {reason}{hint}"
 
 
+# Names that reach loopback however the machine's resolver is set up (RFC 6761 §6.3).
+LOOPBACK_HOSTNAMES = frozenset({"localhost"})
+
+
+@dataclass(frozen=True, slots=True)
+class KnownRefusal:
+    """Why the guard will refuse every call to a URL, read from the URL's text alone."""
+
+    host: str
+    what: str  # a predicate of the host: "is a loopback address", "resolves to ..."
+    private: bool  # refused only because the workspace does not allow private endpoints
+
+
+def known_refusal(url: str, *, allow_private: bool) -> KnownRefusal | None:
+    """The guard's verdict on ``url`` when its host alone decides it: an IP literal in any
+    spelling the socket layer reads, a cloud metadata name, ``localhost``. None otherwise.
+
+    For warnings shown before any call (the deployment pages); :func:`check_url` and the
+    resolver are what refuse. Other names are not looked up here: a lookup is slow (seconds
+    when DNS is slow) and may answer differently at call time, and the guard checks the
+    addresses the call itself resolves. A URL that :func:`check_url` refuses for another
+    reason than its host (scheme, no host) gives None: saving refuses those already.
+    """
+    try:
+        parsed = URL(url)
+    except (ValueError, TypeError):
+        return None
+    host = parsed.raw_host
+    if parsed.scheme not in ("http", "https") or not host:
+        return None
+    reason = hostname_refusal(host)
+    if reason is not None:
+        return KnownRefusal(host, f"is {reason}", private=False)
+    ip = _parse_ip(host)
+    if ip is not None:
+        ips, verb = [ip], "is"
+    elif host.rstrip(".") in LOOPBACK_HOSTNAMES:  # raw_host is lowercase
+        # What getaddrinfo answers for it; the resolver checks each with address_refusal.
+        ips, verb = [ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")], "resolves to"
+    elif _NUMERIC_HOST.fullmatch(host):  # check_url's InvalidURL, whatever the workspace
+        what = "is not a canonical IPv4 address: write it as four decimal numbers (a.b.c.d)"
+        return KnownRefusal(host, what, private=False)
+    else:
+        return None
+    for ip in ips:
+        reason = address_refusal(ip, allow_private=allow_private)
+        if reason is not None:
+            private = address_refusal(ip, allow_private=True) is None
+            embedded = _embedded_ipv4(ip)
+            if embedded is not None:  # the guard judges the IPv4 address it carries
+                reason = address_refusal(embedded, allow_private=allow_private)
+                return KnownRefusal(host, f"carries {embedded}, {reason}", private=private)
+            return KnownRefusal(host, f"{verb} {reason}", private=private)
+    return None
+
+
 def _safe_url(url: URL) -> str:
     """The URL without query, fragment or credentials: safe for logs and messages."""
     return str(url.with_query(None).with_fragment(None).with_user(None))

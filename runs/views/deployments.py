@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
+from agentclash_site.lib.outbound import KnownRefusal, known_refusal
 from agentclash_site.lib.pagination import page_into, query_without
 from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
@@ -27,7 +28,7 @@ from runs.executors import AttemptOutcome
 from runs.forms import DeploymentForm
 from runs.models import Deployment, DeploymentKind
 from runs.services import deployments as services
-from runs.services.deployments import DeploymentError
+from runs.services.deployments import DeploymentError, url_field_name
 
 TEMPLATES = "runs/deployments/"
 
@@ -64,6 +65,17 @@ def deployment_list(request: HttpRequest) -> HttpResponse:
     return render(request, TEMPLATES + "list.html", context)
 
 
+def _url_warning(kind: str, url: Any, workspace: Any) -> KnownRefusal | None:
+    """Why every call to ``url`` will be refused in ``workspace``, when the URL's host alone
+    tells (an IP literal, ``localhost``): a warning, not an error. Saving still accepts the
+    URL, as the API and the CLI do (interfaces.md). Other host names are not resolved here:
+    a lookup is slow and may answer differently when the run calls, and the call-time guard
+    checks whatever it answers then."""
+    if kind == DeploymentKind.TRACE_IMPORT or not isinstance(url, str) or not url.strip():
+        return None
+    return known_refusal(url.strip(), allow_private=workspace.allow_private_endpoints)
+
+
 def _form_page(
     request: HttpRequest, form: DeploymentForm, *, deployment: Deployment | None = None, status: int = 200
 ) -> HttpResponse:
@@ -78,11 +90,16 @@ def _form_page(
             "hx-params": "kind",
         }
     )
+    workspace = deployment.workspace if deployment is not None else request.workspace  # type: ignore[attr-defined]
+    url_field = url_field_name(form.kind_value)
+    url = form.data.get(url_field) if form.is_bound else form.initial.get(url_field)
     context = {
         "form": form,
         "deployment": deployment,
         "kind": form.kind_value,
         "kinds": DeploymentKind.choices,
+        "workspace": workspace,
+        "url_warning": _url_warning(form.kind_value, url, workspace),
     }
     if request.htmx and request.GET.get("partial") == "kind_fields":  # type: ignore[attr-defined]
         return render(request, TEMPLATES + "form.html#kind_fields", context)
@@ -121,6 +138,8 @@ def _pop_key(request: HttpRequest, deployment: Deployment) -> dict[str, Any]:
 def _detail_page(request: HttpRequest, deployment: Deployment, **extra: Any) -> HttpResponse:
     context = {
         "deployment": deployment,
+        "workspace": deployment.workspace,
+        "url_warning": _url_warning(deployment.kind, deployment.url, deployment.workspace),
         "config_rows": DeploymentForm.config_rows(deployment),
         "can_write": _can_write(request, deployment.workspace),
         **extra,
