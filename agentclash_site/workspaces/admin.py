@@ -3,12 +3,13 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.forms.models import BaseInlineFormSet
+from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
 from agentclash_site.lib.admin import SlugFilter, refused_delete
@@ -144,11 +145,15 @@ class MembershipAdminForm(forms.ModelForm):
 
     def clean_role(self) -> str:
         role = self.cleaned_data["role"]
-        if (
-            self.instance.pk
-            and role != Role.OWNER
-            and is_last_owner(Membership.objects.get(pk=self.instance.pk))
-        ):
+        if self.instance.pk is None or role == Role.OWNER:
+            return role
+        # As the member rows' check: the workspace's membership lock, held to the end of the
+        # admin's transaction (its POST is atomic), keeps the owners counted here until the
+        # save. Without it another operator could demote or remove the other owner between
+        # this check and save_model's, which then refused with a 500.
+        stored = Membership.objects.filter(pk=self.instance.pk)
+        lock_workspaces_of(stored)
+        if is_last_owner(stored.get()):
             raise ValidationError(
                 f"{self.instance.user.get_username()} is the last owner of {self.instance.workspace.slug}: "
                 f"a workspace keeps at least one owner; {LAST_OWNER_FIX}."
@@ -175,6 +180,15 @@ class MembershipAdmin(admin.ModelAdmin):
                 if obj.role != Role.OWNER and is_last_owner(Membership.objects.get(pk=obj.pk)):
                     raise MembershipError("last_owner", last_owner_message(obj))
             super().save_model(request, obj, form, change)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):  # type: ignore[no-untyped-def]
+        # Should the save's own check still refuse (the form's is made under the same lock),
+        # a message rather than a 500; the view is atomic: nothing of it is kept.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except MembershipError as exc:
+            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
         pks = [obj.pk for obj in objs]
