@@ -152,18 +152,39 @@ class DeploymentAdmin(admin.ModelAdmin):
             self.delete_model(request, deployment)
 
     def save_model(self, request: HttpRequest, obj: Deployment, form: Any, change: bool) -> None:
-        from runs.services.deployments import deployment_update
+        from runs.services.deployments import DeploymentError, deployment_update
 
         fields = {key: form.cleaned_data[key] for key in DeploymentAdminForm.Meta.fields}
         # The stored row, not ``obj``: the form has already copied its values onto ``obj``, so
         # the service saw no kind change and skipped its check that no unfinished run uses the
-        # deployment. A run queued since clean() is refused there (the admin's view is atomic:
-        # nothing is saved).
-        deployment_update(deployment=Deployment.objects.get(pk=obj.pk), **fields)
+        # deployment. A run queued since clean(), or the name taken since, is refused there.
+        try:
+            deployment_update(deployment=Deployment.objects.get(pk=obj.pk), **fields)
+        except DeploymentError as exc:
+            raise SaveRefused(exc.message) from None
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: Any = None,
+    ) -> HttpResponse:
+        # A refusal of the save was a 500. The view is atomic: nothing of it is kept (the
+        # change's log entry is written after the save). The page shows the stored values.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except SaveRefused as exc:
+            self.message_user(request, f"Not saved: {exc}.", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
 
 class DeleteRefused(Exception):
     """A delete the service refused after the admin's check let it through; the reason."""
+
+
+class SaveRefused(Exception):
+    """A save the service refused after the form's checks let it through; the reason."""
 
 
 def _used_by_runs(deployment: Deployment) -> str:

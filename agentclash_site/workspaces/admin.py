@@ -3,12 +3,16 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.forms.models import BaseInlineFormSet
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html
 
 from agentclash_site.lib.admin import SlugFilter, refused_delete
@@ -103,6 +107,7 @@ class WorkspaceAdmin(admin.ModelAdmin):
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
     readonly_fields = ["public_id", "created_at"]
+    actions = ["delete_selected"]  # Django's, below: a refusal is a message
 
     def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
         # A workspace with runs or published packs holds history nothing else keeps (runs
@@ -113,11 +118,68 @@ class WorkspaceAdmin(admin.ModelAdmin):
             return refused_delete([reason for reason in kept if reason])
         return super().get_deleted_objects(objs, request)
 
+    # A version published between that check and the delete went with the workspace (CASCADE)
+    # unseen; a run created meanwhile made it a 500 (runs PROTECT their version). The delete
+    # checks again, locked (``_workspaces_delete``), and refuses as a message; both deletes run in a transaction: nothing of a refused one
+    # stays, its "deleted" log entries included.
+
+    def delete_view(self, request, object_id, extra_context=None):  # type: ignore[no-untyped-def]
+        try:
+            return super().delete_view(request, object_id, extra_context)  # atomic on POST
+        except _DeleteRefused as exc:
+            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)
+            return HttpResponseRedirect(
+                reverse("admin:workspaces_workspace_change", args=[unquote(object_id)])
+            )
+
+    @admin.action(permissions=["delete"], description=django_delete_selected.short_description)
+    def delete_selected(self, request, queryset):  # type: ignore[no-untyped-def]
+        try:
+            with transaction.atomic():  # Django's action logs the deletions, then deletes
+                return django_delete_selected(self, request, queryset)
+        except _DeleteRefused as exc:
+            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)
+            return None
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        _workspaces_delete([obj.pk])
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        _workspaces_delete(list(queryset.values_list("pk", flat=True)))
+
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
         # The slug names the workspace in every API URL, bookmark and CLI call: set on add,
         # never changed (Workspace.save refuses it too).
         fields = super().get_readonly_fields(request, obj)
         return [*fields, "slug"] if obj is not None else fields
+
+
+class _DeleteRefused(Exception):
+    """A workspace delete the locked re-check refused; the reasons."""
+
+
+@transaction.atomic
+def _workspaces_delete(ids: list[int]) -> None:
+    """Delete the workspaces ``ids``, or none of them when one holds runs or published
+    versions, counted under locks that keep new ones from committing meanwhile.
+
+    Their packs first (FOR UPDATE): a publish onto an existing pack locks its row, so one in
+    progress commits before this counts, and a later one waits and then finds the pack gone.
+    Then the workspaces' rows: a run, a new pack (its workspace's key) or a version (its
+    pack's) is an insert whose foreign key PostgreSQL checks at commit (deferred) with a key
+    share lock on the row it names, so one not committed before this count fails at its
+    commit (the row it names is gone) rather than be deleted with the workspace unseen. A run
+    needs a published version of its workspace, so the count sees one before any run. In
+    that order (packs, then workspaces) so a publish committing meanwhile is not waited for
+    while it waits for the workspace."""
+    from packs.models import Pack
+
+    list(Pack.objects.select_for_update().filter(workspace__in=ids).order_by("pk").values_list("pk"))
+    locked = list(Workspace.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+    reasons = [reason for reason in map(_history_of, locked) if reason]
+    if reasons:
+        raise _DeleteRefused("; ".join(reasons))
+    Workspace.objects.filter(pk__in=ids).delete()
 
 
 def _history_of(workspace: Workspace) -> str:
@@ -144,11 +206,15 @@ class MembershipAdminForm(forms.ModelForm):
 
     def clean_role(self) -> str:
         role = self.cleaned_data["role"]
-        if (
-            self.instance.pk
-            and role != Role.OWNER
-            and is_last_owner(Membership.objects.get(pk=self.instance.pk))
-        ):
+        if self.instance.pk is None or role == Role.OWNER:
+            return role
+        # As the member rows' check: the workspace's membership lock, held to the end of the
+        # admin's transaction (its POST is atomic), keeps the owners counted here until the
+        # save. Without it another operator could demote or remove the other owner between
+        # this check and save_model's, which then refused with a 500.
+        stored = Membership.objects.filter(pk=self.instance.pk)
+        lock_workspaces_of(stored)
+        if is_last_owner(stored.get()):
             raise ValidationError(
                 f"{self.instance.user.get_username()} is the last owner of {self.instance.workspace.slug}: "
                 f"a workspace keeps at least one owner; {LAST_OWNER_FIX}."
@@ -175,6 +241,15 @@ class MembershipAdmin(admin.ModelAdmin):
                 if obj.role != Role.OWNER and is_last_owner(Membership.objects.get(pk=obj.pk)):
                     raise MembershipError("last_owner", last_owner_message(obj))
             super().save_model(request, obj, form, change)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):  # type: ignore[no-untyped-def]
+        # Should the save's own check still refuse (the form's is made under the same lock),
+        # a message rather than a 500; the view is atomic: nothing of it is kept.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except MembershipError as exc:
+            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
         pks = [obj.pk for obj in objs]

@@ -120,17 +120,73 @@ def test_the_admin_save_checks_the_runs_against_the_stored_kind(deployment, pers
     from django.contrib.admin.sites import site
     from django.test import RequestFactory
 
-    from runs.admin import DeploymentAdmin, DeploymentAdminForm
-    from runs.services.deployments import DeploymentInUse
+    from runs.admin import DeploymentAdmin, DeploymentAdminForm, SaveRefused
     from tests.runs.runfactory import create_run, publish
 
     edited = Deployment.objects.get(pk=deployment.pk)
     form = DeploymentAdminForm(data=post(kind="trace_import", url=""), instance=edited)
     assert form.is_valid(), form.errors
     create_run(personas.workspace, publish(personas.workspace, cases=1), [deployment])
-    with pytest.raises(DeploymentInUse):
+    with pytest.raises(SaveRefused, match="is used by run"):
         DeploymentAdmin(Deployment, site).save_model(RequestFactory().post("/"), edited, form, True)
     assert Deployment.objects.get(pk=deployment.pk).kind == "hosted_http"
+
+
+class TestTheSaveRefusedAfterTheFormsCheck:
+    """What the form's check let through and the service then refused (a run queued, or the
+    name taken, in between) was a 500: a message naming the reason now, back on the change
+    page, with nothing saved and no log entry."""
+
+    @pytest.fixture
+    def meanwhile(self, monkeypatch):
+        from runs.admin import DeploymentAdminForm
+
+        clean = DeploymentAdminForm.clean
+        happened = []
+
+        def check_then(form):
+            data = clean(form)
+            for event in happened:
+                event()
+            return data
+
+        monkeypatch.setattr(DeploymentAdminForm, "clean", check_then)
+        return happened
+
+    def refused(self, client, deployment, changes) -> str:
+        """The one message of the refused save."""
+        from django.contrib.admin.models import LogEntry
+
+        url = f"/admin/runs/deployment/{deployment.pk}/change/"
+        before = Deployment.objects.filter(pk=deployment.pk).values().get()
+        response = client.post(url, post(**changes), follow=True)
+        assert response.status_code == 200
+        assert response.redirect_chain == [(url, 302)]
+        assert Deployment.objects.filter(pk=deployment.pk).values().get() == before
+        assert not LogEntry.objects.exists()
+        (message,) = [str(m) for m in response.context["messages"]]
+        return message
+
+    def test_a_run_queued_meanwhile_keeps_the_kind(self, client, deployment, personas, meanwhile):
+        from runs.models import Run
+        from tests.runs.runfactory import create_run, publish
+
+        version = publish(personas.workspace, cases=1)
+        runs = []
+        meanwhile.append(lambda: runs.append(create_run(personas.workspace, version, [deployment])))
+        message = self.refused(client, deployment, {"kind": "trace_import", "url": "", "max_in_flight": "3"})
+        assert message == (
+            f"Not saved: 'careful' is used by run {runs[0].pk} (queued); its kind can change once"
+            " that run has finished or is cancelled."
+        )
+        assert not Run.objects.exists()  # queued here in the page's transaction, rolled back with it
+
+    def test_a_name_taken_meanwhile(self, client, deployment, personas, meanwhile):
+        meanwhile.append(
+            lambda: deployment_create(workspace=personas.workspace, name="renamed", kind="trace_import")
+        )
+        message = self.refused(client, deployment, {"name": "renamed"})
+        assert message == "Not saved: a deployment named 'renamed' already exists in this workspace."
 
 
 class TestARunCreatedWhileTheDeleteIsConfirmed:

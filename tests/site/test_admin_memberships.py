@@ -57,6 +57,49 @@ class TestTheMembershipPages:
         assert response.status_code == 302
         assert role_of(personas, personas.owner) == "viewer"
 
+    def demote_olive(self, root, personas):
+        m = membership(personas, personas.owner)
+        return root.post(
+            f"/admin/workspaces/membership/{m.pk}/change/",
+            {"role": "viewer", "created_at_0": "2024-01-01", "created_at_1": "00:00:00"},
+            follow=True,
+        )
+
+    def test_the_forms_check_counts_the_owners_under_the_workspaces_lock(self, personas, root):
+        """The form counted the owners unlocked: eddie could be demoted by another operator
+        before the save, whose own (locked) check then refused with a 500. The lock is taken
+        before the count and held until the page's transaction ends."""
+        membership_set_role(workspace=personas.workspace, user=personas.editor, role=Role.OWNER)
+        with CaptureQueriesContext(connection) as captured:
+            assert self.demote_olive(root, personas).redirect_chain[0][1] == 302
+        sql = [q["sql"] for q in captured.captured_queries]
+        lock = next(i for i, q in enumerate(sql) if q.endswith("FOR UPDATE") and "workspaces_workspace" in q)
+        count = next(i for i, q in enumerate(sql) if "\"role\" = 'owner'" in q)
+        assert lock < count, sql[: count + 1]
+
+    def test_an_owner_demoted_after_the_forms_check_is_a_message_not_a_500(self, personas, root, monkeypatch):
+        """Should the save's check still find olive the last owner (eddie demoted after the
+        form's check, here in the same transaction: the lock keeps other operators out), the
+        page says why and saves nothing."""
+        from agentclash_site.workspaces.admin import MembershipAdminForm
+
+        membership_set_role(workspace=personas.workspace, user=personas.editor, role=Role.OWNER)
+        clean_role = MembershipAdminForm.clean_role
+
+        def check_then_eddie_demoted(form):
+            role = clean_role(form)
+            Membership.objects.filter(user=personas.editor).update(role=Role.EDITOR)
+            return role
+
+        monkeypatch.setattr(MembershipAdminForm, "clean_role", check_then_eddie_demoted)
+        response = self.demote_olive(root, personas)
+        m = membership(personas, personas.owner)
+        assert response.redirect_chain == [(f"/admin/workspaces/membership/{m.pk}/change/", 302)]
+        assert [str(msg) for msg in response.context["messages"]] == [
+            f"Not saved: olive is the last owner of workspace acme: a workspace keeps at least one owner; {FIX}."
+        ]
+        assert (role_of(personas, personas.owner), role_of(personas, personas.editor)) == ("owner", "owner")
+
     def test_a_membership_cannot_be_moved_to_another_workspace_or_user(self, personas, root):
         m = membership(personas, personas.owner)
         root.post(
