@@ -9,6 +9,7 @@ stored ``RunResultSummary``; the grid is a keyset page. Fragments are named part
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -17,6 +18,7 @@ from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseLocation
 
@@ -30,7 +32,7 @@ from runs import charts
 from runs.access import get_run_for_user
 from runs.forms import RunForm, last_name
 from runs.lane_settings import lane_records
-from runs.models import Deployment, Run, RunLane, RunStatus
+from runs.models import Deployment, DeploymentKind, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
 from runs.results import (
     GRID_PAGE,
@@ -55,6 +57,10 @@ EXPORT_FORMATS = (
 
 
 RUN_STATUSES = {s.lower(): s for s in RunStatus.values}
+# A run still queued this long after it was queued, nothing of it claimed, is said on its
+# overview to wait for a worker: the commonest deployment mistake is a web server without a
+# Celery worker (or one on another broker or queue), and the run then sits at 0 of N.
+NO_WORKER_AFTER = timedelta(seconds=60)
 
 
 def _can_write(request: HttpRequest, workspace: Any) -> bool:
@@ -290,6 +296,27 @@ def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "took": (run.finished_at - run.started_at) if run.finished_at and run.started_at else None,
         "can_write": _can_write(request, run.workspace),
         "operations": _operations(run, lanes),
+        "no_worker": _no_worker(request, run, lanes),
+    }
+
+
+def _no_worker(request: HttpRequest, run: Run, lanes: list[RunLane]) -> dict[str, Any] | None:
+    """How long a queued run has waited for a worker (``minutes``) and whether the viewer
+    may open the operations page (``ops``: staff with the run view permission, as that page
+    asks), or None: the run is not queued, has started, waited only ``NO_WORKER_AFTER`` or
+    less, or has only trace_import lanes (they wait for an upload, not a worker). From the
+    run row and its lanes, already loaded: no query, unless the notice shows to staff."""
+    if run.status != RunStatus.QUEUED or run.started_at is not None:
+        return None
+    if all(lane.deployment_kind == DeploymentKind.TRACE_IMPORT for lane in lanes):
+        return None
+    waited = timezone.now() - (run.queued_at or run.created_at)
+    if waited <= NO_WORKER_AFTER:
+        return None
+    user = request.user
+    return {
+        "minutes": max(1, int(waited.total_seconds() // 60)),
+        "ops": bool(user.is_staff and user.has_perm("runs.view_run")),
     }
 
 
