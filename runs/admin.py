@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from agentclash_site.lib.admin import SlugFilter, refused_delete
+from agentclash_site.lib.admin import RefusedSaveAdmin, SaveRefused, SlugFilter, refused_delete
 from runs.models import Deployment, RunLane
 
 
@@ -55,14 +55,19 @@ class DeploymentAdminForm(forms.ModelForm):
             if data["kind"] != self.instance.kind:
                 ensure_kind_may_change(self.instance)
         except DeploymentError as exc:
-            field = (exc.field or "").split(".")[0]  # config.x is the config field's error
-            field = "url" if field in ("endpoint_url", "base_url") else field
+            field = _form_field(exc)
             self.add_error(field if field in self.fields else None, exc.message)
         return data
 
 
+def _form_field(exc: Any) -> str:
+    """The form field of a DeploymentError's ``field``."""
+    field = (exc.field or "").split(".")[0]  # config.x is the config field's error
+    return "url" if field in ("endpoint_url", "base_url") else field
+
+
 @admin.register(Deployment)
-class DeploymentAdmin(admin.ModelAdmin):
+class DeploymentAdmin(RefusedSaveAdmin, admin.ModelAdmin):
     form = DeploymentAdminForm
     list_display = [
         "name",
@@ -157,34 +162,16 @@ class DeploymentAdmin(admin.ModelAdmin):
         fields = {key: form.cleaned_data[key] for key in DeploymentAdminForm.Meta.fields}
         # The stored row, not ``obj``: the form has already copied its values onto ``obj``, so
         # the service saw no kind change and skipped its check that no unfinished run uses the
-        # deployment. A run queued since clean(), or the name taken since, is refused there.
+        # deployment. A run queued since clean(), or the name taken since, is refused there:
+        # the page is shown again with what was typed and the reason (RefusedSaveAdmin).
         try:
             deployment_update(deployment=Deployment.objects.get(pk=obj.pk), **fields)
         except DeploymentError as exc:
-            raise SaveRefused(exc.message) from None
-
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: Any = None,
-    ) -> HttpResponse:
-        # A refusal of the save was a 500. The view is atomic: nothing of it is kept (the
-        # change's log entry is written after the save). The page shows the stored values.
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except SaveRefused as exc:
-            self.message_user(request, f"Not saved: {exc}.", messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
+            raise SaveRefused(exc.message, _form_field(exc)) from None
 
 
 class DeleteRefused(Exception):
     """A delete the service refused after the admin's check let it through; the reason."""
-
-
-class SaveRefused(Exception):
-    """A save the service refused after the form's checks let it through; the reason."""
 
 
 def _used_by_runs(deployment: Deployment) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib.admin import FieldListFilter
 from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.core.paginator import Paginator
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 LIST_COUNT_CAP = 10_000
 
@@ -118,3 +118,59 @@ class SlugFilter(FieldListFilter):
             ],
             "all_url": changelist.get_query_string(remove=[self.field_path]),
         }
+
+
+class SaveRefused(Exception):
+    """A save refused after the change form's checks let it through (a row another operator
+    wrote meanwhile): ``message`` says why, ``field`` names the form field at fault (None:
+    the form as a whole). Raised from ``save_model``; see :class:`RefusedSaveAdmin`."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+_REFUSAL = "_agentclash_save_refused"
+
+
+class RefusedSaveAdmin:
+    """For a ``ModelAdmin`` whose ``save_model`` may raise :class:`SaveRefused`: the add or
+    change page is shown again, status 200, with what the operator typed and the reason as
+    the form's error, the way Django's admin shows any invalid form.
+
+    The refused POST raises out of ``changeform_view``'s transaction, so nothing of it is
+    kept (the save, its log entry). The view then runs once more, with a form whose
+    validation adds the reason: the page is rendered by Django's own code, and that pass
+    cannot save. Should the form's checks now refuse by themselves (the other operator's
+    row committed), their errors are shown and the reason is not repeated."""
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: Any = None,
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)  # type: ignore[misc]
+        except SaveRefused as refusal:
+            setattr(request, _REFUSAL, refusal)
+            return super().changeform_view(request, object_id, form_url, extra_context)  # type: ignore[misc]
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)  # type: ignore[misc]
+        refusal: SaveRefused | None = getattr(request, _REFUSAL, None)
+        if refusal is None:
+            return form
+
+        class RefusedForm(form):  # type: ignore[misc, valid-type]
+            def clean(self) -> Any:
+                data = super().clean()
+                if not self.errors:
+                    field = refusal.field if refusal.field in self.fields else None
+                    self.add_error(field, refusal.message)
+                return data
+
+        RefusedForm.__name__ = form.__name__
+        return RefusedForm

@@ -9,13 +9,13 @@ from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import SlugFilter, refused_delete
+from agentclash_site.lib.admin import RefusedSaveAdmin, SaveRefused, SlugFilter, refused_delete
 from agentclash_site.workspaces.models import ApiToken, Membership, Role, WorkerHeartbeat, Workspace
 from agentclash_site.workspaces.services import (
     LAST_OWNER_FIX,
@@ -204,6 +204,17 @@ class MembershipAdminForm(forms.ModelForm):
         model = Membership
         fields = ["workspace", "user", "role", "created_at"]
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        workspace, user = data.get("workspace"), data.get("user")
+        # On the add page: said as the save says it when another operator adds the same
+        # member meanwhile (rather than Django's "Membership with this Workspace and User
+        # already exists."); the error on the user field skips that check.
+        adding = self.instance.pk is None and workspace is not None and user is not None
+        if adding and Membership.objects.filter(workspace=workspace, user=user).exists():
+            self.add_error("user", _already_a_member(user, workspace))
+        return data
+
     def clean_role(self) -> str:
         role = self.cleaned_data["role"]
         if self.instance.pk is None or role == Role.OWNER:
@@ -223,7 +234,7 @@ class MembershipAdminForm(forms.ModelForm):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(RefusedSaveAdmin, admin.ModelAdmin):
     list_display = ["workspace", "user", "role", "created_at"]
     list_filter = ["role", ("workspace__slug", SlugFilter)]
     search_fields = ["workspace__slug", "user__username", "user__email"]
@@ -235,21 +246,23 @@ class MembershipAdmin(admin.ModelAdmin):
         return ["workspace", "user"] if obj is not None else []
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
-        with transaction.atomic():
-            if change:
-                lock_workspaces_of(Membership.objects.filter(pk=obj.pk))
-                if obj.role != Role.OWNER and is_last_owner(Membership.objects.get(pk=obj.pk)):
-                    raise MembershipError("last_owner", last_owner_message(obj))
-            super().save_model(request, obj, form, change)
-
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):  # type: ignore[no-untyped-def]
         # Should the save's own check still refuse (the form's is made under the same lock),
-        # a message rather than a 500; the view is atomic: nothing of it is kept.
+        # or another operator have added the same member since the add form's check (the
+        # unique constraint: it was a 500), the page is shown again with what was typed and
+        # the reason (RefusedSaveAdmin); the view is atomic: nothing of it is kept.
         try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
+            with transaction.atomic():
+                if change:
+                    lock_workspaces_of(Membership.objects.filter(pk=obj.pk))
+                    if obj.role != Role.OWNER and is_last_owner(Membership.objects.get(pk=obj.pk)):
+                        raise MembershipError("last_owner", last_owner_message(obj))
+                super().save_model(request, obj, form, change)
         except MembershipError as exc:
-            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
+            raise SaveRefused(f"{exc.message}.", "role") from None
+        except IntegrityError as exc:
+            if "workspaces_membership_unique" not in str(exc):
+                raise
+            raise SaveRefused(_already_a_member(obj.user, obj.workspace), "user") from None
 
     def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
         pks = [obj.pk for obj in objs]
@@ -262,6 +275,10 @@ class MembershipAdmin(admin.ModelAdmin):
 
     def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
         memberships_delete(memberships=queryset)
+
+
+def _already_a_member(user: Any, workspace: Workspace) -> str:
+    return f"{user.get_username()} is already a member of {workspace.slug}."
 
 
 User = get_user_model()

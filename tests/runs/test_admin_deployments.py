@@ -120,7 +120,8 @@ def test_the_admin_save_checks_the_runs_against_the_stored_kind(deployment, pers
     from django.contrib.admin.sites import site
     from django.test import RequestFactory
 
-    from runs.admin import DeploymentAdmin, DeploymentAdminForm, SaveRefused
+    from agentclash_site.lib.admin import SaveRefused
+    from runs.admin import DeploymentAdmin, DeploymentAdminForm
     from tests.runs.runfactory import create_run, publish
 
     edited = Deployment.objects.get(pk=deployment.pk)
@@ -134,8 +135,9 @@ def test_the_admin_save_checks_the_runs_against_the_stored_kind(deployment, pers
 
 class TestTheSaveRefusedAfterTheFormsCheck:
     """What the form's check let through and the service then refused (a run queued, or the
-    name taken, in between) was a 500: a message naming the reason now, back on the change
-    page, with nothing saved and no log entry."""
+    name taken, in between) was a 500, then a "Not saved" message on the change page, which
+    showed the stored values (the operator's edits lost). The form is shown again now, with
+    what was typed and the reason on its field, nothing saved and no log entry."""
 
     @pytest.fixture
     def meanwhile(self, monkeypatch):
@@ -146,26 +148,25 @@ class TestTheSaveRefusedAfterTheFormsCheck:
 
         def check_then(form):
             data = clean(form)
-            for event in happened:
-                event()
+            while happened:  # once: what another operator did meanwhile
+                happened.pop(0)()
             return data
 
         monkeypatch.setattr(DeploymentAdminForm, "clean", check_then)
         return happened
 
-    def refused(self, client, deployment, changes) -> str:
-        """The one message of the refused save."""
+    def refused(self, client, deployment, changes) -> tuple[dict, str]:
+        """The form's errors of the refused save, and the page."""
         from django.contrib.admin.models import LogEntry
 
         url = f"/admin/runs/deployment/{deployment.pk}/change/"
         before = Deployment.objects.filter(pk=deployment.pk).values().get()
-        response = client.post(url, post(**changes), follow=True)
+        response = client.post(url, post(**changes))
         assert response.status_code == 200
-        assert response.redirect_chain == [(url, 302)]
         assert Deployment.objects.filter(pk=deployment.pk).values().get() == before
         assert not LogEntry.objects.exists()
-        (message,) = [str(m) for m in response.context["messages"]]
-        return message
+        assert not list(response.context["messages"])
+        return response.context["adminform"].form.errors, response.content.decode()
 
     def test_a_run_queued_meanwhile_keeps_the_kind(self, client, deployment, personas, meanwhile):
         from runs.models import Run
@@ -174,19 +175,56 @@ class TestTheSaveRefusedAfterTheFormsCheck:
         version = publish(personas.workspace, cases=1)
         runs = []
         meanwhile.append(lambda: runs.append(create_run(personas.workspace, version, [deployment])))
-        message = self.refused(client, deployment, {"kind": "trace_import", "url": "", "max_in_flight": "3"})
-        assert message == (
-            f"Not saved: 'careful' is used by run {runs[0].pk} (queued); its kind can change once"
-            " that run has finished or is cancelled."
+        errors, page = self.refused(
+            client, deployment, {"kind": "trace_import", "url": "", "max_in_flight": "3"}
         )
+        assert errors == {
+            "kind": [
+                f"'careful' is used by run {runs[0].pk} (queued); its kind can change once"
+                " that run has finished or is cancelled"
+            ]
+        }
+        assert '<option value="trace_import" selected>' in page and 'name="max_in_flight" value="3"' in page
         assert not Run.objects.exists()  # queued here in the page's transaction, rolled back with it
 
     def test_a_name_taken_meanwhile(self, client, deployment, personas, meanwhile):
         meanwhile.append(
             lambda: deployment_create(workspace=personas.workspace, name="renamed", kind="trace_import")
         )
-        message = self.refused(client, deployment, {"name": "renamed"})
-        assert message == "Not saved: a deployment named 'renamed' already exists in this workspace."
+        errors, page = self.refused(client, deployment, {"name": "renamed", "max_attempts": "5"})
+        assert errors == {"name": ["a deployment named 'renamed' already exists in this workspace"]}
+        assert 'name="name" value="renamed"' in page and 'name="max_attempts" value="5"' in page
+        assert not Deployment.objects.filter(name="renamed").exists()  # rolled back with the page
+
+    def test_once_the_other_name_is_committed_the_forms_check_says_it_once(
+        self, client, deployment, personas, monkeypatch
+    ):
+        """Shown again, the form's own checks see the other operator's row (committed in
+        earnest, unlike the tests above, where it goes with the refused pass): their error
+        is shown, not repeated. The first pass's check is made blind to the row here."""
+        from django import forms
+
+        from agentclash_site.lib.admin import SaveRefused
+        from runs.admin import DeploymentAdmin, DeploymentAdminForm
+
+        deployment_create(workspace=personas.workspace, name="renamed", kind="trace_import")
+        clean, passes = DeploymentAdminForm.clean, []
+
+        def blind_the_first_time(form):
+            passes.append(form)
+            return forms.ModelForm.clean(form) if len(passes) == 1 else clean(form)
+
+        def refused(admin, request, obj, form, change):
+            raise SaveRefused("a deployment named 'renamed' already exists in this workspace", "name")
+
+        monkeypatch.setattr(DeploymentAdminForm, "clean", blind_the_first_time)
+        monkeypatch.setattr(DeploymentAdmin, "save_model", refused)
+        response = client.post(f"/admin/runs/deployment/{deployment.pk}/change/", post(name="renamed"))
+        assert response.status_code == 200 and len(passes) == 2
+        assert response.context["adminform"].form.errors == {
+            "name": ["a deployment named 'renamed' already exists in this workspace"]
+        }
+        assert Deployment.objects.get(pk=deployment.pk).name == "careful"
 
 
 class TestARunCreatedWhileTheDeleteIsConfirmed:
