@@ -9,6 +9,7 @@ stored ``RunResultSummary``; the grid is a keyset page. Fragments are named part
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -30,9 +31,10 @@ from agentclash_site.workspaces.views import member_page
 from packs.models import Pack
 from runs import charts
 from runs.access import get_run_for_user
+from runs.documents import lane_counts
 from runs.forms import RunForm, last_name
 from runs.lane_settings import lane_records
-from runs.models import Deployment, DeploymentKind, Run, RunLane, RunStatus
+from runs.models import Deployment, DeploymentKind, LaneStatus, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
 from runs.results import (
     GRID_PAGE,
@@ -276,6 +278,7 @@ def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
                 cells.append({"tally": tally, "rate": tally["PASSED"] / graded if graded else None})
             health.append({**entry, "cells": cells})
     stats = run.stats or {}
+    can_write = _can_write(request, run.workspace)
     return {
         "run": run,
         "lanes": lanes,
@@ -294,21 +297,31 @@ def _overview_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "poll_seconds": POLL_SECONDS,
         "export_formats": EXPORT_FORMATS,
         "took": (run.finished_at - run.started_at) if run.finished_at and run.started_at else None,
-        "can_write": _can_write(request, run.workspace),
+        "can_write": can_write,
         "operations": _operations(run, lanes),
         "no_worker": _no_worker(request, run, lanes),
+        "awaiting_upload": _awaiting_upload(request, run, lanes, can_write=can_write),
     }
 
 
 def _no_worker(request: HttpRequest, run: Run, lanes: list[RunLane]) -> dict[str, Any] | None:
     """How long a queued run has waited for a worker (``minutes``) and whether the viewer
     may open the operations page (``ops``: staff with the run view permission, as that page
-    asks), or None: the run is not queued, has started, waited only ``NO_WORKER_AFTER`` or
-    less, or has only trace_import lanes (they wait for an upload, not a worker). From the
-    run row and its lanes, already loaded: no query, unless the notice shows to staff."""
-    if run.status != RunStatus.QUEUED or run.started_at is not None:
+    asks), or None. Only the lanes a worker calls (not trace_import: they wait for an
+    upload) count: the notice shows while the run is queued or running, every such lane is
+    still queued with nothing started, and more than ``NO_WORKER_AFTER`` passed since the
+    run was queued. A run with a trace_import lane may be running because of an upload while
+    its hosted lane still waits for a worker; a run without one is running only once a worker
+    claimed an item, so it shows the notice only while queued and not started. From the run
+    row and its lanes, already loaded: no query, unless the notice shows to staff."""
+    if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
         return None
-    if all(lane.deployment_kind == DeploymentKind.TRACE_IMPORT for lane in lanes):
+    called = [lane for lane in lanes if lane.deployment_kind != DeploymentKind.TRACE_IMPORT]
+    if not called:
+        return None
+    if len(called) == len(lanes) and (run.status != RunStatus.QUEUED or run.started_at is not None):
+        return None
+    if any(lane.status != LaneStatus.QUEUED or lane.started_at is not None for lane in called):
         return None
     waited = timezone.now() - (run.queued_at or run.created_at)
     if waited <= NO_WORKER_AFTER:
@@ -318,6 +331,37 @@ def _no_worker(request: HttpRequest, run: Run, lanes: list[RunLane]) -> dict[str
         "minutes": max(1, int(waited.total_seconds() // 60)),
         "ops": bool(user.is_staff and user.has_perm("runs.view_run")),
     }
+
+
+def _awaiting_upload(
+    request: HttpRequest, run: Run, lanes: list[RunLane], *, can_write: bool
+) -> dict[str, Any] | None:
+    """What a run with trace_import lanes still waits for: its agent's results, uploaded.
+    ``lanes``: per trace_import lane with items still pending (no result uploaded), its name,
+    ``missing`` and ``total`` items; for members who may write (the upload asks for write
+    access, as the page's run operations do), the upload ``url`` of this run and an
+    ``example`` JSONL line. None when the run no longer accepts results (not queued or
+    running) or every item of its trace_import lanes has one. From the lanes' counters,
+    already loaded: no query."""
+    if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+        return None
+    waiting = [
+        {"name": lane.deployment_name, "missing": lane.pending, "total": sum(lane_counts(lane).values())}
+        for lane in lanes
+        if lane.deployment_kind == DeploymentKind.TRACE_IMPORT and lane.pending > 0
+    ]
+    if not waiting:
+        return None
+    found: dict[str, Any] = {"lanes": waiting, "repetitions": run.repetitions}
+    if can_write:
+        path = reverse("api-run-results", kwargs={"ws": run.workspace.slug, "run_id": run.id})
+        found["url"] = request.build_absolute_uri(path)
+        line: dict[str, Any] = {"case_key": "CASE_KEY", "deployment": waiting[0]["name"]}
+        if run.repetitions > 1:
+            line["repetition"] = 1
+        line["final_output"] = "the agent's answer"
+        found["example"] = json.dumps(line, ensure_ascii=False)
+    return found
 
 
 def _operations(run: Run, lanes: list[RunLane]) -> dict[str, bool]:
