@@ -3,20 +3,28 @@
 - stdout carries exactly one JSON document under ``--json``; logs and progress go to stderr.
 - Errors print ``{"error": {"code", "message", "field"?, "choices"?}}`` and exit with the
   command's own code for that error, else 2. Usage errors (argparse) exit 2 too, and so does
-  a database that ``migrate`` has not set up (``database_not_ready``).
+  a database that ``migrate`` has not set up (``database_not_ready``), and an unexpected
+  exception (``internal_error``, its traceback on stderr): exit 1 is a verdict for several
+  commands (pack invalid, a case FAILED, a pass rate below ``--fail-under``), never a crash.
+- A reader of stdout that goes away (``run export RUN --format jsonl | head``) ends the
+  command quietly with exit 141 (128 + SIGPIPE, what a shell reports for ``cat`` there),
+  not a BrokenPipeError traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
+import os
 import re
 import sys
+import traceback
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandParser, OutputWrapper
 from django.db import OperationalError, ProgrammingError
 
 from agentclash_site.lib import broker
@@ -131,10 +139,84 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and connection.connection is None
 
 
+# The exit code when stdout's reader went away: 128 + SIGPIPE, as a shell shows it for a
+# command the signal ended (`cat big | head`); the command's own codes all mean something else.
+EXIT_STDOUT_CLOSED = 141
+
+
+class StdoutClosed(Exception):
+    """Writing to stdout failed because its reader went away (a closed pipe)."""
+
+
+class _PipeAware:
+    """A stdout whose BrokenPipeError is :class:`StdoutClosed`: told apart from a broken
+    pipe anywhere else (a socket), which is an error of the command."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> Any:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError as exc:
+            raise StdoutClosed from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError as exc:
+            raise StdoutClosed from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _silence(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at /dev/null, so that what is still buffered in it
+    and the interpreter's flush at exit write nowhere ("Exception ignored ... BrokenPipeError"
+    and exit 120 otherwise). A stream without a descriptor has nothing to flush there."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, io.UnsupportedOperation):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
 class JsonCommand(BaseCommand):
     """Base for commands that print a JSON document with ``--json`` and text otherwise."""
 
     json_flag = True
+    _as_json = False  # set from the options in ``execute``
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """As a process (manage.py): an unexpected exception is an ``internal_error`` (exit
+        2, the traceback on stderr), and a closed stdout ends the command with exit 141."""
+        stdout = sys.stdout
+        self.stdout = OutputWrapper(_PipeAware(stdout))
+        try:
+            try:
+                super().run_from_argv(argv)
+            except StdoutClosed:
+                raise
+            except Exception as exc:
+                self.stderr.write(traceback.format_exc().rstrip("\n"))
+                reason = (str(exc).strip().splitlines() or [""])[0][:300]
+                message = f"internal error: {type(exc).__name__}" + (f": {reason}" if reason else "")
+                self.print_error(
+                    CliError("internal_error", message + "; this is a bug (the traceback is on stderr)")
+                )
+                sys.exit(2)
+            finally:
+                # What is still buffered is written now, where a closed pipe is caught, not by
+                # the interpreter at exit ("Exception ignored ... BrokenPipeError", exit 120).
+                self.stdout.flush()
+        except StdoutClosed:
+            _silence(stdout)
+            sys.exit(EXIT_STDOUT_CLOSED)
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
