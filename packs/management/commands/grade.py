@@ -51,7 +51,7 @@ class Command(JsonCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         provider = _judge_provider(options)
         pack_path = Path(options["pack"])
-        report = validate_bundle(read_bundle_or_fail(pack_path), filename=pack_path.name)
+        report = validate_bundle(read_bundle_or_fail(pack_path, field="pack"), filename=pack_path.name)
         if not report.valid:
             if not self._as_json:
                 self.stderr.write(report_text(report))
