@@ -66,10 +66,45 @@ class CliError(Exception):
         return {"error": error}
 
 
+_REQUIRED = "the following arguments are required: "  # argparse's text for missing ones
+
+
 class _JsonAwareParser(CommandParser):
+    _argument_error: argparse.ArgumentError | None = None
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        # argparse turns an ArgumentError (a bad value of one option) into error(text), and
+        # the option is lost: it is kept here, so the usage error can name it (``field``) and
+        # list what it takes (``choices``).
+        exit_on_error, self.exit_on_error = self.exit_on_error, False
+        try:
+            return super().parse_known_args(args, namespace)
+        except argparse.ArgumentError as err:
+            self._argument_error = err
+            self.error(str(err))
+        finally:
+            self.exit_on_error = exit_on_error
+
+    def _usage_error(self, message: str) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": "usage", "message": message}
+        err, self._argument_error = self._argument_error, None
+        name = err.argument_name if err is not None else None
+        if name is None and message.startswith(_REQUIRED):
+            name = message[len(_REQUIRED) :].split(", ")[0]  # the first one missing
+        action = None
+        if name:
+            action = self._option_string_actions.get(name.split("/")[0]) or next(
+                (a for a in self._actions if not a.option_strings and name in (a.metavar, a.dest)), None
+            )
+        if action is not None:
+            error["field"] = action.dest
+            if action.choices is not None and "invalid choice" in message:
+                error["choices"] = [str(choice) for choice in action.choices]
+        return error
+
     def error(self, message: str) -> None:  # type: ignore[override]
         if self.called_from_command_line and "--json" in sys.argv:
-            sys.stdout.write(json.dumps({"error": {"code": "usage", "message": message}}) + "\n")
+            sys.stdout.write(json.dumps({"error": self._usage_error(message)}) + "\n")
             sys.stderr.write(f"{self.prog}: error: {message}\n")
             sys.exit(2)
         super().error(message)

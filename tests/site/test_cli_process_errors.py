@@ -120,3 +120,38 @@ def test_a_malformed_setting_under_json_prints_an_error_object(monkeypatch, caps
         }
     else:
         assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("app", "argv", "field", "choices"),
+    [
+        (
+            "runs",
+            ["deployment", "create", "--workspace", "w", "--name", "n", "--kind", "http"],
+            "kind",
+            ["hosted_http", "openai_chat", "trace_import"],
+        ),
+        ("runs", ["run", "export", "r", "--format", "xml"], "format", ["jsonl", "csv", "junit", "grading"]),
+        ("packs", ["pack", "frob"], "action", ["validate", "schema", "publish"]),
+        (
+            "runs",
+            ["eval", "start", "--workspace", "w", "--pack", "p", "--deployment", "d", "--repetitions", "x"],
+            "repetitions",
+            None,
+        ),  # fmt: skip
+        ("packs", ["grade", "pack.yaml"], "results", None),  # a required option missing
+        ("runs", ["run", "status"], "run", None),  # a required argument missing
+    ],
+    ids=["choice", "choice-of-export", "subcommand", "int", "required-option", "required-argument"],
+)
+def test_a_usage_error_names_the_option_and_lists_its_choices(monkeypatch, capsys, app, argv, field, choices):
+    """argparse's usage errors came out as {"code": "usage", "message"} only: the error shape
+    has ``field`` and ``choices`` for this, and a script read neither (interfaces.md §2)."""
+    monkeypatch.setattr(sys, "argv", ["manage.py", *argv, "--json"])
+    code = _run_as_process(app, *argv, "--json")
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert code == 2 and error["code"] == "usage"
+    assert error["field"] == field
+    assert error.get("choices") == choices
+    assert f"error: {error['message']}" in err  # the usual line stays on stderr
