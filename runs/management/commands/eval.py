@@ -29,7 +29,7 @@ from agentclash_site.lib.db import is_connection_error
 from agentclash_site.lib.env import env_float
 from agentclash_site.workspaces.models import Workspace
 from runs.models import DeploymentKind, Run, RunItem, RunLane, RunStatus
-from runs.services.runs import RunError, pack_version_for, run_create
+from runs.services.runs import MAX_REPETITIONS, RunError, pack_version_for, run_create
 from runs.states import RUN_FINISHED_CHANNEL
 
 FINISHED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -114,18 +114,34 @@ class Command(JsonCommand):
         start.add_argument("--workspace", required=True, help="workspace slug")
         start.add_argument("--pack", required=True, help="pack slug")
         start.add_argument("--pack-version", type=int, help="default: the highest published version")
-        start.add_argument("--input-set", help="input set id, key or exact name (pack-format §13)")
+        start.add_argument(
+            "--input-set",
+            help="input set id, key or exact name (case-insensitive); may be left out when the pack version"
+            " has at most one",
+        )
         start.add_argument(
             "--deployment", required=True, action="extend", nargs="+", help="deployment name(s); repeatable"
         )
-        start.add_argument("--repetitions", type=int, default=1)
-        start.add_argument("--name", default="", help="an optional run name")
-        start.add_argument("--follow", action="store_true", help="wait for the run and exit with its verdict")
+        start.add_argument(
+            "--repetitions",
+            type=int,
+            default=1,
+            help=f"runs of each case per deployment, 1 to {MAX_REPETITIONS} (default 1)",
+        )
+        start.add_argument("--name", default="", help="an optional run name (at most 200 characters)")
+        start.add_argument(
+            "--follow",
+            action="store_true",
+            help="wait for the run and exit with its verdict: 0 ok, 1 a lane's pass rate below --fail-under"
+            " or none, 3 infra or config errors or the run failed",
+        )
         start.add_argument(
             "--fail-under",
             type=float,
             default=None,
-            help="with --follow: exit 1 when a lane's pass rate is lower",
+            metavar="RATE",
+            help="with --follow: exit 1 when a lane's pass rate is below RATE, a fraction from 0 to 1"
+            " (default 1.0: any failed case)",
         )
         self.add_json_argument(start)
 
