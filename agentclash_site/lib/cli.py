@@ -9,6 +9,11 @@
 - A reader of stdout that goes away (``run export RUN --format jsonl | head``) ends the
   command quietly with exit 141 (128 + SIGPIPE, what a shell reports for ``cat`` there),
   not a BrokenPipeError traceback.
+- Ctrl-C (KeyboardInterrupt) is one ``interrupted`` line on stderr, exit 2, not a traceback;
+  under ``--json`` the ``interrupted`` error object too, unless part of a document is on
+  stdout already (a streamed ``grade --json``): a second document would follow it, so the
+  stderr line says the one on stdout is incomplete. ``eval start`` names its queued run in
+  its own ``interrupted`` error (exit 3).
 """
 
 from __future__ import annotations
@@ -174,6 +179,9 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and connection.connection is None
 
 
+# The exit code of an interrupted command: interfaces.md §2's code for an error without its own.
+INTERRUPTED_EXIT_CODE = 2
+
 # The exit code when stdout's reader went away: 128 + SIGPIPE, as a shell shows it for a
 # command the signal ended (`cat big | head`); the command's own codes all mean something else.
 EXIT_STDOUT_CLOSED = 141
@@ -221,11 +229,33 @@ def _silence(stream: Any) -> None:
         os.close(devnull)
 
 
+class _TrackedOutput(OutputWrapper):
+    """Django's output wrapper, remembering whether anything was written through it."""
+
+    written = False
+
+    def write(self, msg: str = "", style_func: Any = None, ending: str | None = None) -> None:
+        self.written = True
+        super().write(msg, style_func, ending)
+
+
 class JsonCommand(BaseCommand):
     """Base for commands that print a JSON document with ``--json`` and text otherwise."""
 
     json_flag = True
     _as_json = False  # set from the options in ``execute``
+
+    # stdout as Django sets it (``__init__``, ``execute`` with ``stdout=``, ``run_from_argv``
+    # here), tracked: an interrupt prints its error object only on a stdout nothing reached.
+    @property  # type: ignore[override]
+    def stdout(self) -> OutputWrapper:
+        return self._stdout
+
+    @stdout.setter
+    def stdout(self, value: OutputWrapper) -> None:
+        if type(value) is OutputWrapper:
+            value.__class__ = _TrackedOutput
+        self._stdout = value
 
     def run_from_argv(self, argv: list[str]) -> None:
         """As a process (manage.py): an unexpected exception is an ``internal_error`` (exit
@@ -295,6 +325,17 @@ class JsonCommand(BaseCommand):
             # Like a database that cannot be reached: an infrastructure error with the fix.
             self.print_error(CliError(broker.CODE, broker.broker_message(exc)))
             sys.exit(self.unavailable_exit_code)
+        except KeyboardInterrupt:
+            self.print_interrupted()
+            sys.exit(INTERRUPTED_EXIT_CODE)
+
+    def print_interrupted(self) -> None:
+        """Ctrl-C: one line on stderr and, under ``--json``, the ``interrupted`` error object
+        on stdout if nothing is there yet (else stdout would hold a part and a document)."""
+        partial = self._as_json and getattr(self.stdout, "written", False)
+        self.stderr.write("interrupted" + ("; the JSON document on stdout is incomplete" if partial else ""))
+        if self._as_json and not partial:
+            self.print_error(CliError("interrupted", "interrupted before the command finished"))
 
     # The exit code of ``database_unavailable`` and ``broker_unavailable`` (``eval start``
     # lists them with its infra errors).
