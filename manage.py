@@ -40,6 +40,12 @@ def main() -> None:
         execute_from_command_line(sys.argv)
     except ConfigError as exc:
         sys.stderr.write(f"configuration error: {exc}\n")
+        if "--json" in sys.argv[2:]:
+            # interfaces.md §2: a --json command prints one JSON document, its errors included
+            import json
+
+            error = {"code": "configuration_error", "message": str(exc)}
+            sys.stdout.write(json.dumps({"error": error}, ensure_ascii=False) + "\n")
         sys.exit(2)
 
 

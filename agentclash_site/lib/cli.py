@@ -3,20 +3,33 @@
 - stdout carries exactly one JSON document under ``--json``; logs and progress go to stderr.
 - Errors print ``{"error": {"code", "message", "field"?, "choices"?}}`` and exit with the
   command's own code for that error, else 2. Usage errors (argparse) exit 2 too, and so does
-  a database that ``migrate`` has not set up (``database_not_ready``).
+  a database that ``migrate`` has not set up (``database_not_ready``), and an unexpected
+  exception (``internal_error``, its traceback on stderr): exit 1 is a verdict for several
+  commands (pack invalid, a case FAILED, a pass rate below ``--fail-under``), never a crash.
+- A reader of stdout that goes away (``run export RUN --format jsonl | head``) ends the
+  command quietly with exit 141 (128 + SIGPIPE, what a shell reports for ``cat`` there),
+  not a BrokenPipeError traceback.
+- Ctrl-C (KeyboardInterrupt) is one ``interrupted`` line on stderr, exit 2, not a traceback;
+  under ``--json`` the ``interrupted`` error object too, unless part of a document is on
+  stdout already (a streamed ``grade --json``): a second document would follow it, so the
+  stderr line says the one on stdout is incomplete. ``eval start`` names its queued run in
+  its own ``interrupted`` error (exit 3).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
+import os
 import re
 import sys
+import traceback
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandParser, OutputWrapper
 from django.db import OperationalError, ProgrammingError
 
 from agentclash_site.lib import broker
@@ -58,10 +71,45 @@ class CliError(Exception):
         return {"error": error}
 
 
+_REQUIRED = "the following arguments are required: "  # argparse's text for missing ones
+
+
 class _JsonAwareParser(CommandParser):
+    _argument_error: argparse.ArgumentError | None = None
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        # argparse turns an ArgumentError (a bad value of one option) into error(text), and
+        # the option is lost: it is kept here, so the usage error can name it (``field``) and
+        # list what it takes (``choices``).
+        exit_on_error, self.exit_on_error = self.exit_on_error, False
+        try:
+            return super().parse_known_args(args, namespace)
+        except argparse.ArgumentError as err:
+            self._argument_error = err
+            self.error(str(err))
+        finally:
+            self.exit_on_error = exit_on_error
+
+    def _usage_error(self, message: str) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": "usage", "message": message}
+        err, self._argument_error = self._argument_error, None
+        name = err.argument_name if err is not None else None
+        if name is None and message.startswith(_REQUIRED):
+            name = message[len(_REQUIRED) :].split(", ")[0]  # the first one missing
+        action = None
+        if name:
+            action = self._option_string_actions.get(name.split("/")[0]) or next(
+                (a for a in self._actions if not a.option_strings and name in (a.metavar, a.dest)), None
+            )
+        if action is not None:
+            error["field"] = action.dest
+            if action.choices is not None and "invalid choice" in message:
+                error["choices"] = [str(choice) for choice in action.choices]
+        return error
+
     def error(self, message: str) -> None:  # type: ignore[override]
         if self.called_from_command_line and "--json" in sys.argv:
-            sys.stdout.write(json.dumps({"error": {"code": "usage", "message": message}}) + "\n")
+            sys.stdout.write(json.dumps({"error": self._usage_error(message)}) + "\n")
             sys.stderr.write(f"{self.prog}: error: {message}\n")
             sys.exit(2)
         super().error(message)
@@ -131,10 +179,109 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and connection.connection is None
 
 
+# The exit code of an interrupted command: interfaces.md §2's code for an error without its own.
+INTERRUPTED_EXIT_CODE = 2
+
+# The exit code when stdout's reader went away: 128 + SIGPIPE, as a shell shows it for a
+# command the signal ended (`cat big | head`); the command's own codes all mean something else.
+EXIT_STDOUT_CLOSED = 141
+
+
+class StdoutClosed(Exception):
+    """Writing to stdout failed because its reader went away (a closed pipe)."""
+
+
+class _PipeAware:
+    """A stdout whose BrokenPipeError is :class:`StdoutClosed`: told apart from a broken
+    pipe anywhere else (a socket), which is an error of the command."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> Any:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError as exc:
+            raise StdoutClosed from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError as exc:
+            raise StdoutClosed from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _silence(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at /dev/null, so that what is still buffered in it
+    and the interpreter's flush at exit write nowhere ("Exception ignored ... BrokenPipeError"
+    and exit 120 otherwise). A stream without a descriptor has nothing to flush there."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, io.UnsupportedOperation):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+class _TrackedOutput(OutputWrapper):
+    """Django's output wrapper, remembering whether anything was written through it."""
+
+    written = False
+
+    def write(self, msg: str = "", style_func: Any = None, ending: str | None = None) -> None:
+        self.written = True
+        super().write(msg, style_func, ending)
+
+
 class JsonCommand(BaseCommand):
     """Base for commands that print a JSON document with ``--json`` and text otherwise."""
 
     json_flag = True
+    _as_json = False  # set from the options in ``execute``
+
+    # stdout as Django sets it (``__init__``, ``execute`` with ``stdout=``, ``run_from_argv``
+    # here), tracked: an interrupt prints its error object only on a stdout nothing reached.
+    @property  # type: ignore[override]
+    def stdout(self) -> OutputWrapper:
+        return self._stdout
+
+    @stdout.setter
+    def stdout(self, value: OutputWrapper) -> None:
+        if type(value) is OutputWrapper:
+            value.__class__ = _TrackedOutput
+        self._stdout = value
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """As a process (manage.py): an unexpected exception is an ``internal_error`` (exit
+        2, the traceback on stderr), and a closed stdout ends the command with exit 141."""
+        stdout = sys.stdout
+        self.stdout = OutputWrapper(_PipeAware(stdout))
+        try:
+            try:
+                super().run_from_argv(argv)
+            except StdoutClosed:
+                raise
+            except Exception as exc:
+                self.stderr.write(traceback.format_exc().rstrip("\n"))
+                reason = (str(exc).strip().splitlines() or [""])[0][:300]
+                message = f"internal error: {type(exc).__name__}" + (f": {reason}" if reason else "")
+                self.print_error(
+                    CliError("internal_error", message + "; this is a bug (the traceback is on stderr)")
+                )
+                sys.exit(2)
+            finally:
+                # What is still buffered is written now, where a closed pipe is caught, not by
+                # the interpreter at exit ("Exception ignored ... BrokenPipeError", exit 120).
+                self.stdout.flush()
+        except StdoutClosed:
+            _silence(stdout)
+            sys.exit(EXIT_STDOUT_CLOSED)
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
@@ -178,6 +325,17 @@ class JsonCommand(BaseCommand):
             # Like a database that cannot be reached: an infrastructure error with the fix.
             self.print_error(CliError(broker.CODE, broker.broker_message(exc)))
             sys.exit(self.unavailable_exit_code)
+        except KeyboardInterrupt:
+            self.print_interrupted()
+            sys.exit(INTERRUPTED_EXIT_CODE)
+
+    def print_interrupted(self) -> None:
+        """Ctrl-C: one line on stderr and, under ``--json``, the ``interrupted`` error object
+        on stdout if nothing is there yet (else stdout would hold a part and a document)."""
+        partial = self._as_json and getattr(self.stdout, "written", False)
+        self.stderr.write("interrupted" + ("; the JSON document on stdout is incomplete" if partial else ""))
+        if self._as_json and not partial:
+            self.print_error(CliError("interrupted", "interrupted before the command finished"))
 
     # The exit code of ``database_unavailable`` and ``broker_unavailable`` (``eval start``
     # lists them with its infra errors).

@@ -203,6 +203,13 @@ def test_a_missing_results_file_is_an_io_error(tmp_path):
     assert doc["error"]["code"] == "io_error"
 
 
+def test_a_missing_pack_is_an_io_error_naming_the_pack_argument(tmp_path, mental_results):
+    """The error named ``path``, the argument of ``pack validate``: grade's is PACK."""
+    code, doc = grade_json(str(tmp_path / "none.yaml"), "--results", str(mental_results))
+    assert code == 2
+    assert (doc["error"]["code"], doc["error"]["field"]) == ("io_error", "pack")
+
+
 def test_an_unknown_judge_provider_is_a_usage_error(mental_results):
     code, doc = grade_json(
         str(MENTAL), "--results", str(mental_results), env={"AGENTCLASH_JUDGE_PROVIDER": "acme"}

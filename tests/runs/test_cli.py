@@ -114,6 +114,34 @@ def test_usage_and_validation_errors_exit_2(personas):
     assert code == 2 and json.loads(out)["error"]["code"] == "unknown_workspace"
 
 
+def test_every_selection_error_of_the_exit_table_exits_2_with_its_code(personas):
+    """interfaces.md §6 lists these codes under exit 2 of ``eval start --follow``, as error
+    objects naming --input-set (or the pack) with the fix (pack-format §13)."""
+    import yaml
+
+    from packs.services import pack_version_publish
+    from tests.runs.runfactory import pack_yaml
+
+    doc = yaml.safe_load(pack_yaml(sets=2))
+    doc["input_sets"][0]["name"] = "set1"  # set0's name is set1's key: "set1" matches both
+    pack_version_publish(workspace=personas.workspace, data=yaml.safe_dump(doc).encode())
+    publish(personas.workspace, slug="chat", mode="responses", cases=1)
+    deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")
+    rows = [
+        (["--input-set", "SET1"], "ambiguous_challenge_input_set", "input_set", ["set0", "set1"]),
+        (["--input-set", "nope"], "invalid_challenge_input_set_id", "input_set", None),
+        (["--pack", "chat"], "unsupported_execution_mode", "deployment", None),  # its kind cannot run it
+    ]
+    for args, code_name, field, choices in rows:
+        code, out, err = _start("--follow", "--json", *args)
+        error = json.loads(out)["error"]
+        assert (code, error["code"], error["field"], error.get("choices")) == (2, code_name, field, choices)
+        assert err == ""
+        code, out, err = _start("--follow", *args)  # text: the same exit, the error on stderr
+        assert (code, out) == (2, "") and f"({code_name})" in err
+    assert not Run.objects.exists()
+
+
 def test_an_unknown_deployment_is_named_by_the_option_given(personas):
     publish(personas.workspace, cases=1)
     deployment_create(workspace=personas.workspace, name="agent", kind="trace_import")

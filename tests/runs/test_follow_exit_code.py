@@ -27,3 +27,26 @@ def test_a_rate_below_fail_under_exits_1_and_at_it_exits_0():
     assert follow_exit_code(document(3, 1), 0.75) == 0
     assert follow_exit_code(document(3, 1), 0.76) == 1
     assert follow_exit_code(document(0, 0), 0.0) == 1  # null pass rate
+
+
+def test_a_failed_run_exits_3_whatever_its_lanes_say():
+    doc = document(3, 0)
+    doc["run"]["status"] = "failed"
+    assert follow_exit_code(doc, 0.0) == 3
+
+
+def test_infra_and_config_errors_exit_3_before_a_low_pass_rate_exits_1():
+    """First match wins: 3 (a case still infra_error or config_error) comes before 1."""
+    for category in ("infra_error", "config_error"):
+        doc = document(0, 2)  # pass rate 0.0: below any --fail-under but 0
+        doc["lanes"][0]["counts"][category] = 1
+        assert follow_exit_code(doc, 1.0) == 3
+        assert follow_exit_code(doc, 0.0) == 3
+
+
+def test_every_lane_counts_for_exit_1():
+    doc = document(2, 0)
+    doc["lanes"].append(document(1, 1)["lanes"][0])  # the second lane: pass rate 0.5
+    assert follow_exit_code(doc, 0.5) == 0
+    assert follow_exit_code(doc, 0.6) == 1
+    assert follow_exit_code(doc, 1.0) == 1

@@ -43,15 +43,26 @@ class Command(JsonCommand):
         parser.add_argument("--results", required=True, help="JSONL: one agent response per case execution")
         parser.add_argument("--input-set", dest="input_set", help="input set key or exact name")
         parser.add_argument("--output", help="write the JSON document to this file, print the table")
-        parser.add_argument("--judge-provider", dest="judge_provider", choices=JUDGE_PROVIDERS)
-        parser.add_argument("--judge-base-url", dest="judge_base_url")
-        parser.add_argument("--judge-api-key", dest="judge_api_key")
+        parser.add_argument(
+            "--judge-provider",
+            dest="judge_provider",
+            choices=JUDGE_PROVIDERS,
+            help="the client for every judge of the pack (default: AGENTCLASH_JUDGE_PROVIDER; without one,"
+            " judges are NOT_EVALUATED)",
+        )
+        parser.add_argument(
+            "--judge-base-url",
+            dest="judge_base_url",
+            help="the provider's API base URL, may be private (default: AGENTCLASH_JUDGE_BASE_URL, else the"
+            " provider's public API)",
+        )
+        parser.add_argument("--judge-api-key", dest="judge_api_key", help="default: AGENTCLASH_JUDGE_API_KEY")
         self.add_json_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         provider = _judge_provider(options)
         pack_path = Path(options["pack"])
-        report = validate_bundle(read_bundle_or_fail(pack_path), filename=pack_path.name)
+        report = validate_bundle(read_bundle_or_fail(pack_path, field="pack"), filename=pack_path.name)
         if not report.valid:
             if not self._as_json:
                 self.stderr.write(report_text(report))

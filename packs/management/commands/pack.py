@@ -26,13 +26,14 @@ EXIT_INVALID = 1
 EXIT_USAGE = 2
 
 
-def read_bundle_or_fail(path: Path) -> bytes:
+def read_bundle_or_fail(path: Path, *, field: str = "path") -> bytes:
     """The bundle bytes of PATH, read with a limit, or an ``io_error`` (a device, a FIFO, an
-    unreadable file) or ``payload_too_large`` error (exit 2)."""
+    unreadable file) or ``payload_too_large`` error (exit 2) whose ``field`` is the argument
+    that named the file (``path``; ``grade`` calls it ``pack``)."""
     try:
         return read_bundle(path)
     except OSError as exc:
-        raise CliError(read_error_code(exc), read_error_message(path, exc), field="path") from exc
+        raise CliError(read_error_code(exc), read_error_message(path, exc), field=field) from exc
 
 
 def validate_path(path: Path, *, strict: bool = False) -> BundleReport:

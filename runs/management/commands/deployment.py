@@ -9,6 +9,7 @@ Exit 0 created or updated, 2 invalid.
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -18,8 +19,21 @@ from agentclash_site.lib.cli import CliError, JsonCommand
 from agentclash_site.workspaces.models import Workspace
 from grading.engine import jsontext
 from runs.api.deployments import deployment_document
-from runs.models import DeploymentKind, EvidenceLevel
-from runs.services.deployments import DeploymentError, deployment_create_or_update
+from runs.models import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_IN_FLIGHT_LIMIT,
+    MAX_TIMEOUT_SECONDS,
+    DeploymentKind,
+    EvidenceLevel,
+)
+from runs.services.deployments import DeploymentError, deployment_create, deployment_create_or_update
+
+# What a new deployment gets for the fields not given (deployment_create's defaults).
+DEFAULTS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(deployment_create).parameters.items()
+    if parameter.default is not inspect.Parameter.empty
+}
 
 OPTION_FIELDS = {
     "endpoint": "url",
@@ -38,8 +52,18 @@ class Command(JsonCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="create a deployment, or update the fields given")
         create.add_argument("--workspace", required=True, help="workspace slug")
-        create.add_argument("--name", required=True)
-        create.add_argument("--kind", required=True, choices=DeploymentKind.values)
+        create.add_argument(
+            "--name",
+            required=True,
+            help="the deployment's name, unique in the workspace (an existing one is updated)",
+        )
+        create.add_argument(
+            "--kind",
+            required=True,
+            choices=DeploymentKind.values,
+            help="hosted_http: an agent behind an HTTP endpoint; openai_chat: an OpenAI-compatible chat"
+            " model; trace_import: results uploaded, no calls",
+        )
         create.add_argument("--endpoint", help="endpoint URL (hosted_http) or base URL (openai_chat)")
         create.add_argument("--model", help="model name (openai_chat)")
         create.add_argument(
@@ -47,10 +71,29 @@ class Command(JsonCommand):
             metavar="VAR",
             help="read the secret (sent as Authorization: Bearer) from this variable",
         )
-        create.add_argument("--max-in-flight", type=int)
-        create.add_argument("--timeout", type=float, help="seconds per attempt")
-        create.add_argument("--max-attempts", type=int, help="every attempt counts: 3 = first + 2 retries")
-        create.add_argument("--evidence-level", choices=EvidenceLevel.values)
+        create.add_argument(
+            "--max-in-flight",
+            type=int,
+            help=f"calls in flight at once, 1 to {MAX_IN_FLIGHT_LIMIT} (default when created: {DEFAULTS['max_in_flight']})",
+        )
+        create.add_argument(
+            "--timeout",
+            type=float,
+            help=f"seconds per attempt, more than 0 and at most {MAX_TIMEOUT_SECONDS:g}"
+            f" (default when created: {DEFAULTS['timeout_seconds']:g})",
+        )
+        create.add_argument(
+            "--max-attempts",
+            type=int,
+            help=f"every attempt counts: 3 = first + 2 retries; 1 to {MAX_ATTEMPTS_LIMIT}"
+            f" (default when created: {DEFAULTS['max_attempts']})",
+        )
+        create.add_argument(
+            "--evidence-level",
+            choices=EvidenceLevel.values,
+            help="structured: tool calls, files and tasks the agent reports are graded; black_box: its final"
+            f" output and messages only (default when created: {DEFAULTS['evidence_level']})",
+        )
         create.add_argument("--config", help="JSON object, e.g. '{\"temperature\": 0}'")
         self.add_json_argument(create)
 

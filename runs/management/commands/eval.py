@@ -5,7 +5,8 @@ Exit codes with ``--follow``, first match wins: 2 usage or validation error; 3 t
 with any case still infra_error or config_error, or the run failed; 1 some lane's pass rate is
 below ``--fail-under`` (a fraction, default 1.0) or null; 0 otherwise. Without ``--follow``:
 ``{"run": {...}}`` and exit 0 once the run is queued. The progress bar goes to stderr, and only
-when stderr is a terminal.
+when stderr is a terminal. A run no worker has taken after 30 s (and again after 10 min) gets a
+hint line on stderr on how to start one; the command keeps waiting.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from agentclash_site.lib.cli import CliError, JsonCommand
 from agentclash_site.lib.db import is_connection_error
 from agentclash_site.lib.env import env_float
 from agentclash_site.workspaces.models import Workspace
-from runs.models import Run, RunStatus
-from runs.services.runs import RunError, pack_version_for, run_create
+from runs.models import DeploymentKind, Run, RunItem, RunLane, RunStatus
+from runs.services.runs import MAX_REPETITIONS, RunError, pack_version_for, run_create
 from runs.states import RUN_FINISHED_CHANNEL
 
 FINISHED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -40,6 +41,14 @@ FOLLOW_LIMIT_SECONDS = env_float("AGENTCLASH_FOLLOW_TIMEOUT", 7 * 24 * 3600, pos
 # Following survives the database going away (a restart, a failover) for this long: the
 # run goes on on the workers, and a crash would exit 1, which reads as a failed eval.
 RECONNECT_SECONDS = env_float("AGENTCLASH_FOLLOW_RECONNECT", 120)
+# A run no worker has taken (still queued, no item ever claimed) this long after --follow
+# began gets one hint line on stderr (how to start a worker), and once more at the second
+# mark: without a worker the command waited silently, up to FOLLOW_LIMIT_SECONDS.
+NO_WORKER_HINT_SECONDS = (30.0, 600.0)
+NO_WORKER_HINT = (
+    "no worker has picked up run {run} after {elapsed}: is a Celery worker running? Start one with"
+    " `celery -A agentclash_site worker` (`make run` starts one too); still waiting"
+)
 
 
 def follow_exit_code(document: dict[str, Any], fail_under: float) -> int:
@@ -105,18 +114,34 @@ class Command(JsonCommand):
         start.add_argument("--workspace", required=True, help="workspace slug")
         start.add_argument("--pack", required=True, help="pack slug")
         start.add_argument("--pack-version", type=int, help="default: the highest published version")
-        start.add_argument("--input-set", help="input set id, key or exact name (pack-format §13)")
+        start.add_argument(
+            "--input-set",
+            help="input set id, key or exact name (case-insensitive); may be left out when the pack version"
+            " has at most one",
+        )
         start.add_argument(
             "--deployment", required=True, action="extend", nargs="+", help="deployment name(s); repeatable"
         )
-        start.add_argument("--repetitions", type=int, default=1)
-        start.add_argument("--name", default="", help="an optional run name")
-        start.add_argument("--follow", action="store_true", help="wait for the run and exit with its verdict")
+        start.add_argument(
+            "--repetitions",
+            type=int,
+            default=1,
+            help=f"runs of each case per deployment, 1 to {MAX_REPETITIONS} (default 1)",
+        )
+        start.add_argument("--name", default="", help="an optional run name (at most 200 characters)")
+        start.add_argument(
+            "--follow",
+            action="store_true",
+            help="wait for the run and exit with its verdict: 0 ok, 1 a lane's pass rate below --fail-under"
+            " or none, 3 infra or config errors or the run failed",
+        )
         start.add_argument(
             "--fail-under",
             type=float,
             default=None,
-            help="with --follow: exit 1 when a lane's pass rate is lower",
+            metavar="RATE",
+            help="with --follow: exit 1 when a lane's pass rate is below RATE, a fraction from 0 to 1"
+            " (default 1.0: any failed case)",
         )
         self.add_json_argument(start)
 
@@ -180,11 +205,17 @@ class Command(JsonCommand):
             self.stdout.flush()
             sys.exit(code)
 
+    # The time source and the wait between polls (a test injects a fake clock).
+    clock = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+
     def follow(self, run: Run) -> dict[str, Any]:
         from runs.documents import run_document
 
         tty = self.stderr.isatty()
-        deadline = time.monotonic() + FOLLOW_LIMIT_SECONDS
+        started = self.clock()
+        deadline = started + FOLLOW_LIMIT_SECONDS
+        hints = list(NO_WORKER_HINT_SECONDS)  # the marks not reached yet
         total = max(1, run.items_total)
         listening: bool | None = None  # LISTEN again after a reconnect
         lost_since: float | None = None
@@ -205,21 +236,27 @@ class Command(JsonCommand):
                     self.stderr.flush()
                 if row["status"] in FINISHED:
                     break
-                if time.monotonic() >= deadline:
+                if hints and self.clock() - started >= hints[0]:
+                    hints.pop(0)
+                    if row["status"] == RunStatus.QUEUED and _untaken(run):
+                        elapsed = _duration(self.clock() - started)
+                        hint = NO_WORKER_HINT.format(run=run.pk, elapsed=elapsed)
+                        self.stderr.write(("\n" if tty else "") + hint)
+                if self.clock() >= deadline:
                     raise CliError(
                         "follow_timeout",
                         f"the run did not finish within {FOLLOW_LIMIT_SECONDS:.0f}s; it goes on: run status {run.pk}",
                         exit_code=3,
                     )
                 if listening:
-                    _wait_notify(str(run.pk), min(LISTEN_SECONDS, max(0.0, deadline - time.monotonic())))
+                    _wait_notify(str(run.pk), min(LISTEN_SECONDS, max(0.0, deadline - self.clock())))
                 else:
-                    time.sleep(POLL_SECONDS)
+                    self.sleep(POLL_SECONDS)
             except Exception as exc:
                 if not is_connection_error(exc):
                     raise
-                lost_since = lost_since if lost_since is not None else time.monotonic()
-                if time.monotonic() - lost_since >= RECONNECT_SECONDS:
+                lost_since = lost_since if lost_since is not None else self.clock()
+                if self.clock() - lost_since >= RECONNECT_SECONDS:
                     raise CliError(
                         "database_unavailable",
                         f"lost the database connection while following the run and could not reconnect"
@@ -229,10 +266,21 @@ class Command(JsonCommand):
                     ) from exc
                 connection.close()  # the next query connects again
                 listening = None
-                time.sleep(min(1.0, RECONNECT_SECONDS / 20))
+                self.sleep(min(1.0, RECONNECT_SECONDS / 20))
         if tty:
             self.stderr.write("")
         return run_document(run, cases=True)
+
+
+def _untaken(run: Run) -> bool:
+    """Whether ``run`` waits for a worker: it has a lane that calls its agent (a trace_import
+    lane waits for an upload, not a worker) and no item of it was ever claimed."""
+    calling = RunLane.objects.filter(run_id=run.pk).exclude(deployment_kind=DeploymentKind.TRACE_IMPORT)
+    return calling.exists() and not RunItem.objects.filter(run_id=run.pk, claims__gt=0).exists()
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

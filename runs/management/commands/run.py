@@ -52,7 +52,13 @@ class Command(JsonCommand):
         self.add_json_argument(status)
         export = sub.add_parser("export", help="export the run's results")
         export.add_argument("run", help="run id")
-        export.add_argument("--format", required=True, choices=FORMATS)
+        export.add_argument(
+            "--format",
+            required=True,
+            choices=FORMATS,
+            help="jsonl or csv: one line per case, deployment and repetition; junit: XML for CI test"
+            " reports; grading: JSONL, one grading.json document per graded case",
+        )
         export.add_argument("--output", help="write to this file instead of stdout")
         helps = {
             "cancel": "cancel the run: nothing more starts or is graded",
