@@ -343,3 +343,92 @@ def test_a_viewer_forms_with_errors_and_rows_loaded_by_htmx(
     expect(page.locator("#report .issue").first).to_be_visible()
     audit("draft editor with errors")
     audit.check()
+
+
+# A model name and an endpoint URL as long as users give them: the lane settings list wraps them.
+LONG_MODEL = "org-" + "x" * 60 + "/finetuned-" + "y" * 40
+LONG_URL = "http://10.0.0.7:8080/" + "segment/" * 12 + "agent?" + "q=1&" * 6 + "end=1"
+
+
+def waiting_runs(workspace: Workspace) -> tuple[Run, Run, Deployment]:
+    """An openai_chat run queued ``NO_WORKER_AFTER`` ago with nothing claimed (its deployment since
+    edited: another model, a private URL the workspace no longer allows), and a trace-import
+    run waiting for its results. Returns both runs and the openai_chat deployment."""
+    from datetime import timedelta
+
+    from runs.services.deployments import deployment_create, deployment_update
+    from runs.views.runs import NO_WORKER_AFTER
+    from tests.runs.runfactory import create_run, publish
+
+    version = publish(workspace, cases=3)
+    workspace.allow_private_endpoints = True
+    workspace.save(update_fields=["allow_private_endpoints"])
+    agent = deployment_create(
+        workspace=workspace, name="long-settings", kind="openai_chat", url=LONG_URL, model=LONG_MODEL
+    ).deployment
+    queued = create_run(workspace, version, [agent])
+    past = queued.queued_at - NO_WORKER_AFTER - timedelta(seconds=30)
+    Run.objects.filter(id=queued.id).update(queued_at=past, created_at=past)
+    deployment_update(deployment=agent, model=LONG_MODEL + "-edited", url=LONG_URL + "&v=2")
+    workspace.allow_private_endpoints = False  # the URL warning: every call would be refused
+    workspace.save(update_fields=["allow_private_endpoints"])
+    trace = Deployment.objects.create(workspace=workspace, name="uploads", kind="trace_import")
+    waiting = create_run(workspace, version, [trace])
+    return queued, waiting, agent
+
+
+def test_the_run_states_deployment_warnings_and_admin_filters_of_today(
+    personas, login, page, audit, no_broker, monkeypatch
+):
+    """The pages' new states: the no-worker notice and the lane settings of a queued run whose
+    deployment changed, a trace-import run waiting for its results (an editor sees how to
+    upload them, a viewer only the counts), compare's "settings differ", a deployment whose
+    URL the workspace refuses, and the admin's workspace slug filter and "Not saved" errors."""
+    ws = personas.workspace
+    monday = seed_run(workspace=ws, items=6, lanes=2, name="monday", seed=1)
+    tuesday = seed_run(workspace=ws, items=6, lanes=2, name="tuesday", seed=2)
+    lane = RunLane.objects.get(run=tuesday, position=0)
+    # tuesday's first lane recorded another kind of deployment: kind, URL and model differ
+    RunLane.objects.filter(id=lane.id).update(
+        settings={**lane.settings, "kind": "openai_chat", "url": LONG_URL, "model": LONG_MODEL}
+    )
+    queued, waiting, agent = waiting_runs(ws)
+
+    login(personas.editor)
+    audit.visit("queued run without a worker, its deployment changed", f"/runs/{queued.id}/")
+    expect(page.get_by_test_id("no-worker")).to_be_visible()
+    expect(page.get_by_test_id("deployment-changed")).to_be_visible()
+    audit.visit("trace-import run waiting for results (editor)", f"/runs/{waiting.id}/")
+    expect(page.get_by_test_id("upload-how")).to_be_visible()
+    expect(page.get_by_test_id("awaiting-upload")).to_be_visible()
+    audit.visit("compare computing", f"/runs/compare/?run={monday.id}&run={tuesday.id}")
+    compute_comparison(RunComparison.objects.get(baseline=monday, candidate=tuesday).id)
+    audit.visit("compare with settings differing", f"/runs/compare/?run={monday.id}&run={tuesday.id}")
+    expect(page.get_by_test_id("settings-changed")).to_be_visible()
+    audit.visit("deployment with a refused URL", f"/deployments/{agent.public_id}/")
+    expect(page.get_by_test_id("url-warning")).to_be_visible()
+    audit.visit("deployment edit with a refused URL", f"/deployments/{agent.public_id}/edit/")
+    expect(page.get_by_test_id("url-warning")).to_be_visible()
+
+    login(personas.viewer)
+    audit.visit("trace-import run waiting for results (viewer)", f"/runs/{waiting.id}/")
+    expect(page.get_by_test_id("awaiting-upload")).to_be_visible()
+
+    root = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    login(root)
+    audit.visit("admin run list with the slug filter", "/admin/runs/run/")
+    expect(page.locator(".slug-filter input[type=search]")).to_be_visible()
+    audit.visit(
+        "admin deployment list filtered by slug", f"/admin/runs/deployment/?workspace__slug={ws.slug}"
+    )
+    from runs.services import deployments as deployment_services
+
+    def refused(**fields: Any) -> None:
+        raise deployment_services.DeploymentError("name_taken", "the name is taken", field="name")
+
+    monkeypatch.setattr(deployment_services, "deployment_update", refused)
+    page.goto(f"/admin/runs/deployment/{agent.pk}/change/")
+    page.locator("input[name=_save]").click()
+    expect(page.get_by_text("the name is taken").first).to_be_visible()
+    audit("admin deployment change page: Not saved")
+    audit.check()

@@ -1,0 +1,94 @@
+"""What only a browser shows of a run that waits: the no-worker notice arriving with the
+progress poll (no reload), the trace-import upload panel's Copy button putting the curl
+command on the clipboard (mouse and keyboard), and the admin's workspace slug box reached
+and used with the keyboard."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from runs.models import Deployment, Run
+from runs.services.deployments import deployment_create
+from runs.views.runs import NO_WORKER_AFTER, POLL_SECONDS
+from tests.browser.test_keyboard_flows import tab_to
+from tests.runs.runfactory import create_run, publish
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Long enough for two polls of the live progress (every POLL_SECONDS), never waited in full.
+POLLED = (POLL_SECONDS * 2 + 5) * 1000
+
+
+def queued_run(workspace: Any) -> Run:
+    workspace.allow_private_endpoints = True
+    workspace.save(update_fields=["allow_private_endpoints"])
+    agent = deployment_create(
+        workspace=workspace, name="agent", kind="openai_chat", url="http://127.0.0.1:9/v1", model="m"
+    ).deployment
+    return create_run(workspace, publish(workspace, cases=2), [agent])
+
+
+def trace_run(workspace: Any) -> Run:
+    uploads = Deployment.objects.create(workspace=workspace, name="uploads", kind="trace_import")
+    return create_run(workspace, publish(workspace, cases=2), [uploads])
+
+
+def test_the_no_worker_notice_arrives_with_the_poll_without_a_reload(personas, login, page):
+    run = queued_run(personas.workspace)
+    login(personas.owner)
+    page.goto(f"/runs/{run.id}/")
+    expect(page.get_by_test_id("live-status")).to_have_text("queued")
+    expect(page.get_by_test_id("no-worker")).to_have_count(0)
+    page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloaded
+    # The run has now waited past the threshold: the next poll brings the notice.
+    Run.objects.filter(id=run.id).update(queued_at=run.queued_at - NO_WORKER_AFTER - timedelta(seconds=5))
+    notice = page.locator("#live").get_by_test_id("no-worker")
+    expect(notice).to_be_visible(timeout=POLLED)
+    expect(notice).to_contain_text("No worker has picked up this run for 1 minute.")
+    expect(notice).to_have_attribute("role", "status")
+    assert page.evaluate("() => window.sameDocument === true")
+
+
+def test_the_copy_button_copies_the_upload_command(personas, login, page):
+    run = trace_run(personas.workspace)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    login(personas.editor)
+    page.goto(f"/runs/{run.id}/")
+    curl = page.locator("#upload-curl").text_content()
+    assert curl.startswith('curl --fail-with-body -X POST "http://') and f"/runs/{run.id}/results" in curl
+    button = page.get_by_role("button", name="Copy the command")
+    button.click()
+    expect(page.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("() => navigator.clipboard.readText()") == curl
+    # and with the keyboard: Tab reaches the button, Enter copies
+    page.evaluate("() => navigator.clipboard.writeText('')")
+    page.goto(f"/runs/{run.id}/")
+    tab_to(page, page.get_by_role("button", name="Copy the command"))
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("button", name="Copied")).to_be_focused()
+    assert page.evaluate("() => navigator.clipboard.readText()") == curl
+
+
+def test_the_admin_slug_filter_with_the_keyboard(personas, login, page):
+    queued_run(personas.workspace)
+    queued_run(personas.other_workspace)
+    login(get_user_model().objects.create_superuser("root", password="pw-root-123"))
+    page.goto("/admin/runs/run/")
+    expect(page.locator("#result_list tbody tr")).to_have_count(2)
+    box = page.get_by_role("searchbox", name="Workspace slug")
+    for _ in range(80):  # bounded: the box is a Tab stop of the page
+        page.keyboard.press("Tab")
+        if box.evaluate("(e) => e === document.activeElement"):
+            break
+    else:
+        raise AssertionError("the slug box is not reachable with Tab")
+    page.keyboard.type(personas.workspace.slug)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**workspace__slug={personas.workspace.slug}**")
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(page.get_by_role("searchbox", name="Workspace slug")).to_have_value(personas.workspace.slug)
