@@ -124,6 +124,10 @@ class LoopThread:
 # Seconds before each new connection when a write lost its connection (``Writer._record``).
 RECONNECT_DELAYS = (0.5, 2.0)
 MERGE_LIMIT = 512  # results per write when batches queue up behind the writer
+# Results per transaction on SQLite, where a write transaction holds the database's one write
+# lock: a batch of 512 (a lane's max_in_flight) took ~0.5 s, and every write of the web server
+# (an autosave, a login, a publish) waited behind it (bench/sqlite_stack.py).
+SQLITE_WRITE_BATCH = 64
 
 
 class Writer:
@@ -131,7 +135,8 @@ class Writer:
 
     On PostgreSQL a writer thread with its own connection writes while the dispatcher
     thread claims, calls and grades (the item UPDATE is the guard, so the split changes
-    nothing about idempotency). Elsewhere (SQLite: one writer at a time) it writes inline.
+    nothing about idempotency). Elsewhere (SQLite: one writer at a time) it writes inline,
+    ``SQLITE_WRITE_BATCH`` results per transaction.
     """
 
     def __init__(
@@ -162,7 +167,9 @@ class Writer:
             self._thread.start()
 
     def _write(self, batch: list[ItemResult]) -> None:
-        self._write_many([batch])
+        step = SQLITE_WRITE_BATCH if connection.vendor == "sqlite" else len(batch)
+        for start in range(0, len(batch), step):
+            self._write_many([batch[start : start + step]])
 
     def _write_many(self, batches: list[list[ItemResult]]) -> None:
         """One ``record_results`` (one transaction) for the batches; each batch is reported
