@@ -198,12 +198,17 @@ def wait_for(predicate, timeout: float, what: str):  # type: ignore[no-untyped-d
 class Stats:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.seconds: dict[str, list[float]] = defaultdict(list)
+        # kind -> (monotonic start, seconds) of each answered request
+        self.seconds: dict[str, list[tuple[float, float]]] = defaultdict(list)
         self.errors: dict[str, list[str]] = defaultdict(list)
+
+    def add(self, kind: str, start: float, took: float) -> None:
+        with self.lock:
+            self.seconds[kind].append((start, took))
 
     def timed(self, kind: str, method, url: str, **kwargs):  # type: ignore[no-untyped-def]
         """``method(url, **kwargs)`` timed; an answer of 400 or more, or none, is an error."""
-        t0 = time.perf_counter()
+        start, t0 = time.monotonic(), time.perf_counter()
         try:
             response = method(url, timeout=60, **kwargs)
         except requests.RequestException as exc:
@@ -212,18 +217,21 @@ class Stats:
             return None
         took = time.perf_counter() - t0
         with self.lock:
-            self.seconds[kind].append(took)
+            self.seconds[kind].append((start, took))
             if response.status_code >= 400:
                 self.errors[kind].append(f"{response.status_code} {response.text[:200]!r}")
         return response
 
-    def table(self) -> list[str]:
+    def table(self, since: float = 0.0, until: float = float("inf")) -> list[str]:
+        """Latencies of the requests started in [since, until]; errors are of the whole session."""
         rows = [f"{'request':<22}{'n':>6}{'errors':>8}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}"]
         for kind in sorted(set(self.seconds) | set(self.errors)):
-            s = sorted(self.seconds[kind]) or [0.0]
+            s = sorted(took for start, took in self.seconds[kind] if since <= start <= until)
+            if not s:
+                continue
             p95 = s[min(len(s) - 1, int(0.95 * len(s)))]
             rows.append(
-                f"{kind:<22}{len(self.seconds[kind]):>6}{len(self.errors[kind]):>8}"
+                f"{kind:<22}{len(s):>6}{len(self.errors[kind]):>8}"
                 f"{statistics.median(s) * 1000:>9.0f}{p95 * 1000:>9.0f}{s[-1] * 1000:>9.0f}"
             )
         return rows
@@ -300,6 +308,7 @@ def measure(stack: Stack, token: str, args: argparse.Namespace) -> int:
     stats = Stats()
     stop = threading.Event()
     progress: list[tuple[float, int]] = []  # (monotonic, cases done) seen by the CI poller
+    running: list[float] = []  # when the CI poller first saw the run running
 
     editor = browser(base)
     draft = api.post(
@@ -309,12 +318,12 @@ def measure(stack: Stack, token: str, args: argparse.Namespace) -> int:
     draft_id = draft.json()["id"]
 
     t0 = time.monotonic()
-    created = api.post(
-        f"{base}/api/v1/workspaces/{WS}/runs",
-        json={"pack": "p1-squares", "deployments": ["stub"], "name": "sqlite stack"},
-        timeout=60,
-    )
-    created.raise_for_status()
+    body = {"pack": "p1-squares", "deployments": ["stub"], "name": "sqlite stack"}
+    created = stats.timed("run create", api.post, f"{base}/api/v1/workspaces/{WS}/runs", json=body)
+    if created is None or created.status_code != 201:
+        raise RuntimeError(
+            f"the run was not created: {created.text[:500] if created is not None else 'no answer'}"
+        )
     run_id = created.json()["run"]["id"]
     run_doc: dict = {}
 
@@ -335,6 +344,8 @@ def measure(stack: Stack, token: str, args: argparse.Namespace) -> int:
                 counts = [lane["counts"] for lane in doc["lanes"]]
                 done = sum(sum(v for k, v in c.items() if k != "pending") for c in counts)
                 progress.append((time.monotonic(), done))
+                if doc["run"]["status"] == "running" and not running:
+                    running.append(time.monotonic())
                 if doc["run"]["status"] in ("completed", "failed", "cancelled"):
                     run_doc.update(doc)
                     return
@@ -371,7 +382,7 @@ def measure(stack: Stack, token: str, args: argparse.Namespace) -> int:
         conn = sqlite3.connect(stack.tmp / "db.sqlite3", timeout=60, isolation_level=None)
         try:
             while not stop.wait(0.1):
-                t = time.perf_counter()
+                start, t = time.monotonic(), time.perf_counter()
                 try:
                     conn.execute("BEGIN IMMEDIATE")
                     conn.execute("ROLLBACK")
@@ -379,8 +390,7 @@ def measure(stack: Stack, token: str, args: argparse.Namespace) -> int:
                     with stats.lock:
                         stats.errors["write lock wait"].append(str(exc))
                     continue
-                with stats.lock:
-                    stats.seconds["write lock wait"].append(time.perf_counter() - t)
+                stats.add("write lock wait", start, time.perf_counter() - t)
         finally:
             conn.close()
 
@@ -390,7 +400,8 @@ def measure(stack: Stack, token: str, args: argparse.Namespace) -> int:
     for t in [*threads, ci_thread]:
         t.start()
     ci_thread.join(timeout=args.deadline)
-    elapsed = time.monotonic() - t0
+    ended = time.monotonic()
+    elapsed = ended - t0
     stop.set()
     for t in threads:
         t.join(timeout=70)
@@ -412,6 +423,10 @@ def measure(stack: Stack, token: str, args: argparse.Namespace) -> int:
     print(f"run: {args.cases} cases, max_in_flight {args.max_in_flight}, status {status}, "
           f"{done} done in {elapsed:.1f} s: {done / elapsed:.0f} cases/s")  # fmt: skip
     print(f"longest stretch without progress seen by the CI poller: {stall:.1f} s")
+    if running:
+        print(f"while the run was running as the CI poller saw it ({ended - running[0]:.1f} s):")
+        print("\n".join(stats.table(running[0] - args.poll, ended)))
+    print("the whole session, from the run's creation to the pages after it:")
     print("\n".join(stats.table()))
     for kind, errors in sorted(stats.errors.items()):
         for e in errors[:3]:
