@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.p1.workload import write_pack  # noqa: E402
 from scripts.devserver import stop_children  # noqa: E402
-from tests.processes import free_port  # noqa: E402
+from tests.processes import free_port, wait_until  # noqa: E402
 
 WS = "demo"
 USER, PASSWORD = "demo", "demo-password"
@@ -159,7 +159,7 @@ class Stack:
             os.environ.update(saved)
         for name, argv in procs:
             self.spawn(name, argv)
-        wait_for(lambda: _answers(self.base + "/api/v1/health"), 60, "the web server")
+        wait_until(lambda: _answers(self.base + "/api/v1/health"), timeout=60, message="the web server")
 
     def stop(self) -> None:
         stop_children(self.children)
@@ -182,17 +182,6 @@ def _answers(url: str) -> bool:
         return requests.get(url, timeout=2).status_code < 500
     except requests.RequestException:
         return False
-
-
-def wait_for(predicate, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 class Stats:
