@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connection
 
-from agentclash_site.lib.db import is_connection_error
+from agentclash_site.lib.db import is_connection_error, is_locked_error
 from agentclash_site.lib.outbound import close_loop_client
 from runs.recording import ItemResult, record_results
 
@@ -190,11 +190,26 @@ class Writer:
         database restart or failover) is tried again on a new one after each of
         ``RECONNECT_DELAYS``, so the finished calls are not made again. A write whose commit
         landed before the loss finds its items no longer claimed and writes nothing twice.
-        Still lost after that: the error ends the slice, which gives its claims back."""
+        Still lost after that: the error ends the slice, which gives its claims back.
+
+        Inline on SQLite, a write that found the database locked for the whole busy timeout
+        (another process's long transaction: a big trace import or publish of the web server)
+        is tried again the same way, on the same connection: it ran nothing (its BEGIN
+        IMMEDIATE failed). Before, it ended the slice, and the calls it had finished were
+        made again."""
         for delay in RECONNECT_DELAYS:
             try:
                 return self._record_or_split(results)
             except Exception as exc:
+                if is_locked_error(exc) and not connection.in_atomic_block:
+                    log.warning(
+                        "lane %s: the database stayed locked (%s); writing again in %.1fs",
+                        self.lane_id,
+                        exc,
+                        delay,
+                    )
+                    time.sleep(delay)
+                    continue
                 if not self.threaded or not is_connection_error(exc):
                     raise
                 log.warning(

@@ -5,7 +5,7 @@ lane's window of results. A child process on a fresh SQLite file."""
 
 from __future__ import annotations
 
-from runs.dispatch_threads import SQLITE_WRITE_BATCH
+from runs.dispatch_threads import RECONNECT_DELAYS, SQLITE_WRITE_BATCH
 from tests.processes import run_on_sqlite
 
 SCRIPT = """
@@ -51,3 +51,51 @@ def test_the_writer_on_sqlite_writes_a_bounded_slice_per_transaction(tmp_path):
     assert result["sizes"] == [SQLITE_WRITE_BATCH, SQLITE_WRITE_BATCH, 150 - 2 * SQLITE_WRITE_BATCH]
     assert result["written"] == result["done"] == 150
     assert result["pending"] == 0
+
+
+LOCKED = """
+import json, sqlite3, time, types
+from django.db import connection
+from agentclash_site.workspaces.models import Workspace
+from runs import dispatch_threads
+from runs.dispatch import claim_items
+from runs.models import RunItem, RunLane
+from runs.recording import ItemResult
+from tests.runs.runfactory import create_run, hosted, publish
+
+ws = Workspace.objects.create(slug="lite", name="Lite")
+version = publish(ws, cases=10)
+deployment = hosted(ws, "http://127.0.0.1:9/", max_in_flight=10)
+run = create_run(ws, version, [deployment])
+lane = RunLane.objects.get(run=run)
+rows = claim_items(lane=lane, run=run, deployment=deployment, owner="me")
+with connection.cursor() as cursor:
+    cursor.execute("PRAGMA busy_timeout = 50")  # make run's is 30 s
+other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+other.execute("BEGIN IMMEDIATE")  # another process's long transaction
+slept = []
+
+def sleep(seconds):
+    # the writer waits before it writes again; meanwhile the other transaction ends
+    slept.append(seconds)
+    other.execute("ROLLBACK")
+
+dispatch_threads.time = types.SimpleNamespace(sleep=sleep, perf_counter=time.perf_counter)
+writer = dispatch_threads.Writer(
+    lane_id=lane.pk, owner="me", revision=run.scoring_revision, repetitions=1, threaded=False
+)
+writer.submit([ItemResult(item_id=row["id"]) for row in rows])
+print(json.dumps({
+    "slept": slept,
+    "written": sum(len(written) for _, written in writer.collect()),
+    "done": RunItem.objects.filter(lane=lane, state="done").count(),
+}))
+"""
+
+
+def test_a_write_that_found_the_database_locked_is_written_again(tmp_path):
+    # The busy timeout ran out behind another process's transaction: the write ran nothing
+    # and used to end the slice (its finished calls were made again).
+    result = run_on_sqlite(tmp_path, LOCKED)
+    assert result["slept"] == [RECONNECT_DELAYS[0]]
+    assert result["written"] == result["done"] == 10
