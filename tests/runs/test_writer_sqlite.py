@@ -1,15 +1,16 @@
 """The lane writer on SQLite (the embedded default of ``make run``), where a write
 transaction holds the database's one write lock: a batch of finished items is written a
 bounded slice per transaction, so a write of the web server never waits behind a whole
-lane's window of results. A child process on a fresh SQLite file."""
+lane's window of results, with a pause between two transactions so that a waiting writer
+finds the lock free. A child process on a fresh SQLite file."""
 
 from __future__ import annotations
 
-from runs.dispatch_threads import RECONNECT_DELAYS, SQLITE_WRITE_BATCH
+from runs.dispatch_threads import RECONNECT_DELAYS, SQLITE_WRITE_BATCH, SQLITE_WRITE_GAP_SECONDS
 from tests.processes import run_on_sqlite
 
 SCRIPT = """
-import json
+import json, time, types
 from agentclash_site.workspaces.models import Workspace
 from runs import dispatch_threads
 from runs.dispatch import claim_items
@@ -23,21 +24,24 @@ deployment = hosted(ws, "http://127.0.0.1:9/", max_in_flight=512)
 run = create_run(ws, version, [deployment])
 lane = RunLane.objects.get(run=run)
 rows = claim_items(lane=lane, run=run, deployment=deployment, owner="me")
-sizes = []
+events = []
 record_results = dispatch_threads.record_results
 
 def counted(lane_id, results, **kwargs):
-    sizes.append(len(results))
+    events.append(["write", len(results)])
     return record_results(lane_id, results, **kwargs)
 
 dispatch_threads.record_results = counted
+dispatch_threads.time = types.SimpleNamespace(
+    sleep=lambda seconds: events.append(["pause", seconds]), perf_counter=time.perf_counter
+)
 writer = dispatch_threads.Writer(
     lane_id=lane.pk, owner="me", revision=run.scoring_revision, repetitions=1, threaded=False
 )
 writer.submit([ItemResult(item_id=row["id"]) for row in rows])
 print(json.dumps({
     "claimed": len(rows),
-    "sizes": sizes,
+    "events": events,
     "written": sum(len(written) for _, written in writer.collect()),
     "done": RunItem.objects.filter(lane=lane, state="done").count(),
     "pending": RunLane.objects.get(pk=lane.pk).pending,
@@ -45,10 +49,15 @@ print(json.dumps({
 """
 
 
-def test_the_writer_on_sqlite_writes_a_bounded_slice_per_transaction(tmp_path):
+def test_the_writer_on_sqlite_writes_a_bounded_slice_per_transaction_with_pauses_between(tmp_path):
+    # Back to back, the transactions left no gap a waiting writer's busy handler could find.
     result = run_on_sqlite(tmp_path, SCRIPT)
     assert result["claimed"] == 150
-    assert result["sizes"] == [SQLITE_WRITE_BATCH, SQLITE_WRITE_BATCH, 150 - 2 * SQLITE_WRITE_BATCH]
+    pause = ["pause", SQLITE_WRITE_GAP_SECONDS]
+    assert result["events"] == [
+        ["write", SQLITE_WRITE_BATCH], pause, ["write", SQLITE_WRITE_BATCH], pause,
+        ["write", 150 - 2 * SQLITE_WRITE_BATCH],
+    ]  # fmt: skip
     assert result["written"] == result["done"] == 150
     assert result["pending"] == 0
 
