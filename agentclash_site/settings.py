@@ -234,6 +234,11 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery -----------------------------------------------------------------------------
 _broker_dir = VAR_DIR / "broker"
+# How often a worker on the filesystem broker looks at the queue folder when it found nothing
+# to take. With kombu's default (1 s) and prefetch 1 it took at most one task a second: every
+# task of a run (dispatch slices, probe, check, summary) waited up to a second, and a run
+# created after the demo's waited ~13 s behind the demo's tasks (bench/sqlite_stack.py).
+FILESYSTEM_BROKER_POLL_SECONDS = 0.1
 CELERY_BROKER_URL = env_broker_url("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
@@ -243,6 +248,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        "polling_interval": FILESYSTEM_BROKER_POLL_SECONDS,
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Unacked tasks come back after this long if a worker vanished (acks_late).

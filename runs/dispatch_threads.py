@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connection
 
-from agentclash_site.lib.db import is_connection_error
+from agentclash_site.lib.db import is_connection_error, is_locked_error
 from agentclash_site.lib.outbound import close_loop_client
 from runs.recording import ItemResult, record_results
 
@@ -124,6 +124,16 @@ class LoopThread:
 # Seconds before each new connection when a write lost its connection (``Writer._record``).
 RECONNECT_DELAYS = (0.5, 2.0)
 MERGE_LIMIT = 512  # results per write when batches queue up behind the writer
+# Results per transaction on SQLite, where a write transaction holds the database's one write
+# lock: a batch of 512 (a lane's max_in_flight) took ~0.5 s, and every write of the web server
+# (an autosave, a login, a publish) waited behind it (bench/sqlite_stack.py).
+SQLITE_WRITE_BATCH = 64
+# A pause between two such transactions of one batch. A waiting writer does not queue for the
+# lock: SQLite's busy handler retries after sleeps that grow to 100 ms, and it missed every gap
+# between back-to-back transactions: behind eight 60 ms transactions a write waited ~0.53 s
+# (p95) as behind one of 0.48 s; with 20 ms between them, 59 ms. The calls in flight go on
+# meanwhile (the loop thread).
+SQLITE_WRITE_GAP_SECONDS = 0.02
 
 
 class Writer:
@@ -131,7 +141,8 @@ class Writer:
 
     On PostgreSQL a writer thread with its own connection writes while the dispatcher
     thread claims, calls and grades (the item UPDATE is the guard, so the split changes
-    nothing about idempotency). Elsewhere (SQLite: one writer at a time) it writes inline.
+    nothing about idempotency). Elsewhere (SQLite: one writer at a time) it writes inline,
+    ``SQLITE_WRITE_BATCH`` results per transaction.
     """
 
     def __init__(
@@ -162,7 +173,11 @@ class Writer:
             self._thread.start()
 
     def _write(self, batch: list[ItemResult]) -> None:
-        self._write_many([batch])
+        step = SQLITE_WRITE_BATCH if connection.vendor == "sqlite" else len(batch)
+        for start in range(0, len(batch), step):
+            if start:
+                time.sleep(SQLITE_WRITE_GAP_SECONDS)  # another process's write gets its turn
+            self._write_many([batch[start : start + step]])
 
     def _write_many(self, batches: list[list[ItemResult]]) -> None:
         """One ``record_results`` (one transaction) for the batches; each batch is reported
@@ -183,11 +198,26 @@ class Writer:
         database restart or failover) is tried again on a new one after each of
         ``RECONNECT_DELAYS``, so the finished calls are not made again. A write whose commit
         landed before the loss finds its items no longer claimed and writes nothing twice.
-        Still lost after that: the error ends the slice, which gives its claims back."""
+        Still lost after that: the error ends the slice, which gives its claims back.
+
+        Inline on SQLite, a write that found the database locked for the whole busy timeout
+        (another process's long transaction: a big trace import or publish of the web server)
+        is tried again the same way, on the same connection: it ran nothing (its BEGIN
+        IMMEDIATE failed). Before, it ended the slice, and the calls it had finished were
+        made again."""
         for delay in RECONNECT_DELAYS:
             try:
                 return self._record_or_split(results)
             except Exception as exc:
+                if is_locked_error(exc) and not connection.in_atomic_block:
+                    log.warning(
+                        "lane %s: the database stayed locked (%s); writing again in %.1fs",
+                        self.lane_id,
+                        exc,
+                        delay,
+                    )
+                    time.sleep(delay)
+                    continue
                 if not self.threaded or not is_connection_error(exc):
                     raise
                 log.warning(

@@ -16,5 +16,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "processed_folder": f"{_folder}/processed",
     "control_folder": f"{_folder}/control",
     "store_processed": False,
+    "polling_interval": FILESYSTEM_BROKER_POLL_SECONDS,  # noqa: F405
 }
 CELERY_BEAT_SCHEDULE_FILENAME = f"{_folder}/celerybeat-schedule"

@@ -19,6 +19,12 @@ def is_connection_error(exc: BaseException) -> bool:
     return psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
+def is_locked_error(exc: BaseException) -> bool:
+    """SQLite's "database is locked": another connection held the write lock for the whole busy
+    timeout. In IMMEDIATE mode a transaction takes the lock at BEGIN, so nothing of it ran."""
+    return isinstance(exc, OperationalError) and "database is locked" in str(exc)
+
+
 def not_migrated_message(exc: BaseException, using: str = DEFAULT_DB_ALIAS) -> str | None:
     """What to tell the user when ``exc`` came from a database that ``migrate`` has not (fully)
     set up ("no such table" on SQLite, "relation does not exist" on PostgreSQL), else None.

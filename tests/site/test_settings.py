@@ -216,3 +216,20 @@ def test_env_example_documents_every_variable_the_settings_read():
     documented = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", (root / ".env.example").read_text(), re.M))
     assert len(read) > 20
     assert sorted(read - test_only - documented) == []
+
+
+@pytest.mark.parametrize("module", ["agentclash_site.settings", "tests.settings_filesystem_broker"])
+def test_a_worker_on_the_filesystem_broker_looks_for_tasks_ten_times_a_second(module, tmp_path):
+    # make run's broker: with kombu's default poll of 1 s and prefetch 1, the worker took at
+    # most one task a second, and a run waited behind the demo's tasks for ~13 s.
+    script = (
+        "from agentclash_site.celery import app; print(app.connection_for_read().transport.polling_interval)"
+    )
+    clean = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
+    clean.update({"DJANGO_SETTINGS_MODULE": module, "TEST_BROKER_DIR": str(tmp_path)})
+    result = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {script}"],
+        cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout.strip()) <= 0.1
