@@ -129,3 +129,48 @@ document.addEventListener("change", (event) => {
   const wrapper = select.name === "pack_version" ? select.closest("[data-version-sets]") : null;
   if (wrapper) wrapper.dispatchEvent(new Event("version:change"));
 });
+
+// Run overview (runs/overview.html): what changes in a polled fragment is said once, by a live
+// region that stays in the page (#run-announcer). The fragment swapped every poll carries no
+// live region (re-rendered each time it is announced every time, or never), only the text to
+// say in data-announce, copied here when it differs from the last one seen: the no-worker
+// notice appearing is said once however many polls show it. What the page shows when it loads
+// is read with the page, not announced. The poll that sees the run end reloads the page
+// (HX-Refresh, runs/views/runs.py); a note in sessionStorage tells the reloaded page to say
+// its fragment's text ("Run completed.").
+const announced = new Map();
+const ANNOUNCE_AFTER_RELOAD = "agentclash:announce-after-reload";
+function announce(text) {
+  const region = document.getElementById("run-announcer");
+  if (region) region.textContent = text;
+}
+function announceChanges() {
+  document.querySelectorAll("[data-announce][id]").forEach((source) => {
+    const text = source.dataset.announce;
+    if (announced.get(source.id) === text) return;
+    announced.set(source.id, text);
+    announce(text); // an empty text empties the region: the same notice coming back is said again
+  });
+}
+document.addEventListener("htmx:beforeOnLoad", (event) => {
+  const source = event.target;
+  const xhr = event.detail.xhr;
+  if (!source.matches || !source.matches("[data-announce][id]") || !xhr) return;
+  if (xhr.getResponseHeader("HX-Refresh") !== "true") return;
+  try {
+    sessionStorage.setItem(ANNOUNCE_AFTER_RELOAD, location.pathname + "#" + source.id);
+  } catch (error) { /* no storage: the reloaded page says nothing */ }
+});
+document.addEventListener("htmx:afterSwap", announceChanges);
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("[data-announce][id]").forEach((source) => announced.set(source.id, source.dataset.announce));
+  let note = null;
+  try {
+    note = sessionStorage.getItem(ANNOUNCE_AFTER_RELOAD);
+    sessionStorage.removeItem(ANNOUNCE_AFTER_RELOAD);
+  } catch (error) { return; }
+  if (!note || !note.startsWith(location.pathname + "#")) return;
+  const source = document.getElementById(note.slice(location.pathname.length + 1));
+  // A moment after the load, so the region is in the accessibility tree before its text changes.
+  if (source && source.dataset.announce) setTimeout(() => announce(source.dataset.announce), 500);
+});

@@ -1,5 +1,6 @@
 """What only a browser shows of a run that waits: the no-worker notice arriving with the
-progress poll (no reload), the trace-import upload panel's Copy button putting the curl
+progress poll (no reload) and said once by the page's announcer, the run finishing said after
+the reload it causes, the trace-import upload panel's Copy button putting the curl
 command on the clipboard (mouse and keyboard), and the admin's workspace slug box reached
 and used with the keyboard."""
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from runs.models import Deployment, Run
@@ -38,20 +40,94 @@ def trace_run(workspace: Any) -> Run:
     return create_run(workspace, publish(workspace, cases=2), [uploads])
 
 
-def test_the_no_worker_notice_arrives_with_the_poll_without_a_reload(personas, login, page):
+# Records, in the page, each text the announcer takes and each swap of the polled progress.
+WATCH_ANNOUNCER = """() => {
+  const region = document.getElementById("run-announcer");
+  window.announced = [];
+  window.liveSwaps = 0;
+  new MutationObserver(() => window.announced.push(region.textContent))
+    .observe(region, { childList: true, characterData: true, subtree: true });
+  document.addEventListener("htmx:afterSwap", (event) => {
+    if (event.target.id === "live") window.liveSwaps += 1;
+  });
+}"""
+# Nothing the polls replace is a live region of its own: only the announcer, outside them.
+LIVE_REGIONS_IN_SWAPPED = (
+    "#live[role], #live[aria-live], #live [role=status], #live [role=alert], #live [aria-live],"
+    " #summary[role], #summary[aria-live], #summary [role=status], #summary [role=alert], #summary [aria-live]"
+)
+
+
+def wait_for_polls(page: Any, count: int) -> None:
+    """Until ``count`` more swaps of #live happened (bounded by POLLED per poll)."""
+    seen = page.evaluate("() => window.liveSwaps")
+    page.wait_for_function(f"() => window.liveSwaps >= {seen + count}", timeout=POLLED * count)
+
+
+@pytest.fixture
+def no_broker(monkeypatch: Any) -> None:
+    """A finished run's page asks for its summary on commit; no worker runs here."""
+    from runs import result_tasks
+
+    monkeypatch.setattr(result_tasks.compute_result_summary, "delay", lambda *a: None)
+
+
+def test_the_no_worker_notice_arrives_with_the_poll_and_is_announced_once(personas, login, page):
     run = queued_run(personas.workspace)
     login(personas.owner)
     page.goto(f"/runs/{run.id}/")
     expect(page.get_by_test_id("live-status")).to_have_text("queued")
     expect(page.get_by_test_id("no-worker")).to_have_count(0)
+    announcer = page.get_by_test_id("run-announcer")
+    expect(announcer).to_have_text("")
+    expect(announcer).to_have_attribute("role", "status")
+    expect(announcer).to_have_attribute("aria-live", "polite")
+    page.evaluate(WATCH_ANNOUNCER)
     page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloaded
     # The run has now waited past the threshold: the next poll brings the notice.
     Run.objects.filter(id=run.id).update(queued_at=run.queued_at - NO_WORKER_AFTER - timedelta(seconds=5))
     notice = page.locator("#live").get_by_test_id("no-worker")
     expect(notice).to_be_visible(timeout=POLLED)
     expect(notice).to_contain_text("No worker has picked up this run for 1 minute.")
-    expect(notice).to_have_attribute("role", "status")
+    wait_for_polls(page, 3)  # the notice shown by each of them
+    expect(notice).to_be_visible()
+    assert page.evaluate("() => window.announced") == ["No worker has picked up this run."]
+    expect(announcer).to_have_text("No worker has picked up this run.")
+    assert page.locator(LIVE_REGIONS_IN_SWAPPED).count() == 0
     assert page.evaluate("() => window.sameDocument === true")
+
+
+def test_what_the_page_shows_on_load_is_not_announced_by_the_polls(personas, login, page):
+    run = trace_run(personas.workspace)
+    login(personas.viewer)
+    page.goto(f"/runs/{run.id}/")
+    expect(page.get_by_test_id("awaiting-upload")).to_be_visible()
+    page.evaluate(WATCH_ANNOUNCER)
+    wait_for_polls(page, 2)
+    expect(page.get_by_test_id("awaiting-upload")).to_be_visible()
+    assert page.evaluate("() => window.announced") == []
+    expect(page.get_by_test_id("run-announcer")).to_have_text("")
+    assert page.locator(LIVE_REGIONS_IN_SWAPPED).count() == 0
+
+
+def test_the_run_finishing_is_announced_after_the_reload(personas, login, page, no_broker):
+    run = queued_run(personas.workspace)
+    login(personas.owner)
+    page.goto(f"/runs/{run.id}/")
+    expect(page.get_by_test_id("live-status")).to_have_text("queued")
+    page.evaluate("() => { window.sameDocument = true; }")
+    Run.objects.filter(id=run.id).update(status="completed", finished_at=timezone.now())
+    # The poll that sees the run finished reloads the page (charts, final ranking) ...
+    page.wait_for_function("() => window.sameDocument === undefined", timeout=POLLED)
+    expect(page.get_by_test_id("live-status")).to_have_text("completed")
+    # ... which then says so, in the announcer that was there when it loaded.
+    expect(page.get_by_test_id("run-announcer")).to_have_text("Run completed.")
+    assert page.locator(LIVE_REGIONS_IN_SWAPPED).count() == 0
+    # Opening a finished run announces nothing: the page is read as it is.
+    page.goto(f"/runs/{run.id}/")
+    expect(page.get_by_test_id("live-status")).to_have_text("completed")
+    page.wait_for_timeout(1500)  # past the moment the reloaded page waits before it speaks
+    expect(page.get_by_test_id("run-announcer")).to_have_text("")
 
 
 def test_the_copy_button_copies_the_upload_command(personas, login, page):

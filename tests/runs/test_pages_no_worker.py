@@ -62,7 +62,9 @@ def test_the_notice_after_two_minutes_in_the_page_and_its_poll(queued, personas)
             assert "No worker has picked up this run for 2 minutes." in body
             assert "Is a Celery worker running against this broker?" in body
             assert "<code>celery -A agentclash_site worker</code>" in body
-            assert 'role="status"' in body
+            # said once by the page's announcer (static/js/app.js), not a live region of the poll
+            assert 'data-announce="No worker has picked up this run."' in body
+            assert 'role="status"' not in body.split('<section id="live"')[1]
             assert OPS_LINK not in body  # the owner is not staff
 
 

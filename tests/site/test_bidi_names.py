@@ -48,3 +48,31 @@ def test_a_run_deployment_and_draft_name_are_isolated(rtl):
     editor = client.get(f"/packs/drafts/{draft.public_id}/").content.decode()
     assert f'<h1 id="draft-heading"><bdi>{RTL}</bdi> ' in editor
     assert f"<title>{RTL} · editor · AgentClash</title>" in editor  # a title holds no tags
+
+
+OVERRIDE = "\u202eevil"  # RIGHT-TO-LEFT OVERRIDE: unisolated, it reverses the text after it
+
+
+def test_compare_isolates_its_run_and_deployment_names(rtl):
+    """The comparison showed the deployment of each row and case, the runs' names, the lanes
+    compared and the deployments only one run had as bare text."""
+    from runs.compare_tasks import comparison_request, compute_comparison
+    from runs.models import RunLane
+
+    baseline = seed_run(workspace=rtl.workspace, items=4, lanes=2, name=RTL, seed=1)
+    candidate = seed_run(workspace=rtl.workspace, items=4, lanes=2, name=RTL, seed=2)
+    RunLane.objects.filter(run__in=[baseline, candidate], position=0).update(deployment_name=OVERRIDE)
+    RunLane.objects.filter(run=baseline, position=1).update(deployment_name=RTL)  # only in the baseline
+    compute_comparison(comparison_request(baseline=baseline, candidate=candidate).id)
+    client = logged_in(rtl.owner)
+    page = client.get(f"/runs/compare/?baseline={baseline.id}&candidate={candidate.id}").content.decode()
+    assert page.count(f"<bdi>{RTL}</bdi></a><br>") == 2  # the baseline and candidate runs
+    assert f'<tr><th scope="row"><bdi>{OVERRIDE}</bdi>' in page
+    assert page.count(f"<td><bdi>{OVERRIDE}</bdi></td>") == 2  # its two cases
+    assert f"Only in the baseline: <bdi>{RTL}</bdi> · only in the candidate: <bdi>sloppy</bdi></p>" in page
+
+    lane = RunLane.objects.get(run=baseline, position=0)
+    compute_comparison(comparison_request(baseline=baseline, candidate=candidate, baseline_lane=lane).id)
+    query = f"baseline={baseline.id}&candidate={candidate.id}&baseline_lane={lane.id}"
+    page = client.get(f"/runs/compare/?{query}").content.decode()
+    assert f"<br>lane <bdi>{OVERRIDE}</bdi></p>" in page
