@@ -167,7 +167,7 @@ def test_the_overview_shows_the_leaderboard_with_the_winner(run, owner):
     body = owner.get(f"/runs/{run.id}/").content.decode()
     assert "Leaderboard" in body and "winner" in body
     winner = run.stats["ranking"][0]["deployment"]
-    assert re.search(r'class="winner">.*?<th scope="row">' + winner, body, re.S)
+    assert re.search(r'class="winner">.*?<th scope="row"><bdi>' + re.escape(winner) + "</bdi>", body, re.S)
     lane = RunLane.objects.get(run=run, deployment_name=winner)
     assert f"{lane.stats['pass_rate'] * 100:.1f}%" in body
     low, high = lane.stats["pass_rate_interval"]

@@ -76,3 +76,22 @@ def test_compare_isolates_its_run_and_deployment_names(rtl):
     query = f"baseline={baseline.id}&candidate={candidate.id}&baseline_lane={lane.id}"
     page = client.get(f"/runs/compare/?{query}").content.decode()
     assert f"<br>lane <bdi>{OVERRIDE}</bdi></p>" in page
+
+
+def test_the_overview_isolates_the_deployment_names_of_its_tables(rtl):
+    """The leaderboard's row names and the column headers of the assertion health and the grid
+    showed deployment names as bare text."""
+    from runs.models import RunLane
+    from runs.result_tasks import compute_result_summary
+
+    run = seed_run(workspace=rtl.workspace, items=2, lanes=2, name="r")
+    agent = "סוכן בטא"  # "agent beta"
+    RunLane.objects.filter(run=run, position=0).update(deployment_name=agent)
+    RunLane.objects.filter(run=run, position=1).update(deployment_name=OVERRIDE)
+    compute_result_summary(str(run.id))
+    overview = logged_in(rtl.owner).get(f"/runs/{run.id}/").content.decode()
+    for name in (agent, OVERRIDE):
+        assert f'<th scope="row"><bdi>{name}</bdi>\n' in overview  # the leaderboard
+        assert f'<th scope="col" class="num"><bdi>{name}</bdi></th>' in overview  # assertion health
+        assert f'<th scope="col"><bdi>{name}</bdi></th>' in overview  # the grid
+        assert f">{name}<" not in overview.replace(f"<bdi>{name}</bdi>", "")
