@@ -130,14 +130,15 @@ document.addEventListener("change", (event) => {
   if (wrapper) wrapper.dispatchEvent(new Event("version:change"));
 });
 
-// Run overview (runs/overview.html): what changes in a polled fragment is said once, by a live
-// region that stays in the page (#run-announcer). The fragment swapped every poll carries no
-// live region (re-rendered each time it is announced every time, or never), only the text to
-// say in data-announce, copied here when it differs from the last one seen: the no-worker
-// notice appearing is said once however many polls show it. What the page shows when it loads
-// is read with the page, not announced. The poll that sees the run end reloads the page
-// (HX-Refresh, runs/views/runs.py); a note in sessionStorage tells the reloaded page to say
-// its fragment's text ("Run completed.").
+// Run overview (runs/overview.html: #live, #summary) and comparison (runs/compare.html:
+// #compare-result): what changes in a polled fragment is said once, by a live region that stays
+// in the page (#run-announcer). The fragment swapped every poll carries no live region
+// (re-rendered each time it is announced every time, or never), only the text to say in
+// data-announce, copied here when it differs from the last one seen: the no-worker notice
+// appearing is said once however many polls show it, "Comparison ready." once when the result
+// replaces "Computing…". What the page shows when it loads is read with the page, not
+// announced. The poll that sees the run end reloads the page (HX-Refresh, runs/views/runs.py);
+// a note in sessionStorage tells the reloaded page to say its fragment's text ("Run completed.").
 const announced = new Map();
 const ANNOUNCE_AFTER_RELOAD = "agentclash:announce-after-reload";
 function announce(text) {

@@ -1,6 +1,6 @@
 """What only a browser shows of a run that waits: the no-worker notice arriving with the
 progress poll (no reload) and said once by the page's announcer, the run finishing said after
-the reload it causes, the trace-import upload panel's Copy button putting the curl
+the reload it causes, the summary and a comparison being ready said once (their polls say nothing), the trace-import upload panel's Copy button putting the curl
 command on the clipboard (mouse and keyboard), and the admin's workspace slug box reached
 and used with the keyboard."""
 
@@ -14,7 +14,11 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from runs.models import Deployment, Run
+from runs import compare_tasks
+from runs.compare_tasks import compute_comparison
+from runs.models import Deployment, Run, RunComparison
+from runs.result_tasks import compute_result_summary
+from runs.seeding import seed_run
 from runs.services.deployments import deployment_create
 from runs.views.runs import NO_WORKER_AFTER, POLL_SECONDS
 from tests.browser.test_keyboard_flows import tab_to
@@ -40,28 +44,35 @@ def trace_run(workspace: Any) -> Run:
     return create_run(workspace, publish(workspace, cases=2), [uploads])
 
 
-# Records, in the page, each text the announcer takes and each swap of the polled progress.
+# Records, in the page, each text the announcer takes and each swap of a polled fragment (by id).
 WATCH_ANNOUNCER = """() => {
   const region = document.getElementById("run-announcer");
   window.announced = [];
-  window.liveSwaps = 0;
+  window.swaps = {};
   new MutationObserver(() => window.announced.push(region.textContent))
     .observe(region, { childList: true, characterData: true, subtree: true });
   document.addEventListener("htmx:afterSwap", (event) => {
-    if (event.target.id === "live") window.liveSwaps += 1;
+    const id = event.target.id;
+    window.swaps[id] = (window.swaps[id] || 0) + 1;
   });
 }"""
-# Nothing the polls replace is a live region of its own: only the announcer, outside them.
-LIVE_REGIONS_IN_SWAPPED = (
-    "#live[role], #live[aria-live], #live [role=status], #live [role=alert], #live [aria-live],"
-    " #summary[role], #summary[aria-live], #summary [role=status], #summary [role=alert], #summary [aria-live]"
-)
 
 
-def wait_for_polls(page: Any, count: int) -> None:
-    """Until ``count`` more swaps of #live happened (bounded by POLLED per poll)."""
-    seen = page.evaluate("() => window.liveSwaps")
-    page.wait_for_function(f"() => window.liveSwaps >= {seen + count}", timeout=POLLED * count)
+def live_regions_in(*ids: str) -> str:
+    """Nothing the polls replace is a live region of its own: only the announcer, outside them."""
+    return ", ".join(
+        f"#{i}[role], #{i}[aria-live], #{i} [role=status], #{i} [role=alert], #{i} [aria-live]" for i in ids
+    )
+
+
+LIVE_REGIONS_IN_SWAPPED = live_regions_in("live", "summary")
+
+
+def wait_for_polls(page: Any, count: int, target: str = "live") -> None:
+    """Until ``count`` more swaps of #target happened (bounded by POLLED per poll)."""
+    swaps = f"(window.swaps[{target!r}] || 0)"
+    seen = page.evaluate(f"() => {swaps}")
+    page.wait_for_function(f"() => {swaps} >= {seen + count}", timeout=POLLED * count)
 
 
 @pytest.fixture
@@ -128,6 +139,55 @@ def test_the_run_finishing_is_announced_after_the_reload(personas, login, page, 
     expect(page.get_by_test_id("live-status")).to_have_text("completed")
     page.wait_for_timeout(1500)  # past the moment the reloaded page waits before it speaks
     expect(page.get_by_test_id("run-announcer")).to_have_text("")
+
+
+def test_the_summary_being_ready_is_announced_once(personas, login, page, no_broker):
+    """A finished run's distributions and assertion health poll (#summary) until the summary is
+    stored: the polls say nothing, the summary arriving is said once."""
+    run = seed_run(workspace=personas.workspace, items=4, lanes=2, name="done")
+    login(personas.owner)
+    page.goto(f"/runs/{run.id}/")
+    summary = page.locator("#summary")
+    expect(summary).to_contain_text("Computing…")
+    page.evaluate(WATCH_ANNOUNCER)
+    wait_for_polls(page, 1, "summary")
+    assert page.evaluate("() => window.announced") == []
+    compute_result_summary(str(run.id))  # the worker's job
+    expect(summary.locator("table[aria-labelledby=health-h]")).to_be_visible(timeout=POLLED)
+    expect(page.get_by_test_id("run-announcer")).to_have_text("Distributions and assertion health ready.")
+    assert page.evaluate("() => window.announced") == ["Distributions and assertion health ready."]
+    assert page.locator(LIVE_REGIONS_IN_SWAPPED).count() == 0
+
+
+def test_the_comparison_arriving_is_announced_once_and_its_polls_say_nothing(
+    personas, login, page, monkeypatch
+):
+    monkeypatch.setattr(compare_tasks.compute_comparison, "delay", lambda *a: None)
+    baseline = seed_run(workspace=personas.workspace, items=4, lanes=2, name="monday", seed=1)
+    candidate = seed_run(workspace=personas.workspace, items=4, lanes=2, name="tuesday", seed=2)
+    login(personas.owner)
+    page.goto(f"/runs/compare/?baseline={baseline.id}&candidate={candidate.id}")
+    expect(page.get_by_test_id("computing")).to_be_visible()
+    announcer = page.get_by_test_id("run-announcer")
+    expect(announcer).to_have_text("")
+    expect(announcer).to_have_attribute("role", "status")
+    expect(announcer).to_have_attribute("aria-live", "polite")
+    page.evaluate(WATCH_ANNOUNCER)
+    wait_for_polls(page, 2, "compare-result")  # "Computing…" each time
+    assert page.evaluate("() => window.announced") == []
+    assert page.locator(live_regions_in("compare-result")).count() == 0
+
+    compute_comparison(RunComparison.objects.get(baseline=baseline, candidate=candidate).id)
+    expect(page.get_by_test_id("verdict")).to_be_visible(timeout=POLLED)
+    expect(announcer).to_have_text("Comparison ready.")
+    assert page.evaluate("() => window.announced") == ["Comparison ready."]
+    assert page.locator(live_regions_in("compare-result")).count() == 0
+    # The result stops the polling; opening it again announces nothing.
+    page.reload()
+    expect(page.get_by_test_id("verdict")).to_be_visible()
+    page.wait_for_timeout(1000)
+    expect(announcer).to_have_text("")
+    assert page.js_errors == []
 
 
 def test_the_copy_button_copies_the_upload_command(personas, login, page):

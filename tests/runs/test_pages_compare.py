@@ -72,9 +72,16 @@ def test_the_page_says_computing_then_shows_the_verdict(personas, runs):
     owner = login(personas.owner)
     body = owner.get(url(baseline, candidate)).content.decode()
     assert 'data-testid="computing"' in body and 'hx-trigger="every 2s"' in body
+    # said by the page's announcer (static/js/app.js), outside the polled section, once it is ready
+    result_html = body.split('<section id="compare-result"')[1]
+    assert 'data-announce=""' in result_html and "role=" not in result_html and "aria-live" not in result_html
+    assert (
+        'id="run-announcer" role="status" aria-live="polite"' in body.split('<section id="compare-result"')[0]
+    )
     compute_comparison(RunComparison.objects.get().id)
     fragment = owner.get(url(baseline, candidate, "&partial=result"), **HTMX).content.decode()
     assert "<html" not in fragment and 'data-testid="verdict"' in fragment and "hx-trigger" not in fragment
+    assert '<section id="compare-result"\n  data-announce="Comparison ready."' in fragment
     result = RunComparison.objects.get().result
     assert f">{result['verdict']}<" in fragment
     for lane in result["lanes"]:
