@@ -26,7 +26,10 @@ RING = """(e) => {
 
 def tab_to(page: Any, target: Any, *, limit: int = 60) -> None:
     """Press Tab until ``target`` (a locator) has the focus; each element passed on the way
-    must show a focus ring (a keyboard user has to see where they are)."""
+    must show a focus ring (a keyboard user has to see where they are). Waits for the page's
+    load first: its text can be in the DOM while the stylesheet is still on its way, and then
+    the browser's own 1 px ring is what a Tab shows (it failed so under load, 1 run of 3)."""
+    page.wait_for_load_state("load")
     for _ in range(limit):
         page.keyboard.press("Tab")
         focused = page.locator("*:focus")

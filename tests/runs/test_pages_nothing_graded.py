@@ -42,7 +42,7 @@ def _overview(personas, run: Run) -> str:
 
 def _row(page: str, deployment: str) -> str:
     return re.search(
-        rf'<tr[^>]*>\s*<td data-testid="rank">(?:(?!</tr>).)*?<th scope="row">{deployment}\b.*?</tr>',
+        rf'<tr[^>]*>\s*<td data-testid="rank">(?:(?!</tr>).)*?<th scope="row">(?:<bdi>)?{deployment}\b.*?</tr>',
         page,
         re.S,
     ).group(0)
@@ -61,7 +61,9 @@ def test_a_lane_with_nothing_graded_shows_no_rank(personas, cancelled):
 
 def _figure(page: str, deployment: str) -> str:
     return re.search(
-        rf"<figure[^>]*>\s*<figcaption><strong>{deployment}</strong>.*?</figure>", page, re.S
+        rf"<figure[^>]*>\s*<figcaption><strong>(?:<bdi>)?{deployment}(?:</bdi>)?</strong>.*?</figure>",
+        page,
+        re.S,
     ).group(0)
 
 

@@ -155,7 +155,7 @@ def test_a_trace_import_run_grades_every_case_as_offline_grade_does(personas, tm
         assert (mine["pass_rate"], mine["mean_score"]) == pytest.approx(
             (lane["pass_rate"], lane["mean_score"])
         )
-        row = re.search(rf'<th scope="row">{lane["deployment"]}.*?</tr>', page, re.S).group(0)
+        row = re.search(rf'<th scope="row">(?:<bdi>)?{lane["deployment"]}.*?</tr>', page, re.S).group(0)
         assert f"{lane['pass_rate'] * 100:.1f}%" in row
         assert f"{lane['mean_score']:.4f}" in row
         assert f"{lane['counts']['PASSED']} pass · {lane['counts']['FAILED']} fail" in row
