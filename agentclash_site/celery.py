@@ -6,12 +6,13 @@ results. Settings come from Django settings with the ``CELERY_`` prefix.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 
 from celery import Celery
-from celery.signals import task_postrun
+from celery.signals import task_postrun, worker_init, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentclash_site.settings")
 log = logging.getLogger(__name__)
@@ -70,6 +71,41 @@ def _reset_queries(**kwargs: object) -> None:
     from django.db import reset_queries
 
     reset_queries()
+
+
+_worker: object = None  # this process's WorkController (celery worker), for its pool
+
+
+@worker_init.connect
+def _remember_worker(sender: object = None, **kwargs: object) -> None:
+    global _worker
+    _worker = sender
+
+
+@worker_shutting_down.connect
+def _stop_dispatchers(how: str = "", **kwargs: object) -> None:
+    """A warm shutdown (SIGTERM, a first Ctrl-C) asks every dispatch slice to end promptly
+    (``runs.dispatch.request_stop``: stop claiming, a short grace for the calls in flight,
+    write, give the unfinished items back and dispatch the lane again), so the next worker
+    goes on with them at once rather than after their claims expire. The slices run in the
+    pool processes, which Celery does not tell: each gets SIGINT, which they take as that
+    request (``runs.tasks``). A slice in this process (the solo or threads pool) is told
+    directly. Runs in the signal handler: it only sets an event and sends signals. A cold
+    shutdown kills the pool processes as before: their claims wait for the sweeper."""
+    if how != "Warm":
+        return
+    import signal
+    import sys
+
+    dispatch = sys.modules.get("runs.dispatch")  # loaded where a slice ever ran
+    if dispatch is not None:
+        dispatch.request_stop()
+    pool = getattr(getattr(_worker, "pool", None), "_pool", None)
+    for process in list(getattr(pool, "_pool", None) or ()):
+        pid = getattr(process, "pid", None)
+        if isinstance(pid, int) and pid != os.getpid():
+            with contextlib.suppress(OSError):  # it has exited already
+                os.kill(pid, signal.SIGINT)
 
 
 def preload_broker_transport() -> threading.Thread:

@@ -20,6 +20,7 @@ import functools
 import gc
 import logging
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -76,6 +77,20 @@ CANCEL_CHECK_SECONDS = 0.5
 # How long a slice's claims are kept alive past their deadlines while it grades and writes
 # (``ClaimKeeper``): a grade that hangs longer gives its items to the sweeper.
 KEEP_CLAIMS_SECONDS = 3600.0
+# A worker asked to stop (Celery's warm shutdown: SIGTERM, a first Ctrl-C) ends its slice:
+# it claims nothing more, lets the calls in flight finish for up to this long, then cancels
+# the rest, writes what it has and gives the unfinished items back at once.
+STOP_GRACE_SECONDS = float(getattr(settings, "RUNS_STOP_GRACE_SECONDS", 3.0))
+
+# Set when this process is asked to stop (``request_stop``: agentclash_site/celery.py and
+# runs/tasks.py call it on a warm shutdown). Never cleared in a worker: it is exiting.
+STOPPING = threading.Event()
+
+
+def request_stop() -> None:
+    """Ask every dispatch slice of this process to end promptly (see STOP_GRACE_SECONDS).
+    Safe in a signal handler: it only sets an event."""
+    STOPPING.set()
 
 
 @dataclass
@@ -89,6 +104,7 @@ class DispatchResult:
     peak_in_flight: int = 0
     stale: list[int] = field(default_factory=list)  # results no longer ours (not written)
     unstorable: list[int] = field(default_factory=list)  # written as unstorable_result
+    released: int = 0  # unfinished items given back when the worker was asked to stop
     # seconds spent per phase (claim, wait, grade, record; behind: waiting for the writer to
     # catch up): for benchmarks and logs
     timings: dict[str, float] = field(
@@ -316,12 +332,40 @@ class _LazyRandom:
         return getattr(self._rng, name)
 
 
-async def _execute(executor: Any, request: ExecutionRequest, seed: int) -> list[AttemptOutcome]:
+class _Call:
+    """One item's call as it goes (written on the loop thread, read by the dispatcher once
+    the loop is closed): how many attempts went out (``sent``, counted before each request)
+    and the outcomes of those that ended (``ended``). A slice that stops gives back an item
+    whose call it cancelled with these (``runs.sweeper.release_claims``)."""
+
+    __slots__ = ("_executor", "ended", "sent")
+
+    def __init__(self, executor: Any) -> None:
+        self._executor = executor
+        self.sent = 0
+        self.ended: list[AttemptOutcome] = []
+
+    @property
+    def kind(self) -> str:
+        return self._executor.kind  # type: ignore[no-any-return]
+
+    async def execute(self, request: ExecutionRequest, *, client: Any) -> AttemptOutcome:
+        self.sent += 1
+        return await self._executor.execute(request, client=client)  # type: ignore[no-any-return]
+
+
+async def _execute(call: _Call, request: ExecutionRequest, seed: int) -> list[AttemptOutcome]:
     # A connection for every call a lane may have in flight: past the pool, a call waited for
     # a connection inside its own timeout (a slow agent's items ended infra_error, timeout).
     client = client_for_loop(pool_limit=MAX_IN_FLIGHT_LIMIT)
     try:
-        return await run_attempts(executor, request, client=client, rng=_LazyRandom(seed))  # type: ignore[arg-type]
+        return await run_attempts(
+            call,  # type: ignore[arg-type]
+            request,
+            client=client,  # type: ignore[arg-type]
+            rng=_LazyRandom(seed),
+            on_attempt=call.ended.append,
+        )
     except asyncio.CancelledError:
         return [AttemptOutcome.cancelled()]
 
@@ -414,6 +458,17 @@ def give_back_claims(lane_id: int, owner: str, failure: BaseException, requeue: 
             log.exception("lane %s: not dispatched again; the sweeper will", lane_id)
 
 
+def _release_unfinished(lane_id: int, owner: str, in_flight: dict[int, dict[str, Any]]) -> int:
+    """After a slice stopped for a shutdown: its items whose calls it cancelled go back to
+    pending at once (``runs.sweeper.release_claims``), without counting the claim or the
+    cancelled attempt against the item; their attempts that went out are numbered past, so a
+    re-send is a new attempt of the same item (agent-protocol.md)."""
+    from runs.sweeper import release_claims
+
+    calls = {item_id: (row["call"].ended, row["call"].sent) for item_id, row in in_flight.items()}
+    return release_claims(lane_id, owner, calls, timezone.now()) if calls else 0
+
+
 def _run_status(run_id: Any) -> str:
     return Run.objects.filter(pk=run_id).values_list("status", flat=True).get()
 
@@ -429,6 +484,12 @@ def dispatch_lane(
     (the task passes its own ``delay``); ``None`` leaves re-dispatch to the caller."""
     owner = owner or uuid.uuid4().hex
     result = DispatchResult(lane_id=lane_id, owner=owner)
+    if STOPPING.is_set():
+        # Taken by a worker on its way out: leave the lane to the next worker.
+        result.reason = "worker stopping"
+        if requeue is not None:
+            requeue(lane_id)
+        return result
     freeze_long_lived()
     lane = RunLane.objects.select_related("deployment", "deployment__workspace").get(pk=lane_id)
     # Deferred: the stored findings (about 0.5 kB per case) are read by load_stored_findings,
@@ -476,6 +537,7 @@ def dispatch_lane(
     )
     cancelled = False
     drained = False
+    stop_deadline: float | None = None  # set when the worker is asked to stop
     next_cancel_check = started + CANCEL_CHECK_SECONDS
     next_lease = started
 
@@ -500,10 +562,17 @@ def dispatch_lane(
                     break
                 if not findings_loaded:
                     findings_loaded = load_stored_findings(ctx, run.pk)
+            if stop_deadline is None and STOPPING.is_set():
+                # The calls in flight get STOP_GRACE_SECONDS to end; the rest are cancelled
+                # as the loop closes and their items given back (_release_unfinished).
+                stop_deadline = now + STOP_GRACE_SECONDS
+                log.info("lane %s: the worker is stopping; %d calls in flight", lane.pk, len(in_flight))
+            if stop_deadline is not None and in_flight and now >= stop_deadline:
+                break
             if now >= next_lease:
                 next_lease = now + LEASE_RENEW_SECONDS
                 renew_lease(lane.pk)
-            claiming = not cancelled and not drained and now < slice_end
+            claiming = not cancelled and not drained and stop_deadline is None and now < slice_end
             account(writer.collect())
             if len(writer.unwritten()) > 4 * limit:
                 t0 = time.perf_counter()
@@ -530,8 +599,9 @@ def dispatch_lane(
                     ctx.data.load((row["challenge_key"], row["case_key"]) for row in rows)
                     for row in rows:
                         row["request"] = request = _request(ctx, target, row)
+                        row["call"] = call = _Call(executor)
                         in_flight[row["id"]] = row
-                        calls.append((row["id"], _execute(executor, request, row["id"])))
+                        calls.append((row["id"], _execute(call, request, row["id"])))
                     longer = {row["id"]: row["extended"] for row in rows if "extended" in row}
                     if longer:
                         extend_claims(owner, longer)
@@ -595,9 +665,17 @@ def dispatch_lane(
             give_back_claims(lane.pk, owner, failure or closing, requeue)
     if closing is not None:
         raise closing  # the slice failed as it ended: its claims went back above
+    released = 0
+    if stop_deadline is not None and not cancelled:
+        # The loop is closed: its calls are over and their counts final.
+        released = _release_unfinished(lane.pk, owner, in_flight)
     RunLane.objects.filter(pk=lane.pk).update(dispatch_until=None)
     if cancelled:
         result.reason = "run cancelled"
+    elif stop_deadline is not None:
+        result.reason = f"worker stopping ({released} unfinished items given back)"
+        result.released = released
+        result.requeue = RunItem.objects.filter(lane_id=lane.pk, state=ItemState.PENDING).exists()
     elif drained:
         result.reason = "lane drained"
     else:

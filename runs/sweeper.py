@@ -13,6 +13,7 @@ The last sweep's time and counts are stored in ``SweeperStatus`` (the ops page r
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -169,6 +170,97 @@ def return_claims(
             reason=reason,
         )
     return len(back), len(give_up)
+
+
+STOPPED_MESSAGE = (
+    "the worker was stopped (a shutdown) while this attempt was out: the call was cancelled and "
+    "whatever the agent answered was not recorded; the item goes out again as attempt {next}, "
+    "and this attempt does not count against it"
+)
+
+
+def release_claims(lane_id: int, owner: str, calls: dict[int, tuple[list[Any], int]], now: Any) -> int:
+    """A stopping worker's give-back (``runs.dispatch``, a warm shutdown): the items of
+    ``calls`` (item id -> (outcomes of the attempts that ended, attempts sent)) still claimed
+    by ``owner`` go back to pending at once, in one transaction. Returns how many.
+
+    Unlike ``return_claims`` (a lost or failed slice, whose calls' fate is unknown), the
+    dispatcher knows what each call did: the attempts that ended are stored as they ended,
+    the one it cancelled as a ``cancelled`` attempt (``worker_stopped``), and the claim is
+    not counted (``claims`` goes back down: a deploy never moves an item towards
+    ``claim_expired``/``dispatcher_failed``). The item's next attempt is numbered after every
+    one that went out: the agent may have received the cancelled request, and a re-send is
+    then a new attempt of the same ``item_id``, never the same (item_id, attempt) twice
+    (agent-protocol.md)."""
+    with transaction.atomic():
+        lane_q = RunLane.objects.filter(pk=lane_id)
+        if connection.features.has_select_for_update:
+            lane_q = lane_q.select_for_update()
+        lane = lane_q.get()
+        rows = RunItem.objects.filter(
+            lane_id=lane_id, state=ItemState.CLAIMED, claim_owner=owner, pk__in=list(calls)
+        )
+        if connection.features.has_select_for_update:
+            rows = rows.select_for_update()
+        items = list(rows.only("id", "attempt_count", "claimed_at"))
+        if not items:
+            return 0
+        attempts: list[Attempt] = []
+        by_step: dict[int, list[int]] = {}
+        for item in items:
+            ended, sent = calls[item.pk]
+            number = item.attempt_count
+            for outcome in ended:
+                number += 1
+                attempts.append(_ended_attempt(item.pk, number, outcome))
+            if sent > len(ended):  # one was out when it was cancelled
+                number += 1
+                attempts.append(
+                    Attempt(
+                        item_id=item.pk,
+                        number=number,
+                        category="cancelled",
+                        error_code="worker_stopped",
+                        error=STOPPED_MESSAGE.format(next=number + 1),
+                        started_at=ended[-1].ended_at if ended else item.claimed_at or now,
+                        finished_at=now,
+                    )
+                )
+            by_step.setdefault(number - item.attempt_count, []).append(item.pk)
+        ids = [i.pk for i in items]
+        RunItem.objects.filter(pk__in=ids).update(
+            state=ItemState.PENDING, claim_owner="", claimed_at=None, claim_deadline=None,
+            claims=F("claims") - 1,
+        )  # fmt: skip
+        for step, step_ids in by_step.items():
+            if step:
+                RunItem.objects.filter(pk__in=step_ids).update(attempt_count=F("attempt_count") + step)
+        Attempt.objects.bulk_create(attempts)
+        record_item_transitions(
+            [(lane.run_id, lane_id, ItemState.CLAIMED, ItemState.PENDING, len(items))],
+            reason="worker stopped",
+        )
+    return len(items)
+
+
+def _ended_attempt(item_id: int, number: int, outcome: Any) -> Attempt:
+    """An attempt that ended before its worker stopped, stored as the writer stores one."""
+    from runs.storable import storable
+
+    retry_after = outcome.retry_after
+    return Attempt(
+        item_id=item_id,
+        number=number,
+        category=str(outcome.category),
+        status_code=outcome.status_code,
+        error_code=outcome.error_code[:100],
+        error=storable(outcome.error),
+        latency_ms=outcome.latency_ms,
+        body_excerpt=outcome.body_excerpt.replace("\x00", ""),
+        retry_after=retry_after if retry_after is None or math.isfinite(retry_after) else None,
+        started_at=outcome.started_at,
+        finished_at=outcome.ended_at,
+    )
 
 
 def _lost_attempt(

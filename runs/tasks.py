@@ -26,11 +26,37 @@ def _freeze_long_lived(**_: Any) -> None:
     freeze_long_lived()
 
 
+def _stop_on_sigint() -> None:
+    """In a pool process: SIGINT asks its dispatch slices to stop (runs.dispatch.request_stop).
+    The main process sends it on a warm shutdown (agentclash_site/celery.py), and a Ctrl-C in
+    a terminal reaches the whole process group. Billiard ignores SIGINT in pool processes
+    (after ``worker_process_init``, so it is set here, as a slice starts); nothing else uses
+    it there. SIGTERM (how Celery kills a pool process: a cold shutdown, a revoke with
+    terminate) keeps its meaning. Not in the main process (the solo pool), where SIGINT is
+    Celery's own shutdown signal and ``worker_shutting_down`` tells the slice directly."""
+    import signal
+    import threading
+
+    from billiard.process import current_process
+
+    if current_process().name == "MainProcess" or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is not _on_sigint:
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    from runs.dispatch import request_stop
+
+    request_stop()
+
+
 @shared_task(name="runs.dispatch_lane")
 def dispatch_lane(lane_id: int) -> dict[str, Any]:
     """One time slice of a lane (runs.dispatch); re-enqueues itself while work remains."""
     from runs.dispatch import dispatch_lane as run_slice
 
+    _stop_on_sigint()
     started = time.perf_counter()
     try:
         result = run_slice(lane_id, requeue=lambda lid: dispatch_lane.delay(lid))
