@@ -90,8 +90,8 @@ def busy_hint(names: list[str]) -> str:
         hint += ", or for the web server choose another address with BIND=127.0.0.1:8001"
     fixed = [name for name in names if name != "web"]
     if fixed:
-        verb = "uses" if len(fixed) == 1 else "use"
-        hint += f"; the {' and '.join(fixed)} always {verb} the same port: one make run per machine"
+        ports = "listens on a fixed port" if len(fixed) == 1 else "listen on fixed ports"
+        hint += f"; the {' and '.join(fixed)} {ports}: one make run per machine"
     return hint
 
 

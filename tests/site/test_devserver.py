@@ -105,9 +105,9 @@ def test_the_hint_offers_bind_only_for_the_web_server(monkeypatch, capsys):
     assert devserver.main(["--check"]) == 1
     err = capsys.readouterr().err
     assert "BIND" not in err
-    assert "the agent always uses the same port: one make run per machine" in err
+    assert "the agent listens on a fixed port: one make run per machine" in err
     assert devserver.busy_hint(["web", "agent", "judge"]).endswith(
-        "with BIND=127.0.0.1:8001; the agent and judge always use the same port: one make run per machine"
+        "with BIND=127.0.0.1:8001; the agent and judge listen on fixed ports: one make run per machine"
     )
 
 
