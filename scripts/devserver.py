@@ -81,6 +81,20 @@ def busy_addresses(procs: list[tuple[str, list[str]]]) -> list[str]:
     return lines
 
 
+def busy_hint(names: list[str]) -> str:
+    """What to do about the taken addresses of ``names``: BIND moves only the web server; the
+    example agent and judge listen on fixed ports (the demo deployments call them there), so
+    a second ``make run`` on the machine cannot start them whatever its BIND."""
+    hint = "nothing started: stop what listens there (another make run?)"
+    if "web" in names:
+        hint += ", or for the web server choose another address with BIND=127.0.0.1:8001"
+    fixed = [name for name in names if name != "web"]
+    if fixed:
+        ports = "listens on a fixed port" if len(fixed) == 1 else "listen on fixed ports"
+        hint += f"; the {' and '.join(fixed)} {ports}: one make run per machine"
+    return hint
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start everything; with ``--check`` only say whether every address is free (exit 0)
     or name each taken one (exit 1). ``make run`` checks first, so that a second ``make run``
@@ -93,11 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if busy:
         for line in busy:
             print(f"[devserver] {line}", file=sys.stderr)
-        print(
-            "[devserver] nothing started: stop what listens there (another make run?), or for the "
-            "web server choose another address with BIND=127.0.0.1:8001",
-            file=sys.stderr,
-        )
+        print(f"[devserver] {busy_hint([line.split()[0] for line in busy])}", file=sys.stderr)
         return 1
     if check_only:
         return 0

@@ -95,6 +95,22 @@ def test_the_check_names_a_taken_address_and_starts_nothing():
     assert "starting" not in busy.stdout
 
 
+def test_the_hint_offers_bind_only_for_the_web_server(monkeypatch, capsys):
+    """A second ``make run`` with its own BIND still finds the example agent's and judge's
+    fixed ports taken: the hint said to choose another BIND, which cannot help there."""
+    devserver = _devserver()
+    monkeypatch.setattr(
+        devserver, "busy_addresses", lambda procs: ["agent cannot listen on 127.0.0.1:8766: x"]
+    )
+    assert devserver.main(["--check"]) == 1
+    err = capsys.readouterr().err
+    assert "BIND" not in err
+    assert "the agent listens on a fixed port: one make run per machine" in err
+    assert devserver.busy_hint(["web", "agent", "judge"]).endswith(
+        "with BIND=127.0.0.1:8001; the agent and judge listen on fixed ports: one make run per machine"
+    )
+
+
 def test_the_check_starts_nothing_when_every_address_is_free(monkeypatch):
     devserver = _devserver()
     monkeypatch.setattr(devserver, "busy_addresses", lambda procs: [])
