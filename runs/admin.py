@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
-from django.contrib.admin.actions import delete_selected as django_delete_selected
-from django.contrib.admin.utils import unquote
-from django.db import transaction
+from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import reverse
+from django.http import HttpRequest
 
-from agentclash_site.lib.admin import RefusedSaveAdmin, SaveRefused, SlugFilter, refused_delete
+from agentclash_site.lib.admin import (
+    DeleteRefused,
+    RefusedDeleteAdmin,
+    RefusedSaveAdmin,
+    SaveRefused,
+    SlugFilter,
+    refused_delete,
+)
 from runs.models import Deployment, RunLane
 
 
@@ -67,7 +70,7 @@ def _form_field(exc: Any) -> str:
 
 
 @admin.register(Deployment)
-class DeploymentAdmin(RefusedSaveAdmin, admin.ModelAdmin):
+class DeploymentAdmin(RefusedSaveAdmin, RefusedDeleteAdmin, admin.ModelAdmin):
     form = DeploymentAdminForm
     list_display = [
         "name",
@@ -103,7 +106,7 @@ class DeploymentAdmin(RefusedSaveAdmin, admin.ModelAdmin):
         "updated_at",
     ]
     readonly_fields = ["public_id", "workspace", "secret_set", "created_at", "updated_at"]
-    actions = ["delete_selected"]  # Django's, below: a refusal is a message
+    actions = ["delete_selected"]  # RefusedDeleteAdmin's: a refusal is a message
 
     @admin.display(boolean=True, description="secret")
     def secret_set(self, obj: Deployment) -> bool:
@@ -127,22 +130,6 @@ class DeploymentAdmin(RefusedSaveAdmin, admin.ModelAdmin):
     # makes deployment_delete refuse: said as a message with the check's reason, where it
     # was a 500. Both deletes run in a transaction: nothing of a refused one stays, its
     # "deleted" log entries included.
-
-    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
-        try:
-            return super().delete_view(request, object_id, extra_context)  # atomic on POST
-        except DeleteRefused as exc:
-            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)
-            return HttpResponseRedirect(reverse("admin:runs_deployment_change", args=[unquote(object_id)]))
-
-    @admin.action(permissions=["delete"], description=django_delete_selected.short_description)
-    def delete_selected(self, request: HttpRequest, queryset: QuerySet[Deployment]) -> Any:
-        try:
-            with transaction.atomic():  # Django's action logs the deletions, then deletes
-                return django_delete_selected(self, request, queryset)
-        except DeleteRefused as exc:
-            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)
-            return None
 
     def delete_model(self, request: HttpRequest, obj: Deployment) -> None:
         from runs.services.deployments import DeploymentInUse, deployment_delete
@@ -168,10 +155,6 @@ class DeploymentAdmin(RefusedSaveAdmin, admin.ModelAdmin):
             deployment_update(deployment=Deployment.objects.get(pk=obj.pk), **fields)
         except DeploymentError as exc:
             raise SaveRefused(exc.message, _form_field(exc)) from None
-
-
-class DeleteRefused(Exception):
-    """A delete the service refused after the admin's check let it through; the reason."""
 
 
 def _used_by_runs(deployment: Deployment) -> str:

@@ -13,10 +13,15 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
+from django.contrib import admin, messages
 from django.contrib.admin import FieldListFilter
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
 LIST_COUNT_CAP = 10_000
 
@@ -174,3 +179,35 @@ class RefusedSaveAdmin:
 
         RefusedForm.__name__ = form.__name__
         return RefusedForm
+
+
+class DeleteRefused(Exception):
+    """A delete refused inside its transaction (a locked re-check, or the service), after the
+    confirmation page's check let it through; the reason, said to the operator."""
+
+
+class RefusedDeleteAdmin:
+    """Deletes (the delete page and the "delete selected" action) that may be refused late:
+    ``delete_model`` / ``delete_queryset`` raise :class:`DeleteRefused`, and the operator gets
+    "Not deleted: <reason>." instead of a 500. Both run in one transaction, so nothing of a
+    refused delete stays, Django's "deleted" log entries included. List "delete_selected" in
+    the admin's ``actions`` to use this action instead of the site-wide one."""
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        try:
+            return super().delete_view(request, object_id, extra_context)  # type: ignore[misc]  # atomic on POST
+        except DeleteRefused as exc:
+            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)  # type: ignore[attr-defined]
+            meta = self.model._meta  # type: ignore[attr-defined]
+            return HttpResponseRedirect(
+                reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[unquote(object_id)])
+            )
+
+    @admin.action(permissions=["delete"], description=django_delete_selected.short_description)
+    def delete_selected(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        try:
+            with transaction.atomic():  # Django's action logs the deletions, then deletes
+                return django_delete_selected(self, request, queryset)
+        except DeleteRefused as exc:
+            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)  # type: ignore[attr-defined]
+            return None

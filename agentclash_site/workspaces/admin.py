@@ -3,19 +3,22 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
-from django.contrib.admin.actions import delete_selected as django_delete_selected
-from django.contrib.admin.utils import unquote
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpResponseRedirect
-from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import RefusedSaveAdmin, SaveRefused, SlugFilter, refused_delete
+from agentclash_site.lib.admin import (
+    DeleteRefused,
+    RefusedDeleteAdmin,
+    RefusedSaveAdmin,
+    SaveRefused,
+    SlugFilter,
+    refused_delete,
+)
 from agentclash_site.workspaces.models import ApiToken, Membership, Role, WorkerHeartbeat, Workspace
 from agentclash_site.workspaces.services import (
     LAST_OWNER_FIX,
@@ -101,13 +104,13 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
+class WorkspaceAdmin(RefusedDeleteAdmin, admin.ModelAdmin):
     list_display = ["slug", "name", "allow_private_endpoints", "created_at"]
     list_filter = ["allow_private_endpoints"]
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
     readonly_fields = ["public_id", "created_at"]
-    actions = ["delete_selected"]  # Django's, below: a refusal is a message
+    actions = ["delete_selected"]  # RefusedDeleteAdmin's: a refusal is a message
 
     def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
         # A workspace with runs or published packs holds history nothing else keeps (runs
@@ -123,24 +126,6 @@ class WorkspaceAdmin(admin.ModelAdmin):
     # checks again, locked (``_workspaces_delete``), and refuses as a message; both deletes run in a transaction: nothing of a refused one
     # stays, its "deleted" log entries included.
 
-    def delete_view(self, request, object_id, extra_context=None):  # type: ignore[no-untyped-def]
-        try:
-            return super().delete_view(request, object_id, extra_context)  # atomic on POST
-        except _DeleteRefused as exc:
-            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)
-            return HttpResponseRedirect(
-                reverse("admin:workspaces_workspace_change", args=[unquote(object_id)])
-            )
-
-    @admin.action(permissions=["delete"], description=django_delete_selected.short_description)
-    def delete_selected(self, request, queryset):  # type: ignore[no-untyped-def]
-        try:
-            with transaction.atomic():  # Django's action logs the deletions, then deletes
-                return django_delete_selected(self, request, queryset)
-        except _DeleteRefused as exc:
-            self.message_user(request, f"Not deleted: {exc}.", messages.ERROR)
-            return None
-
     def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
         _workspaces_delete([obj.pk])
 
@@ -152,10 +137,6 @@ class WorkspaceAdmin(admin.ModelAdmin):
         # never changed (Workspace.save refuses it too).
         fields = super().get_readonly_fields(request, obj)
         return [*fields, "slug"] if obj is not None else fields
-
-
-class _DeleteRefused(Exception):
-    """A workspace delete the locked re-check refused; the reasons."""
 
 
 @transaction.atomic
@@ -178,7 +159,7 @@ def _workspaces_delete(ids: list[int]) -> None:
     locked = list(Workspace.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
     reasons = [reason for reason in map(_history_of, locked) if reason]
     if reasons:
-        raise _DeleteRefused("; ".join(reasons))
+        raise DeleteRefused("; ".join(reasons))
     Workspace.objects.filter(pk__in=ids).delete()
 
 
