@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseLocation
 
-from agentclash_site.lib.pagination import InvalidCursor, keyset_page
+from agentclash_site.lib.pagination import InvalidCursor, keyset_page, query_without
 from agentclash_site.lib.params import BadParameter, choice_param
 from agentclash_site.lib.suggest import suggest
 from agentclash_site.workspaces.access import check_write, membership_for
@@ -91,7 +91,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "unknown": _unknown_filters(workspace, filters),
         "statuses": RunStatus.values,
         "can_write": _can_write(request, workspace),
-        "query": _query_without_after(request),
+        "query": query_without(request.GET, "after"),
     }
     try:
         filters["status"] = choice_param(request.GET, "status", RUN_STATUSES)
@@ -124,25 +124,23 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 def _filter_suggestions(request: HttpRequest, workspace: Any, partial: str) -> HttpResponse:
-    """The type-ahead answer of the pack or deployment filter: a few of this workspace's
-    slugs or names matching what was typed."""
-    if partial == "pack_suggestions":
-        found = suggest(
-            Pack.objects.filter(workspace=workspace),
-            "slug",
-            request.GET.get("pack", ""),
-            noun="pack",
-            status_id="r-pack-suggestions-status",
-        )
-    else:
-        found = suggest(
-            Deployment.objects.filter(workspace=workspace),
-            "name",
-            request.GET.get("deployment", ""),
-            noun="deployment",
-            status_id="r-dep-suggestions-status",
-        )
+    """The type-ahead answer of the pack or deployment filter."""
+    typed = request.GET.get("pack" if partial == "pack_suggestions" else "deployment", "")
+    status_id = "r-pack-suggestions-status" if partial == "pack_suggestions" else "r-dep-suggestions-status"
+    found = _name_suggestions(workspace, partial, typed, status_id)
     return render(request, TEMPLATES + "run_list.html#suggestions", {"suggestions": found})
+
+
+def _name_suggestions(workspace: Any, partial: str, typed: str, status_id: str) -> Any:
+    """A few of this workspace's pack slugs (``pack_suggestions``) or deployment names
+    (otherwise) matching ``typed``, for the runs filters and the new-run form."""
+    if partial == "pack_suggestions":
+        return suggest(
+            Pack.objects.filter(workspace=workspace), "slug", typed, noun="pack", status_id=status_id
+        )
+    return suggest(
+        Deployment.objects.filter(workspace=workspace), "name", typed, noun="deployment", status_id=status_id
+    )
 
 
 def _unknown_filters(workspace: Any, filters: dict[str, str]) -> dict[str, str]:
@@ -161,13 +159,6 @@ def _unknown_filters(workspace: Any, filters: dict[str, str]) -> dict[str, str]:
             "Type part of its name and pick a suggestion, or clear the field to see every deployment."
         )
     return unknown
-
-
-def _query_without_after(request: HttpRequest) -> str:
-    params = request.GET.copy()
-    params.pop("after", None)
-    params.pop("partial", None)
-    return params.urlencode()
 
 
 # --- new run ----------------------------------------------------------------------------------
@@ -220,21 +211,11 @@ def _run_new_suggestions(request: HttpRequest, workspace: Any, partial: str) -> 
     """The type-ahead answer of the form's pack field or deployment names field (the name
     being typed, after the last comma)."""
     if partial == "pack_suggestions":
-        found = suggest(
-            Pack.objects.filter(workspace=workspace),
-            "slug",
-            request.GET.get("pack", ""),
-            noun="pack",
-            status_id="id_pack-suggestions-status",
-        )
+        typed, status_id = request.GET.get("pack", ""), "id_pack-suggestions-status"
     else:
-        found = suggest(
-            Deployment.objects.filter(workspace=workspace),
-            "name",
-            last_name(request.GET.get("deployment_names", "")),
-            noun="deployment",
-            status_id="id_deployment_names-suggestions-status",
-        )
+        typed = last_name(request.GET.get("deployment_names", ""))
+        status_id = "id_deployment_names-suggestions-status"
+    found = _name_suggestions(workspace, partial, typed, status_id)
     return render(request, TEMPLATES + "run_new.html#suggestions", {"suggestions": found})
 
 
