@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connection
 
-from agentclash_site.lib.db import is_connection_error, is_locked_error
+from agentclash_site.lib.db import KeeperThread, is_connection_error, is_locked_error
 from agentclash_site.lib.outbound import close_loop_client
 from runs.recording import ItemResult, record_results
 
@@ -373,10 +373,13 @@ class ClaimKeeper:
         self.renew_lease = renew_lease
         self.margin = max(0.1, float(settings.RUNS_CLAIM_MARGIN_SECONDS))
         self.interval = max(0.05, min(5.0, self.margin / 3))
-        self.until = time.monotonic() + max_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="lane-claims", daemon=True)
-        self._thread.start()
+        self._thread = KeeperThread(
+            name="lane-claims",
+            interval=self.interval,
+            step=self.keep,
+            failure=f"lane {lane_id}: the claims were not kept alive this time",
+            until=time.monotonic() + max_seconds,
+        )
 
     def keep(self) -> int:
         """One round; returns the claims kept. The rows are picked with ``SKIP LOCKED``
@@ -397,20 +400,8 @@ class ClaimKeeper:
         self.renew_lease(self.lane_id)
         return kept
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(self.interval) and time.monotonic() < self.until:
-                try:
-                    self.keep()
-                except Exception:
-                    log.exception("lane %s: the claims were not kept alive this time", self.lane_id)
-                    connection.close()
-        finally:
-            connection.close()
-
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+        self._thread.close()
 
 
 def fast_commit(on: bool) -> None:

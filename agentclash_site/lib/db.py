@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
+import time
+from collections.abc import Callable
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, ProgrammingError, connections
+
+log = logging.getLogger(__name__)
 
 NO_TABLES = "the database has no tables yet: run python manage.py migrate"
 
@@ -50,3 +56,52 @@ def not_migrated_message(exc: BaseException, using: str = DEFAULT_DB_ALIAS) -> s
     return (
         f"the database is not migrated ({len(pending)} migrations not applied): run python manage.py migrate"
     )
+
+
+class KeeperThread:
+    """Calls ``step()`` every ``interval`` seconds on a daemon thread with its own database
+    connection (closed when the thread ends), until ``close()``, until ``step`` answers False,
+    or until ``until`` (a ``time.monotonic()`` value) has passed. A step that raises one of
+    ``errors`` is logged with ``failure`` and its connection dropped: the next step opens a
+    new one. What the dispatcher's claim keeper and the scoring lease keeper both need."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        interval: float,
+        step: Callable[[], object],
+        failure: str,
+        errors: tuple[type[BaseException], ...] = (Exception,),
+        until: float | None = None,
+    ) -> None:
+        self.interval, self.step, self.failure, self.errors, self.until = (
+            interval,
+            step,
+            failure,
+            errors,
+            until,
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.wait(self.interval) and (
+                self.until is None or time.monotonic() < self.until
+            ):
+                try:
+                    if self.step() is False:
+                        return
+                except self.errors:
+                    log.exception("%s", self.failure)
+                    connection.close()
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)

@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agentclash_site.lib.db import KeeperThread
 from grading.engine.aggregate import LaneAggregate
 from grading.engine.critique import overall_line
 from grading.engine.types import Suggestion
@@ -206,26 +207,22 @@ class _LeaseKeeper:
 
     def __init__(self, run_id: Any, owner: str) -> None:
         self.run_id, self.owner = run_id, owner
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="scoring-lease", daemon=True)
-        self._thread.start()
+        self._thread = KeeperThread(
+            name="scoring-lease",
+            interval=SCORING_LEASE_SECONDS / 3,
+            step=self._renew,
+            failure=f"run {run_id}: the scoring lease was not renewed this time",
+            errors=(DatabaseError,),
+        )
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(SCORING_LEASE_SECONDS / 3):
-                try:
-                    if not renew_lease(self.run_id, self.owner):
-                        log.warning("run %s: the scoring lease lapsed and was taken over", self.run_id)
-                        return
-                except DatabaseError:
-                    log.exception("run %s: the scoring lease was not renewed this time", self.run_id)
-                    connection.close()
-        finally:
-            connection.close()
+    def _renew(self) -> bool:
+        if renew_lease(self.run_id, self.owner):
+            return True
+        log.warning("run %s: the scoring lease lapsed and was taken over", self.run_id)
+        return False
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+        self._thread.close()
 
 
 def finalize_run(run: Run) -> bool:
