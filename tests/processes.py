@@ -194,3 +194,13 @@ class Worker:
     def log(self) -> str:
         """The end of the worker's log (for failure messages)."""
         return self.log_path.read_text(errors="replace")[-4000:] if self.log_path else ""
+
+
+def waiting_on_a_lock() -> bool:
+    """Whether some session of this PostgreSQL test database waits on a lock (a second
+    thread queued behind the first's row lock, in the lock-order tests)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        return cursor.fetchone()[0] > 0

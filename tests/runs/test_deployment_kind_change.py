@@ -16,17 +16,10 @@ from runs.services import deployments as deployment_services
 from runs.services import runs as run_services
 from runs.services.deployments import DeploymentInUse, deployment_update
 from runs.services.runs import RunError
+from tests.processes import waiting_on_a_lock
 from tests.runs.runfactory import create_run, hosted, publish
 
 LOCK_DEADLINE_S = 10
-
-
-def _waiting_on_a_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-        return cursor.fetchone()[0] > 0
 
 
 @pytest.mark.django_db
@@ -76,7 +69,7 @@ def _in_thread(name: str, outcomes: dict[str, Any], call: Any) -> threading.Thre
 
 def _until_waiting(thread: threading.Thread) -> None:
     deadline = time.monotonic() + LOCK_DEADLINE_S
-    while thread.is_alive() and not _waiting_on_a_lock():  # done unlocked, or queued behind
+    while thread.is_alive() and not waiting_on_a_lock():  # done unlocked, or queued behind
         assert time.monotonic() < deadline, f"{thread.name} neither finished nor waited"
         time.sleep(0.01)
 

@@ -18,6 +18,7 @@ from agentclash_site.workspaces.services import (
     membership_remove,
     membership_set_role,
 )
+from tests.processes import waiting_on_a_lock
 
 
 def roles(workspace) -> dict[str, str]:
@@ -94,14 +95,6 @@ def test_last_owner_memberships_names_only_workspaces_left_without_an_owner(pers
 LOCK_DEADLINE_S = 10
 
 
-def _waiting_on_a_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-        return cursor.fetchone()[0] > 0
-
-
 @pytest.mark.django_db(transaction=True)
 def test_two_owners_demoting_each_other_at_once_leave_one_owner(personas, monkeypatch):
     """The first demotion has checked that another owner remains and not yet committed when
@@ -138,7 +131,7 @@ def test_two_owners_demoting_each_other_at_once_leave_one_owner(personas, monkey
     assert checked.wait(LOCK_DEADLINE_S)
     second.start()
     deadline = time.monotonic() + LOCK_DEADLINE_S
-    while second.is_alive() and not _waiting_on_a_lock():  # done unlocked, or queued behind first
+    while second.is_alive() and not waiting_on_a_lock():  # done unlocked, or queued behind first
         assert time.monotonic() < deadline, "the second demotion neither finished nor waited"
         time.sleep(0.01)
     go.set()
