@@ -181,3 +181,27 @@ def test_the_progress_bar_does_not_count_cancelled_items_as_finished():
     title = next(t for t in parse(svg).iter() if t.tag.endswith("title"))
     assert title.text.startswith("3 of 8 items finished (37.5%)")
     assert "cancelled 5" in title.text
+
+
+@pytest.mark.parametrize(
+    ("ms", "expected"),
+    [(0.42, "0.42 ms"), (2.0, "2.0 ms"), (2.38, "2.4 ms"), (9.94, "9.9 ms"), (12.7, "13 ms"), (999.4, "999 ms"),
+     (1500, "1.5 s"), (90_000, "1.5 min")],
+)  # fmt: skip
+def test_latencies_keep_the_digits_that_tell_them_apart(ms, expected):
+    assert charts.format_ms(ms) == expected
+
+
+def test_latency_buckets_below_ten_ms_have_distinct_labels():
+    # A run whose calls took 2-3 ms drew three bars all labelled "2 ms–2 ms" .. "3 ms–3 ms".
+    hist = LatencyHistogram()
+    for ms in (0.5, 2.1, 2.5, 2.9):
+        hist.add(ms)
+    root = parse(charts.latency_histogram_svg(hist.to_dict(), deployment="agent"))
+    # each bar's tooltip is "<label>: <count> executions"; the chart's own title has no colon
+    bars = [
+        t.text.rsplit(":", 1)[0] for t in root.iter() if t.tag.endswith("title") and ": " in (t.text or "")
+    ]
+    assert bars[0] == "under 1.0 ms"
+    assert len(set(bars)) == len(bars), bars
+    assert "2.0 ms–2.4 ms" in bars
