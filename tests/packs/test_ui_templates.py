@@ -46,3 +46,35 @@ def test_the_blank_pack_still_shows_a_case_with_an_expectation(personas):
     client.post(reverse("draft-new"), {"template": ""})
     text = Draft.objects.get().bundle_text
     assert "expectations:" in text and "expected_from: case.expectations.answer" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "slug", "title"),
+    [
+        ("Support replies", "support-replies", "Support replies"),
+        ('  Ünïcode: "quoted" #not-a-comment ', "unicode-quoted-not-a-comment", 'Ünïcode: "quoted" #not-a-comment'),
+        ("", "my-pack", "My pack"),
+        ("会计", "my-pack", "会计"),
+    ],
+)  # fmt: skip
+def test_a_blank_pack_is_named_after_its_draft(personas, name, slug, title):
+    client = Client()
+    client.force_login(personas.editor)
+    client.post(reverse("draft-new"), {"template": "", "name": name})
+    draft = Draft.objects.get()
+    result = services.draft_publish(draft=draft, user=personas.editor)
+    version = result.version
+    assert (version.pack.slug, version.pack.name) == (slug, title)
+
+
+def test_two_blank_packs_publish_as_two_packs(personas):
+    # Every blank draft said `slug: my-pack`: the second one published was refused as
+    # version 1 of the first one's pack (409 challenge_pack_version_exists).
+    client = Client()
+    client.force_login(personas.editor)
+    slugs = []
+    for _ in range(3):
+        client.post(reverse("draft-new"), {"template": "", "name": "Support replies"})
+        draft = Draft.objects.order_by("-id").first()
+        slugs.append(services.draft_publish(draft=draft, user=personas.editor).version.pack.slug)
+    assert slugs == ["support-replies", "support-replies-2", "support-replies-3"]
