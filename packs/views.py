@@ -179,7 +179,7 @@ def draft_new(request: HttpRequest) -> HttpResponse:
             workspace=workspace,
             user=request.user,
             name=name or "New pack",
-            bundle_text=blank_pack(workspace, name),
+            bundle_text=blank_pack(workspace, name or "New pack"),
         )
     return redirect("draft-editor", draft_id=draft.public_id)
 

@@ -53,7 +53,7 @@ def test_the_blank_pack_still_shows_a_case_with_an_expectation(personas):
     [
         ("Support replies", "support-replies", "Support replies"),
         ('  Ünïcode: "quoted" #not-a-comment ', "unicode-quoted-not-a-comment", 'Ünïcode: "quoted" #not-a-comment'),
-        ("", "my-pack", "My pack"),
+        ("", "new-pack", "New pack"),
         ("会计", "my-pack", "会计"),
     ],
 )  # fmt: skip
