@@ -287,3 +287,24 @@ def test_a_lane_against_a_run_is_compared_with_that_runs_lane_of_the_same_deploy
         comparison.result["lanes"][0]["baseline_lane"]
         == RunLane.objects.get(run=baseline, deployment_name="careful").id
     )
+
+
+def test_not_comparable_says_why_when_the_input_sets_differ(personas, runs):
+    from django.db.models import Value
+    from django.db.models.functions import Concat
+
+    from packs.models import InputSet
+
+    baseline, candidate = runs
+    version = candidate.pack_version
+    other = InputSet.objects.create(version=version, key="held-out", name="Held out", position=9)
+    type(candidate).objects.filter(id=candidate.id).update(input_set=other)
+    RunItem.objects.filter(run=candidate).update(case_key=Concat(Value("other-"), "case_key"))
+    candidate.refresh_from_db()
+    compute_comparison(comparison_request(baseline=baseline, candidate=candidate).id)
+    assert RunComparison.objects.get().result["verdict"] == "not_comparable"
+    body = login(personas.owner).get(url(baseline, candidate)).content.decode()
+    why = re.search(r'data-testid="not-comparable-why">(.*?)</p>', body, re.S).group(1)
+    assert "different input sets" in why and "<code>held-out</code>" in why
+    # a side with no item shows one dash, not a status dash and a score dash
+    assert "– –" not in re.sub(r"<[^>]+>", "", body).replace("\n", " ").replace("  ", " ")
