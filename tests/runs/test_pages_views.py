@@ -449,3 +449,18 @@ def test_the_polled_progress_also_updates_the_header_status_badge_out_of_band(pe
     assert page.count('id="run-status"') == 1 and "hx-swap-oob" not in page
     live = owner.get(f"/runs/{run.id}/?partial=live&was=running", **HTMX).content.decode()
     assert '<span class="badge st-running" id="run-status" hx-swap-oob="true">running</span>' in live
+
+
+def test_the_transcript_metrics_read_as_the_other_pages_do(run, owner):
+    # The metrics line printed the raw numbers: "cost 0.0022 · ttft 439.0 ms", and "– ms"
+    # for a reply without a time to first token.
+    item = a_failed_item(run)
+    response = dict(item.evidence["response"])
+    response["metrics"] = {"input_tokens": 10, "output_tokens": 3, "cost_usd": 0.0022, "ttft_ms": 439.0}
+    RunItem.objects.filter(id=item.id).update(evidence={"response": response, "timing": {}})
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/transcript/").content.decode()
+    assert "cost $0.0022" in body and "time to first token 439 ms" in body
+    response["metrics"] = {"input_tokens": 10}
+    RunItem.objects.filter(id=item.id).update(evidence={"response": response, "timing": {}})
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/transcript/").content.decode()
+    assert "time to first token – ms" not in body and "time to first token –" in body
