@@ -106,7 +106,7 @@ def duration(value: Any) -> str:
         return "–"
     seconds = value.total_seconds() if hasattr(value, "total_seconds") else float(value)
     if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
+        return format_ms(seconds * 1000)
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, secs = divmod(int(round(seconds)), 60)

@@ -14,6 +14,8 @@ from runs.templatetags.run_results import duration, interval, pct, score, score_
     [
         (None, "–"),
         (timedelta(milliseconds=850), "850 ms"),
+        (0.0034, "3.4 ms"),  # the case page's executor and grader times, in seconds
+        (0.00004, "0.04 ms"),  # read "0.00 s" there
         (timedelta(seconds=2.04), "2.0 s"),
         (timedelta(minutes=3, seconds=5), "3 min 05 s"),
         (timedelta(hours=1, minutes=2, seconds=10), "1 h 02 min"),
