@@ -235,12 +235,14 @@ class DeploymentForm(forms.Form):
             "evidence_level": data["evidence_level"],
             "config": config,
         }
+        # A trace import is never called: a secret typed before the kind changed is not stored.
+        secret = data.get("secret") if kind != DeploymentKind.TRACE_IMPORT else ""
         if self.deployment is None:
-            fields["secret"] = data.get("secret") or None
+            fields["secret"] = secret or None
         elif data.get("clear_secret"):
             fields["secret"] = None
-        elif data.get("secret"):
-            fields["secret"] = data["secret"]
+        elif secret:
+            fields["secret"] = secret
         return fields
 
     def add_service_error(self, exc: DeploymentError) -> None:

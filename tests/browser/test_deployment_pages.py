@@ -42,3 +42,23 @@ def test_the_testing_indicator_is_hidden_until_htmx_sends(personas, login, page,
     expect(page.get_by_role("button", name="Test connection")).to_be_visible()
     expect(page.locator("#test-busy")).to_be_hidden()
     assert page.js_errors == []
+
+
+def test_a_trace_import_form_hides_what_only_calls_use(personas, login, page):
+    login(personas.owner)
+    page.goto("/deployments/new/")
+    credentials = page.get_by_test_id("credentials")
+    expect(credentials).to_be_visible()
+    page.get_by_label("Kind").select_option("trace_import")
+    expect(page.locator("#kind-fields legend")).to_have_text("Trace import")
+    expect(credentials).to_be_hidden()
+    page.get_by_text("Limits, evidence and headers").click()
+    expect(page.get_by_label("Evidence level")).to_be_visible()  # what is stored still applies
+    timeout = page.get_by_label("Timeout (seconds)")
+    expect(timeout).to_be_attached()  # in the page, not shown
+    expect(timeout).to_be_hidden()
+    page.get_by_label("Kind").select_option("hosted_http")
+    expect(page.locator("#kind-fields legend")).to_have_text("Agent endpoint")
+    expect(credentials).to_be_visible()
+    expect(timeout).to_be_visible()
+    assert page.js_errors == []

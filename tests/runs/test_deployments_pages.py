@@ -386,3 +386,19 @@ def test_the_admin_lists_and_filters_deployments_without_secrets(personas):
         assert created.signing_key not in text
         assert created.deployment.secret_encrypted not in text
     assert client.get("/admin/runs/deployment/add/").status_code == 403
+
+
+def test_a_trace_import_created_with_a_secret_typed_before_the_kind_changed_stores_none(personas):
+    # The form kept the hosted agent's secret field for a deployment that is never called.
+    response = login(personas.owner).post(
+        "/deployments/new/", form_data(name="uploads", kind="trace_import", endpoint_url="")
+    )
+    assert response.status_code == 302
+    d = Deployment.objects.get(name="uploads")
+    assert d.kind == "trace_import" and not d.has_secret and "extra_headers" not in d.config
+
+
+def test_the_form_marks_what_only_calls_use(personas):
+    body = login(personas.owner).get("/deployments/new/?kind=trace_import").content.decode()
+    assert 'id="kind-fields" class="stack" data-kind="trace_import"' in body
+    assert 'class="stack calls-only" data-testid="credentials"' in body
