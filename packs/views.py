@@ -7,19 +7,16 @@ for outsiders).
 
 from __future__ import annotations
 
-import itertools
 import re
 import uuid
 from typing import Any
 
-import orjson
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agentclash_site.lib.pagination import InvalidCursor, keyset_page, page_into, query_without
@@ -28,74 +25,12 @@ from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from packs import selectors, services
 from packs.access import get_asset_for_user, get_draft_for_user, get_pack_for_user, get_version_for_user
-from packs.bundle import archive, limits
+from packs.bundle import archive
 from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm
 from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
 from packs.services import draft_reports, yaml_edit
 
 CASES_SHOWN = 500
-
-BLANK_PACK = """\
-# A challenge pack: see the pack format reference for every key.
-pack:
-  slug: __SLUG__
-  name: __NAME__
-  family: reasoning
-version:
-  number: 1
-  execution_mode: prompt_eval
-  evaluation_spec:
-    name: __SLUG__-v1
-    version_number: 1
-    judge_mode: deterministic
-    validators:
-      - key: answer
-        type: exact_match
-        target: final_output
-        expected_from: case.expectations.answer
-    scorecard:
-      pass_threshold: 1
-      dimensions:
-        - key: correctness
-          source: validators
-          validators: [answer]
-challenges:
-  - key: reverse
-    title: Spell a word backwards
-    category: basics
-    difficulty: easy
-    instructions: "Spell this word backwards and reply with that only: {{word}}"
-input_sets:
-  - key: default
-    name: Default
-    cases:
-      # The expected answer must not appear in the payload or the instructions:
-      # the answer_leak lint warns when it does.
-      - challenge_key: reverse
-        case_key: hello
-        payload:
-          word: hello
-        expectations:
-          - key: answer
-            kind: text
-            value: olleh
-"""
-
-
-def blank_pack(workspace: Any, name: str) -> str:
-    """The blank template for a draft called ``name``: its pack is named after the draft, with
-    a slug no published pack of the workspace has (every blank draft used to say ``my-pack``,
-    and the second one published was refused as version 1 of the first one's pack)."""
-    base = slugify(name)[: limits.PACK_SLUG - 4].strip("-") or "my-pack"
-    taken = set(
-        Pack.objects.filter(workspace=workspace, slug__startswith=base).values_list("slug", flat=True)
-    )
-    slug = next(
-        s for s in itertools.chain([base], (f"{base}-{n}" for n in itertools.count(2))) if s not in taken
-    )
-    title = " ".join(name.split()) or "My pack"
-    # JSON's string syntax is YAML's double-quoted scalar: any name stays one plain value
-    return BLANK_PACK.replace("__SLUG__", slug).replace("__NAME__", orjson.dumps(title).decode())
 
 
 def _can_write(request: HttpRequest, workspace: Any) -> bool:
@@ -175,12 +110,7 @@ def draft_new(request: HttpRequest) -> HttpResponse:
             workspace=workspace, user=request.user, template=template, name=name
         )
     else:
-        draft = services.draft_create(
-            workspace=workspace,
-            user=request.user,
-            name=name or "New pack",
-            bundle_text=blank_pack(workspace, name or "New pack"),
-        )
+        draft = services.draft_blank(workspace=workspace, user=request.user, name=name)
     return redirect("draft-editor", draft_id=draft.public_id)
 
 

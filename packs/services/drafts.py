@@ -15,10 +15,11 @@ from typing import Any
 from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
+from django.utils.text import slugify
 
 from agentclash_site.workspaces.models import Workspace
 from packs import bundle as pack_bundle
-from packs.bundle import archive
+from packs.bundle import archive, limits
 from packs.bundle.archive import build_zip  # reproducible: equal members, equal bytes
 from packs.models import Artifact, Draft, Pack, PackVersion
 from packs.services import yaml_edit
@@ -240,6 +241,79 @@ def draft_publish(*, draft: Draft, user: Any, strict: bool = False) -> PublishRe
     # A save from elsewhere since this one keeps the draft: its text is not in the version.
     Draft.objects.filter(pk=draft.pk, revision=draft.revision).delete()
     return result
+
+
+BLANK_PACK = """\
+# A challenge pack: see the pack format reference for every key.
+pack:
+  slug: __SLUG__
+  name: __NAME__
+  family: reasoning
+version:
+  number: 1
+  execution_mode: prompt_eval
+  evaluation_spec:
+    name: __SLUG__-v1
+    version_number: 1
+    judge_mode: deterministic
+    validators:
+      - key: answer
+        type: exact_match
+        target: final_output
+        expected_from: case.expectations.answer
+    scorecard:
+      pass_threshold: 1
+      dimensions:
+        - key: correctness
+          source: validators
+          validators: [answer]
+challenges:
+  - key: reverse
+    title: Spell a word backwards
+    category: basics
+    difficulty: easy
+    instructions: "Spell this word backwards and reply with that only: {{word}}"
+input_sets:
+  - key: default
+    name: Default
+    cases:
+      # The expected answer must not appear in the payload or the instructions:
+      # the answer_leak lint warns when it does.
+      - challenge_key: reverse
+        case_key: hello
+        payload:
+          word: hello
+        expectations:
+          - key: answer
+            kind: text
+            value: olleh
+"""
+
+
+def _yaml_quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar: one value whatever it holds (``#``, ``: ``,
+    quotes), printable characters as they are, the rest escaped (YAML refuses them raw)."""
+
+    def char(c: str) -> str:
+        if c in '"\\':
+            return "\\" + c
+        if c.isprintable():
+            return c
+        return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+
+    return '"' + "".join(map(char, text)) + '"'
+
+
+def draft_blank(*, workspace: Workspace, user: Any, name: str = "") -> Draft:
+    """A draft of the blank pack, its pack named after the draft with a slug no published pack
+    of the workspace has (every blank draft said ``my-pack``: the second one published was
+    refused as version 1 of the first one's pack)."""
+    title = " ".join(name.split()) or "New pack"
+    slug = slugify(title)[: limits.PACK_SLUG - 4].strip("-") or "my-pack"
+    text = BLANK_PACK.replace("__SLUG__", slug).replace("__NAME__", _yaml_quoted(title))
+    return draft_create(
+        workspace=workspace, user=user, name=name or title, bundle_text=_free_slug(workspace, text)
+    )
 
 
 def draft_from_template(*, workspace: Workspace, user: Any, template: str, name: str = "") -> Draft:

@@ -78,3 +78,12 @@ def test_two_blank_packs_publish_as_two_packs(personas):
         draft = Draft.objects.order_by("-id").first()
         slugs.append(services.draft_publish(draft=draft, user=personas.editor).version.pack.slug)
     assert slugs == ["support-replies", "support-replies-2", "support-replies-3"]
+
+
+@pytest.mark.parametrize(
+    "name", ['a "quoted" \\ back\\slash', "del\x7f and bom\ufeff", "emoji 🧪 tag\U000e0041", "x: y # z"]
+)
+def test_any_draft_name_gives_a_blank_pack_that_publishes_with_that_name(personas, name):
+    draft = services.draft_blank(workspace=personas.workspace, user=personas.editor, name=name)
+    version = services.draft_publish(draft=draft, user=personas.editor).version
+    assert version.pack.name == " ".join(name.split())
