@@ -22,6 +22,15 @@ class NewDraftForm(forms.Form):
         self.fields["template"].choices = [("", "A blank pack"), *choices]
 
 
+class OpenPackFileForm(forms.Form):
+    """A pack YAML or zip bundle opened as a new draft (the packs page)."""
+
+    file = forms.FileField(
+        label="Pack file", error_messages={"required": "Choose a pack YAML or zip to open."}
+    )
+    name = forms.CharField(max_length=300, required=False, label="Draft name")
+
+
 class DraftTextForm(forms.Form):
     """The editor's name and text. Both are checked here, before anything is saved: a save
     stores both or neither."""

@@ -7,6 +7,7 @@ from packs import views
 urlpatterns = [
     path("packs/", views.pack_list, name="pack-list"),
     path("packs/new/", views.draft_new, name="draft-new"),
+    path("packs/open/", views.draft_open_file, name="draft-open-file"),
     path("packs/<uuid:pack_id>/", views.pack_detail, name="pack-detail"),
     path("packs/<uuid:pack_id>/diff/", views.version_diff, name="version-diff"),
     path("packs/versions/<uuid:version_id>/", views.version_detail, name="version-detail"),

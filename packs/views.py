@@ -26,7 +26,7 @@ from agentclash_site.workspaces.views import member_page
 from packs import selectors, services
 from packs.access import get_asset_for_user, get_draft_for_user, get_pack_for_user, get_version_for_user
 from packs.bundle import archive
-from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm
+from packs.forms import CaseEditor, DraftTextForm, FileUploadForm, NewDraftForm, OpenPackFileForm
 from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
 from packs.services import draft_reports, yaml_edit
 
@@ -60,6 +60,7 @@ def pack_list(request: HttpRequest) -> HttpResponse:
         "workspace": workspace,
         "can_write": _can_write(request, workspace),
         "new_form": NewDraftForm(templates=services.draft_templates()),
+        "open_form": OpenPackFileForm(),
         "versions_shown": VERSIONS_SHOWN,
         "pack_query": query_without(request.GET, "after"),
         "draft_query": query_without(request.GET, "drafts_after"),
@@ -111,6 +112,36 @@ def draft_new(request: HttpRequest) -> HttpResponse:
         )
     else:
         draft = services.draft_blank(workspace=workspace, user=request.user, name=name)
+    return redirect("draft-editor", draft_id=draft.public_id)
+
+
+@login_required
+@require_POST
+def draft_open_file(request: HttpRequest) -> HttpResponse:
+    """A pack file (YAML or zip bundle) the author has, opened as a new draft."""
+    workspace = request.workspace  # type: ignore[attr-defined]
+    check_write(request, workspace)
+    form = OpenPackFileForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        return redirect("pack-list")
+    upload = form.cleaned_data["file"]
+    if upload.size > archive.MAX_BUNDLE_BYTES:  # refused before it is read into memory
+        limit = archive.MAX_BUNDLE_BYTES // (1024 * 1024)
+        messages.error(request, f"{upload.name} not opened: a pack bundle is at most {limit} MiB.")
+        return redirect("pack-list")
+    try:
+        draft = services.draft_from_file(
+            workspace=workspace,
+            user=request.user,
+            data=upload.read(),
+            filename=upload.name,
+            name=form.cleaned_data["name"].strip(),
+        )
+    except services.DraftError as exc:
+        messages.error(request, f"Not opened: {exc}")
+        return redirect("pack-list")
+    messages.success(request, f"{upload.name} opened as a draft: validate it here, then publish.")
     return redirect("draft-editor", draft_id=draft.public_id)
 
 

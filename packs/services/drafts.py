@@ -337,6 +337,47 @@ def draft_from_template(*, workspace: Workspace, user: Any, template: str, name:
         )
 
 
+def draft_from_file(
+    *, workspace: Workspace, user: Any, data: bytes, filename: str = "", name: str = ""
+) -> Draft:
+    """A draft of a pack file someone already has: a pack YAML, or a zip bundle (its
+    ``pack.yaml`` becomes the draft's text, its other members the draft's files). The pack
+    keeps its own slug and version number: importing is how a pack authored elsewhere (an
+    upstream AgentClash pack) is opened in the editor, validated, and published."""
+    label = filename or "the file"
+    if archive.is_zip(data):
+        try:
+            members = bundle_members(data)
+        except DraftError as exc:
+            raise DraftError(f"{label}: {exc}") from None
+    elif len(data) > MAX_BUNDLE_TEXT:
+        raise DraftError(f"{label}: a pack YAML must be at most 5 MiB (it has {len(data):,} bytes).")
+    else:
+        members = {"pack.yaml": data}
+    raw = members.pop("pack.yaml")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DraftError(
+            f"{label}: pack.yaml is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "save it as UTF-8 and open it again."
+        ) from None
+    if "\x00" in text:
+        raise DraftError(
+            f"{label}: pack.yaml holds a NUL character (offset {text.index(chr(0))}): a pack is text, "
+            "is this the right file?"
+        )
+    with _storing(workspace, user) as store:
+        files = {path: store(path, content) for path, content in sorted(members.items())}
+        return draft_create(
+            workspace=workspace,
+            user=user,
+            name=name or _derived_name(f"Opened from {filename}" if filename else "Opened pack", ""),
+            bundle_text=text,
+            files=files,
+        )
+
+
 def _free_slug(workspace: Workspace, text: str) -> str:
     """A template's bundle with ``pack.slug`` made free in the workspace (``mental-math-2``
     once ``mental-math`` is published): a second pack from the same template published as
