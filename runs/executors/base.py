@@ -12,6 +12,7 @@ task raises ``CancelledError`` out of ``execute``; the caller records
 from __future__ import annotations
 
 import json
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 
 EXCERPT_BYTES = 2048
 PROTOCOL_VERSION = "1"
+# What an HTTP header value may not hold (aiohttp refuses to send it): controls but tab.
+_FORBIDDEN_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class AttemptCategory(StrEnum):
@@ -198,6 +201,19 @@ class DeploymentTarget:
 
     def extra_headers(self) -> dict[str, str]:
         return dict(self.config.extra_headers) if self.config else {}
+
+    def header_problem(self) -> str:
+        """Why the secret or an extra header cannot go out in an HTTP header ("" when they
+        can): the HTTP layer refuses a value with a control character other than tab (creation
+        refuses only CR and LF). Names the header, never its value."""
+        if self.secret and _FORBIDDEN_HEADER_CHARS.search(self.secret):
+            what = "the deployment's secret"
+        else:
+            bad = [k for k, v in self.extra_headers().items() if _FORBIDDEN_HEADER_CHARS.search(v)]
+            if not bad:
+                return ""
+            what = f"the value of extra header {bad[0]}"
+        return f"{what} contains a control character, which an HTTP header cannot carry: edit the deployment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,6 +439,12 @@ class Executor(ABC):
             timer.stop()
             return None, self.outcome(
                 AttemptCategory.CONFIG_ERROR, timer, error=target.withheld, error_code="endpoint_moved"
+            )
+        problem = target.header_problem()
+        if problem:
+            timer.stop()
+            return None, self.outcome(
+                AttemptCategory.CONFIG_ERROR, timer, error=problem, error_code="invalid_header"
             )
         remaining = (request.attempt_deadline(timer.started_at) - timer.started_at).total_seconds()
         if remaining <= 0:

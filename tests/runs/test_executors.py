@@ -204,6 +204,34 @@ def test_extra_headers_are_sent_and_the_secret_can_use_its_own_header(agent):
     assert "Authorization" not in headers
 
 
+@pytest.mark.parametrize(
+    ("overrides", "names"),
+    [
+        ({"secret": "sk-VALUE\x00x"}, "the deployment's secret"),
+        ({"secret": "sk-VALUE\x7fx"}, "the deployment's secret"),
+        ({"config": DeploymentConfig(extra_headers={"X-Team": "VALUE\x01x"})}, "extra header X-Team"),
+        (
+            {
+                "kind": "openai_chat",
+                "model": "m",
+                "config": DeploymentConfig(extra_headers={"X-T": "VALUE\x1bx"}),
+            },
+            "extra header X-T",
+        ),
+    ],
+)
+def test_a_header_value_http_cannot_carry_is_a_config_error_naming_it_without_a_call(agent, overrides, names):
+    # Creation refuses only CR and LF; any other control character made the HTTP layer raise
+    # inside the call, and every attempt of every case ended "AgentClash failed on this
+    # attempt (ValueError: Forbidden control character ...); please report it".
+    outcomes, _ = drive(make_request(target(agent.url, max_attempts=3, **overrides)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("config_error", "invalid_header")]
+    assert names in outcomes[0].error
+    assert "control character" in outcomes[0].error
+    assert "VALUE" not in outcomes[0].error  # never the value itself
+    assert agent.calls == 0
+
+
 def test_an_input_without_a_value_is_sent_without_one(agent):
     case = CaseInfo(key="c", inputs=(CaseInputInfo(key="doc", kind="file", artifact_key="sheet"),))
     execute(make_request(target(agent.url), case=case))
