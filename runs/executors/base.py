@@ -532,7 +532,9 @@ class Executor(ABC):
         self, response: OutboundResponse, timer: AttemptTimer
     ) -> tuple[dict[str, Any] | None, AttemptOutcome | None]:
         try:
-            data = jsontext.loads(response.body)
+            # Decoded here: ``json.loads`` of bytes guesses UTF-16 and UTF-32 too, and JSON
+            # between systems is UTF-8 (RFC 8259 §8.1; a byte order mark may be ignored).
+            data = jsontext.loads(response.body.decode("utf-8-sig"))
         except (ValueError, UnicodeDecodeError) as exc:
             return None, self.outcome(
                 AttemptCategory.CONFIG_ERROR,
@@ -560,7 +562,8 @@ def _not_json(response: OutboundResponse, exc: Exception) -> str:
         return "the response body's JSON is nested too deeply to read"
     if not response.body.strip():
         return f"the response body is empty (HTTP {response.status}): a JSON object is required"
-    if isinstance(exc, UnicodeDecodeError):
+    if isinstance(exc, UnicodeDecodeError) or b"\x00" in response.body[:4]:
+        # A NUL among the first bytes of JSON text: UTF-16 or UTF-32 (RFC 4627 §3).
         return "the response body is not UTF-8 text, as JSON must be"
     if response.content_type and "json" not in response.content_type:
         return f"the response body is not JSON (Content-Type {response.content_type})"

@@ -415,6 +415,10 @@ def _encoded(body: bytes, encoding: str):
         (raw(b"", status=204), "the response body is empty"),
         (raw(b"<html>Bad gateway</html>", content_type="text/html"), "not JSON (Content-Type text/html)"),
         (raw('{"final_output": "café"}'.encode("latin-1")), "not UTF-8"),
+        # json.loads(bytes) reads UTF-16 and UTF-32 by itself: such a body was graded.
+        (raw('{"final_output": "36"}'.encode("utf-16")), "not UTF-8"),
+        (raw('{"final_output": "36"}'.encode("utf-16-le")), "not UTF-8"),
+        (raw('{"final_output": "36"}'.encode("utf-32")), "not UTF-8"),
         (invalid_json(), "the response body is not JSON"),
     ],
 )
@@ -424,6 +428,13 @@ def test_a_body_that_is_not_json_says_what_it_is(agent, behaviour, says):
     outcome = execute(make_request(target(agent.url)))
     assert (outcome.category, outcome.error_code) == ("config_error", "invalid_json")
     assert says in outcome.error
+
+
+def test_a_utf8_reply_with_a_byte_order_mark_is_graded(agent):
+    # RFC 8259 lets a parser ignore the mark; refusing UTF-16 must not refuse it.
+    agent.default = raw('\ufeff{"final_output": "36"}'.encode())
+    outcome = execute(make_request(target(agent.url)))
+    assert outcome.ok and outcome.evidence.final_output == "36"
 
 
 def test_a_gzip_reply_sent_though_identity_was_asked_for_is_graded(agent):
