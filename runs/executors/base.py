@@ -480,7 +480,11 @@ class Executor(ABC):
                 if isinstance(exc, _CONFIG_ERRORS)
                 else AttemptCategory.INFRA_ERROR
             )
-            return None, self.outcome(category, timer, error=exc.message, error_code=exc.code)
+            # A failure after the status line (a body too large, cut off, too slow) keeps the
+            # status and the start of the body, as every attempt's record does.
+            return None, self.outcome(
+                category, timer, error=exc.message, error_code=exc.code, status_code=exc.status, body=exc.body
+            )
         timer.stop()
         return response, self.status_failure(response, timer)
 

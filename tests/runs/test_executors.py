@@ -43,6 +43,7 @@ from tests.fakes.agent_server import (
     raw,
     redirect,
     server_error,
+    wire,
 )
 from tests.fakes.network import loopback_only
 from tests.processes import free_port
@@ -460,12 +461,72 @@ def test_a_reply_in_an_encoding_we_cannot_read_is_a_config_error_naming_it(agent
     outcome = execute(make_request(target(agent.url)))
     assert (outcome.category, outcome.error_code) == (AttemptCategory.CONFIG_ERROR, "undecodable_body")
     assert "Content-Encoding br" in outcome.error
+    assert outcome.status_code == 200  # was None: the status line had been read
+
+
+def _drip(opening: bytes):
+    """A 200 that sends ``opening``, then one more byte every 20 ms until the client leaves."""
+
+    async def behaviour(request, recorded, agent):
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(opening)
+        try:
+            for _ in range(3000):  # 60 s: far past every timeout below
+                await asyncio.sleep(0.02)
+                await response.write(b"x")
+                agent.bytes_sent += 1
+        except (ConnectionError, RuntimeError):
+            pass  # the client gave up: what the test wants
+        return response
+
+    return behaviour
+
+
+@pytest.mark.parametrize("kind", ["hosted_http", "openai_chat"])
+def test_a_reply_that_drips_in_is_cut_at_its_timeout_and_shows_what_came(agent, kind):
+    # Bytes keep arriving, so no gap between reads is long: only the attempt's own timeout
+    # ends it. The attempt says it got a 200 and shows the start of the body (it said neither).
+    agent.default = _drip(b'{"final_output": "')
+    deployment = target(agent.url, timeout_seconds=0.5, kind=kind, model="m")
+    outcome = execute(make_request(deployment))
+    assert (outcome.category, outcome.error_code) == ("infra_error", "timeout")
+    assert outcome.retryable
+    assert outcome.status_code == 200
+    assert outcome.body_excerpt.startswith('{"final_output": "x')
+    agent.wait_idle(timeout=20)  # the server saw the client leave, long before its 60 s
+
+
+def test_a_drip_past_the_items_deadline_is_cut_there_and_not_retried(agent):
+    agent.default = _drip(b'{"final_output": "')
+    request = make_request(
+        target(agent.url, timeout_seconds=120, max_attempts=3),
+        deadline=datetime.now(UTC) + timedelta(seconds=0.5),
+    )
+    outcomes, waits = drive(request)
+    assert [(o.category, o.error_code) for o in outcomes] == [("infra_error", "timeout")]
+    assert waits == []
+    agent.wait_idle(timeout=20)
+
+
+def test_a_2xx_body_cut_short_is_a_retried_infra_error_showing_what_came(agent):
+    agent.default = wire(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        b'{"final_output": "par'
+    )
+    outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.error_code) == ("infra_error", "connection_failed")
+    assert "cut off" in outcome.error
+    assert (outcome.status_code, outcome.body_excerpt) == (200, '{"final_output": "par')
 
 
 def test_a_50_mb_body_is_a_config_error_and_is_not_read_whole(agent):
     agent.default = huge(50 * MiB, declare_length=False)
     outcome = execute(make_request(target(agent.url, timeout_seconds=30)))
     assert (outcome.category, outcome.error_code) == ("config_error", "response_too_large")
+    # The status and the start of what was read are stored like any attempt's (both were empty).
+    assert outcome.status_code == 200
+    assert outcome.body_excerpt == " " * EXCERPT_BYTES
     agent.wait_idle(timeout=20)
     assert agent.bytes_sent < 25 * MiB
 
