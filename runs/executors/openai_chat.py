@@ -112,7 +112,10 @@ def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[
             return f"choices[0].message.tool_calls[{k}] {call}: not a chat completion"
         calls.append(call)
     usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-    metrics: dict[str, Any] = {"model": reply.get("model") or request.deployment.model}
+    # The model the endpoint says answered, when it names one (else the deployment's).
+    reported = reply.get("model")
+    model = reported if isinstance(reported, str) and reported else request.deployment.model
+    metrics: dict[str, Any] = {"model": model}
     for ours, theirs in (
         ("input_tokens", "prompt_tokens"),
         ("output_tokens", "completion_tokens"),

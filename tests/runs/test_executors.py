@@ -763,6 +763,14 @@ def test_openai_chat_reads_token_counts_as_hosted_http_does(agent):
     assert (metrics.input_tokens, metrics.output_tokens, metrics.total_tokens) == (7, None, 9)
 
 
+@pytest.mark.parametrize("reported", [{"name": "gpt"}, 5, ["gpt"], "", None])
+def test_openai_chat_a_reply_model_that_is_no_name_leaves_the_deployments(agent, reported):
+    # A dict was recorded as the model "{'name': 'gpt'}" (its Python repr), a number as "5".
+    agent.default = chat_ok("3", model=reported)
+    metrics = execute(make_request(chat_target(agent))).evidence.metrics
+    assert metrics.model == "gpt-test"
+
+
 def test_openai_chat_marks_a_length_cut_as_a_limit_hit(agent):
     agent.default = chat_ok("3", finish_reason="length")
     assert execute(make_request(chat_target(agent))).evidence.limit_hit is True
