@@ -864,6 +864,56 @@ def test_a_200_carrying_an_error_that_will_not_pass_stays_a_config_error(agent, 
     assert (outcome.category, outcome.error_code) == ("config_error", "not_chat_completion")
 
 
+def _failed_generation(content, *, finish_reason="error", error=None):
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": finish_reason,
+    }
+    if error is not None:
+        choice["error"] = error
+    return ok({"id": "gen-1", "choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "code", "says"),
+    [
+        (
+            _failed_generation("The answer is", error={"code": 502, "message": "provider died"}),
+            "server_error",
+            "provider died",
+        ),
+        (
+            _failed_generation("The answer is", error={"code": 429, "message": "slow down"}),
+            "rate_limited",
+            "slow down",
+        ),
+        (_failed_generation("The answer is"), "server_error", "stopped with an error"),
+        (
+            _failed_generation("", finish_reason="stop", error={"message": "upstream reset"}),
+            "server_error",
+            "upstream reset",
+        ),
+    ],
+)
+def test_a_generation_that_failed_upstream_is_retried_not_graded(agent, behaviour, code, says):
+    # OpenRouter and other gateways answer HTTP 200 with finish_reason "error" (and the error on
+    # the choice) when the model fails mid-generation: the partial text was graded as the
+    # model's answer, and the case counted against it for a provider's failure.
+    agent.queue(behaviour, chat_ok("36"))
+    outcomes, waits = drive(make_request(chat_target(agent)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("infra_error", code), ("ok", "")]
+    assert says in outcomes[0].error and outcomes[0].status_code == 200 and len(waits) == 1
+    assert outcomes[1].evidence.final_output == "36"
+
+
+def test_a_generation_that_failed_with_an_error_that_will_not_pass_is_a_config_error(agent):
+    agent.default = _failed_generation("", error={"code": 400, "message": "context too long"})
+    outcomes, _ = drive(make_request(chat_target(agent)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("config_error", "not_chat_completion")]
+    assert "context too long" in outcomes[0].error
+
+
 # --- trace_import and secrets ----------------------------------------------------------------
 
 
