@@ -10,6 +10,7 @@ import logging
 import random
 import socket
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 from aiohttp import web
@@ -650,6 +651,19 @@ def test_a_503s_retry_after_is_honoured_too(agent):
     assert outcomes[0].retry_after == 5.0 and waits == [5.0]
 
 
+def test_a_retry_after_date_is_honoured_and_one_past_the_deadline_ends_the_item(agent):
+    # Retry-After in its HTTP-date form, through the executor: a floor for the wait (the
+    # jitter window is 1 s), and a date past the item's deadline means no retry at all.
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=40), usegmt=True)
+    later = format_datetime(datetime.now(UTC) + timedelta(days=2), usegmt=True)
+    agent.queue(rate_limited(soon), server_error(503, retry_after=later), ok())
+    request = make_request(target(agent.url, max_attempts=3), deadline=datetime.now(UTC) + timedelta(hours=1))
+    outcomes, waits = drive(request)
+    assert [o.category for o in outcomes] == ["infra_error", "infra_error"]
+    assert 30 < outcomes[0].retry_after <= 40 and waits == [outcomes[0].retry_after]
+    assert outcomes[1].retry_after > 86400 and agent.calls == 2
+
+
 def test_retries_stop_at_max_attempts(agent):
     agent.default = server_error(503)
     outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
@@ -657,6 +671,48 @@ def test_retries_stop_at_max_attempts(agent):
     assert len(waits) == 2
     assert agent.calls == 3
     assert all(0 <= w <= cap for w, cap in zip(waits, [1, 2], strict=True))
+
+
+_INFRA_FAILURES = {
+    "timeout": lambda agent: hang(),
+    "server_error": lambda agent: server_error(502),
+    "rate_limited": lambda agent: rate_limited(None),
+    "request_timeout": lambda agent: server_error(408),
+    "connection_failed": lambda agent: wire(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{"),
+}
+
+
+@pytest.mark.parametrize("code", list(_INFRA_FAILURES))
+def test_each_infra_failure_of_the_outcomes_table_is_retried_up_to_max_attempts(agent, code):
+    # agent-protocol.md "Outcomes": timeout, connection error, 5xx, 429 are infra_error, retried
+    # up to max_attempts (which counts the first attempt), each wait within its jitter window.
+    agent.default = _INFRA_FAILURES[code](agent)
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3, timeout_seconds=0.3)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("infra_error", code)] * 3
+    assert len(waits) == 2 and 0 <= waits[0] <= 1 and 0 <= waits[1] <= 2
+    assert [r.json["attempt"] for r in agent.requests] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "code"),
+    [
+        (server_error(400, "bad request"), "http_status"),
+        (server_error(409, "conflict"), "http_status"),
+        (invalid_json(), "invalid_json"),
+        (ok({"answer": 42}), "missing_final_output"),
+        (ok(["final_output"]), "not_protocol"),
+        (
+            ok({"final_output": "x", "tool_calls": [{"name": "a"}], "invocations": [{"tool_calls": []}]}),
+            "invocations_with_tool_calls",
+        ),
+        (huge(11 * MiB), "response_too_large"),
+    ],
+)
+def test_each_config_failure_of_the_outcomes_table_is_tried_once(agent, behaviour, code):
+    agent.default = behaviour
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("config_error", code)]
+    assert waits == [] and agent.calls == 1
 
 
 def test_config_errors_are_not_retried(agent):
