@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from runs.models import Deployment
 
 EXCERPT_BYTES = 2048
+# An attempt's error is one sentence, but it may quote the reply (a protocol error names the
+# offending key): past this many characters it is cut, and ends with CUT_MARK.
+MAX_ERROR_CHARS = 500
+CUT_MARK = " […]"
 PROTOCOL_VERSION = "1"
 # What an HTTP header value may not hold (aiohttp refuses to send it): controls but tab.
 _FORBIDDEN_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -318,6 +322,13 @@ def excerpt(body: bytes) -> str:
     return body[:EXCERPT_BYTES].decode("utf-8", errors="replace")
 
 
+def bounded_error(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (``CUT_MARK`` included) when longer."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(CUT_MARK)] + CUT_MARK
+
+
 REDACTED = "[redacted]"
 
 
@@ -340,8 +351,11 @@ def without_secrets(outcome: AttemptOutcome, target: DeploymentTarget) -> Attemp
 
 def _cut_secret_redacted(text: str, secret: str) -> str:
     """``text`` with a trailing start of ``secret`` (4 characters or more) redacted: both
-    texts are cut (the excerpt at ``EXCERPT_BYTES``, a quoted error message at its limit),
-    and a secret echoed across the cut was otherwise stored up to it."""
+    texts are cut (the excerpt at ``EXCERPT_BYTES``, a quoted error message at its limit, an
+    error at ``MAX_ERROR_CHARS`` before its ``CUT_MARK``), and a secret echoed across the cut
+    was otherwise stored up to it."""
+    if text.endswith(CUT_MARK):
+        return _cut_secret_redacted(text[: -len(CUT_MARK)], secret) + CUT_MARK
     head = secret[:4]
     at = text.find(head, max(0, len(text) - len(secret) + 1))
     while at != -1:
@@ -415,6 +429,8 @@ class Executor(ABC):
     def outcome(
         self, category: AttemptCategory, timer: AttemptTimer, *, body: bytes = b"", **fields: Any
     ) -> AttemptOutcome:
+        if "error" in fields:
+            fields["error"] = bounded_error(fields["error"])
         return AttemptOutcome(
             category,
             latency_ms=timer.latency_ms,

@@ -30,7 +30,7 @@ from runs.executors import (
     executor_for,
 )
 from runs.executors.attempts import run_attempts
-from runs.executors.base import EXCERPT_BYTES
+from runs.executors.base import EXCERPT_BYTES, MAX_ERROR_CHARS
 from tests.fakes.agent_server import (
     FakeAgent,
     MiB,
@@ -1062,3 +1062,25 @@ def test_a_secret_cut_in_a_model_endpoints_error_message_is_redacted_too(agent):
     assert outcomes[-1].error_code == "not_chat_completion"
     assert outcomes[-1].error.endswith(" key [redacted]")
     assert SECRET[:4] not in outcomes[-1].error
+
+
+def test_an_error_quoting_a_huge_part_of_the_reply_is_bounded(agent):
+    # The protocol error quoted the offending key whole: a reply with a 1 MB file path stored
+    # a 1 MB error on the attempt (and on every case page that lists it).
+    agent.default = ok({"final_output": "x", "files": {"A" * 1_000_000: 5}})
+    outcomes, _ = drive(make_request(target(agent.url, max_attempts=1)))
+    error = outcomes[-1].error
+    assert (outcomes[-1].category, outcomes[-1].error_code) == ("config_error", "protocol_error")
+    assert error.startswith("the response is not the protocol's: files['AAAA")
+    assert len(error) == MAX_ERROR_CHARS and error.endswith("A […]")
+
+
+@pytest.mark.parametrize("shown", [4, 12, len(SECRET) - 1])
+def test_a_secret_cut_by_the_error_limit_is_redacted_too(agent, shown):
+    prefix = "the response is not the protocol's: files['"
+    key = "x" * (MAX_ERROR_CHARS - len(" […]") - len(prefix) - shown) + SECRET + "y" * 100
+    agent.default = ok({"final_output": "x", "files": {key: 5}})
+    outcomes, _ = drive(make_request(target(agent.url, max_attempts=1)))
+    error = outcomes[-1].error
+    assert error.endswith("x[redacted] […]")
+    assert SECRET[:shown] not in error
