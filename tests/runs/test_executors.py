@@ -579,6 +579,28 @@ def test_a_redirect_to_another_loopback_url_is_followed_with_the_body(agent):
     )
 
 
+def test_one_timeout_bounds_every_hop_of_a_redirect_chain(agent):
+    # Each hop answers at once, the last one drips: the attempt's timeout covers the chain as
+    # a whole, and the status stored is the final answer's, not a redirect's.
+    agent.route("/a", redirect(agent.url_for("/b"), status=307))
+    agent.route("/b", redirect(agent.url_for("/c"), status=308))
+    agent.route("/c", _drip(b'{"final_output": "'))
+    outcome = execute(make_request(target(agent.url_for("/a"), timeout_seconds=0.5)))
+    assert (outcome.category, outcome.error_code, outcome.status_code) == ("infra_error", "timeout", 200)
+    assert [r.path for r in agent.requests] == ["/a", "/b", "/c"]
+    agent.wait_idle(timeout=20)
+
+
+def test_a_redirect_loop_is_a_config_error_not_retried(agent):
+    agent.route("/a", redirect(agent.url_for("/b"), status=307))
+    agent.route("/b", redirect(agent.url_for("/a"), status=307))
+    outcomes, waits = drive(make_request(target(agent.url_for("/a"), max_attempts=3)))
+    assert [(o.category, o.error_code, o.status_code) for o in outcomes] == [
+        ("config_error", "too_many_redirects", None)
+    ]
+    assert waits == [] and agent.calls == 6  # the first request and 5 redirects
+
+
 @pytest.mark.parametrize("kind", ["hosted_http", "openai_chat"])
 @pytest.mark.parametrize("status", [307, 308])
 def test_a_cross_origin_redirect_drops_every_deployment_credential(agent, kind, status):
