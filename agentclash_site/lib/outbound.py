@@ -25,7 +25,9 @@ Why it exists (ARCHITECTURE.md "Safe by default", "Measured facts"):
   small compressed body cannot inflate past it), any other encoding is an
   :class:`UndecodableBody`.
 - **Typed errors** (:class:`BlockedAddress`, :class:`ResponseTooLarge`, :class:`Timeout`,
-  :class:`ConnectionFailed`, ...) so executors map them to attempt categories.
+  :class:`ConnectionFailed`, ...) so executors map them to attempt categories; one that
+  came after the final response's status line carries that ``status`` and the start of the
+  ``body`` as far as it was read.
 
 aiohttp was chosen by measurement (bench/http_clients.py and bench/README.md): on a
 loopback stub with 16 requests in flight it moved several times more requests per second
@@ -145,6 +147,11 @@ class OutboundError(Exception):
         super().__init__(message)
         self.message = message
         self.url = url
+        # Set when the failure came after the final response's status line (a body too large,
+        # undecodable, cut off or too slow): that status, and the start of what was read of
+        # the body (at most ERROR_BODY_BYTES), which callers store like any answer's.
+        self.status: int | None = None
+        self.body = b""
 
 
 class InvalidURL(OutboundError):
@@ -575,6 +582,7 @@ class OutboundClient:
             send_headers.setdefault("Content-Type", "application/json")
         cap = self.max_body_bytes if max_body_bytes is None else max_body_bytes
         started = time.perf_counter()
+        reading = _Reading()
         try:
             async with asyncio.timeout(timeout):
                 response = await self._follow(
@@ -587,9 +595,14 @@ class OutboundClient:
                     connect_timeout=connect_timeout or self.connect_timeout,
                     read_timeout=read_timeout,
                     sensitive={h.lower() for h in sensitive_headers} | set(CREDENTIAL_HEADERS),
+                    reading=reading,
                 )
         except TimeoutError:
-            raise Timeout(f"no complete response within {timeout:g}s", url=_loggable(url)) from None
+            exc = Timeout(f"no complete response within {timeout:g}s", url=_loggable(url))
+            raise reading.mark(exc) from None
+        except OutboundError as exc:
+            reading.mark(exc)
+            raise
         response.elapsed_ms = (time.perf_counter() - started) * 1000.0
         return response
 
@@ -608,6 +621,7 @@ class OutboundClient:
         connect_timeout: float,
         read_timeout: float | None,
         sensitive: set[str],
+        reading: _Reading,
     ) -> OutboundResponse:
         session = self._session(allow_private)
         client_timeout = aiohttp.ClientTimeout(
@@ -631,10 +645,13 @@ class OutboundClient:
                     if resp.status in REDIRECT_STATUSES and location:
                         resp.close()  # do not read (or drain) a redirect's body
                     else:
+                        reading.status = resp.status
                         if 200 <= resp.status < 300:
-                            payload = await _read_capped(resp, cap, current)
+                            payload = await _read_capped(resp, cap, current, buf=reading.body)
                         else:  # an error page: its start says why, and its size is no fault of the call
-                            payload = await _read_capped(resp, min(cap, ERROR_BODY_BYTES), current, cut=True)
+                            payload = await _read_capped(
+                                resp, min(cap, ERROR_BODY_BYTES), current, cut=True, buf=reading.body
+                            )
                         return OutboundResponse(
                             status=resp.status,
                             headers=CIMultiDictProxy(CIMultiDict(resp.headers)),
@@ -696,9 +713,28 @@ class OutboundClient:
 _DECODERS = {"gzip": 31, "x-gzip": 31, "deflate": 47}
 
 
-async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL, *, cut: bool = False) -> bytes:
+@dataclass(slots=True)
+class _Reading:
+    """The final response as far as it came: its status once its head is in, and its body
+    as read so far (the buffer ``_read_capped`` fills). A redirect's hop never sets them."""
+
+    status: int | None = None
+    body: bytearray = field(default_factory=bytearray)
+
+    def mark(self, exc: OutboundError) -> OutboundError:
+        """``exc`` with the status and the start of the body, when it came after the head."""
+        if self.status is not None and exc.status is None:
+            exc.status = self.status
+            exc.body = bytes(self.body[:ERROR_BODY_BYTES])
+        return exc
+
+
+async def _read_capped(
+    resp: aiohttp.ClientResponse, cap: int, url: URL, *, cut: bool = False, buf: bytearray | None = None
+) -> bytes:
     """The body, decoded; over ``cap`` bytes :class:`ResponseTooLarge`, or with ``cut`` its
-    first ``cap`` bytes (the rest is never read)."""
+    first ``cap`` bytes (the rest is never read). ``buf`` receives the bytes as they are read
+    (what the caller shows of a body that fails on the way)."""
     declared = resp.content_length
     if declared is not None and declared > cap and not cut:
         resp.close()
@@ -706,7 +742,8 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int, url: URL, *, cut:
             f"the response declares {declared} bytes, over the {cap}-byte limit", url=_safe_url(url)
         )
     encoding = resp.headers.get("Content-Encoding", "").strip().lower()
-    buf = bytearray()
+    if buf is None:
+        buf = bytearray()
     try:
         decoder = _decoder(encoding) if encoding not in ("", "identity") else None
         async for chunk in resp.content.iter_chunked(64 * 1024):

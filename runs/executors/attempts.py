@@ -19,6 +19,7 @@ from runs.executors.base import (
     Clock,
     ExecutionRequest,
     Executor,
+    bounded_error,
     utc_now,
     without_secrets,
 )
@@ -58,7 +59,8 @@ async def run_attempts(
             now = clock()
             outcome = AttemptOutcome(
                 AttemptCategory.CONFIG_ERROR,
-                error=f"AgentClash failed on this attempt ({type(exc).__name__}: {exc}); please report it",
+                error=f"AgentClash failed on this attempt ({type(exc).__name__}: "
+                f"{bounded_error(str(exc), 300)}); please report it",
                 error_code="internal_error",
                 started_at=now,
                 ended_at=now,

@@ -12,6 +12,7 @@ task raises ``CancelledError`` out of ``execute``; the caller records
 from __future__ import annotations
 
 import json
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -46,7 +47,13 @@ if TYPE_CHECKING:
     from runs.models import Deployment
 
 EXCERPT_BYTES = 2048
+# An attempt's error is one sentence, but it may quote the reply (a protocol error names the
+# offending key): past this many characters it is cut, and ends with CUT_MARK.
+MAX_ERROR_CHARS = 500
+CUT_MARK = " […]"
 PROTOCOL_VERSION = "1"
+# What an HTTP header value may not hold (aiohttp refuses to send it): controls but tab.
+_FORBIDDEN_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class AttemptCategory(StrEnum):
@@ -199,6 +206,19 @@ class DeploymentTarget:
     def extra_headers(self) -> dict[str, str]:
         return dict(self.config.extra_headers) if self.config else {}
 
+    def header_problem(self) -> str:
+        """Why the secret or an extra header cannot go out in an HTTP header ("" when they
+        can): the HTTP layer refuses a value with a control character other than tab (creation
+        refuses only CR and LF). Names the header, never its value."""
+        if self.secret and _FORBIDDEN_HEADER_CHARS.search(self.secret):
+            what = "the deployment's secret"
+        else:
+            bad = [k for k, v in self.extra_headers().items() if _FORBIDDEN_HEADER_CHARS.search(v)]
+            if not bad:
+                return ""
+            what = f"the value of extra header {bad[0]}"
+        return f"{what} contains a control character, which an HTTP header cannot carry: edit the deployment"
+
 
 @dataclass(frozen=True, slots=True)
 class ExecutionRequest:
@@ -302,6 +322,13 @@ def excerpt(body: bytes) -> str:
     return body[:EXCERPT_BYTES].decode("utf-8", errors="replace")
 
 
+def bounded_error(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (``CUT_MARK`` included) when longer."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(CUT_MARK)] + CUT_MARK
+
+
 REDACTED = "[redacted]"
 
 
@@ -324,8 +351,11 @@ def without_secrets(outcome: AttemptOutcome, target: DeploymentTarget) -> Attemp
 
 def _cut_secret_redacted(text: str, secret: str) -> str:
     """``text`` with a trailing start of ``secret`` (4 characters or more) redacted: both
-    texts are cut (the excerpt at ``EXCERPT_BYTES``, a quoted error message at its limit),
-    and a secret echoed across the cut was otherwise stored up to it."""
+    texts are cut (the excerpt at ``EXCERPT_BYTES``, a quoted error message at its limit, an
+    error at ``MAX_ERROR_CHARS`` before its ``CUT_MARK``), and a secret echoed across the cut
+    was otherwise stored up to it."""
+    if text.endswith(CUT_MARK):
+        return _cut_secret_redacted(text[: -len(CUT_MARK)], secret) + CUT_MARK
     head = secret[:4]
     at = text.find(head, max(0, len(text) - len(secret) + 1))
     while at != -1:
@@ -399,6 +429,8 @@ class Executor(ABC):
     def outcome(
         self, category: AttemptCategory, timer: AttemptTimer, *, body: bytes = b"", **fields: Any
     ) -> AttemptOutcome:
+        if "error" in fields:
+            fields["error"] = bounded_error(fields["error"])
         return AttemptOutcome(
             category,
             latency_ms=timer.latency_ms,
@@ -423,6 +455,12 @@ class Executor(ABC):
             timer.stop()
             return None, self.outcome(
                 AttemptCategory.CONFIG_ERROR, timer, error=target.withheld, error_code="endpoint_moved"
+            )
+        problem = target.header_problem()
+        if problem:
+            timer.stop()
+            return None, self.outcome(
+                AttemptCategory.CONFIG_ERROR, timer, error=problem, error_code="invalid_header"
             )
         remaining = (request.attempt_deadline(timer.started_at) - timer.started_at).total_seconds()
         if remaining <= 0:
@@ -458,7 +496,11 @@ class Executor(ABC):
                 if isinstance(exc, _CONFIG_ERRORS)
                 else AttemptCategory.INFRA_ERROR
             )
-            return None, self.outcome(category, timer, error=exc.message, error_code=exc.code)
+            # A failure after the status line (a body too large, cut off, too slow) keeps the
+            # status and the start of the body, as every attempt's record does.
+            return None, self.outcome(
+                category, timer, error=exc.message, error_code=exc.code, status_code=exc.status, body=exc.body
+            )
         timer.stop()
         return response, self.status_failure(response, timer)
 
@@ -510,7 +552,9 @@ class Executor(ABC):
         self, response: OutboundResponse, timer: AttemptTimer
     ) -> tuple[dict[str, Any] | None, AttemptOutcome | None]:
         try:
-            data = jsontext.loads(response.body)
+            # Decoded here: ``json.loads`` of bytes guesses UTF-16 and UTF-32 too, and JSON
+            # between systems is UTF-8 (RFC 8259 §8.1; a byte order mark may be ignored).
+            data = jsontext.loads(response.body.decode("utf-8-sig"))
         except (ValueError, UnicodeDecodeError) as exc:
             return None, self.outcome(
                 AttemptCategory.CONFIG_ERROR,
@@ -538,7 +582,8 @@ def _not_json(response: OutboundResponse, exc: Exception) -> str:
         return "the response body's JSON is nested too deeply to read"
     if not response.body.strip():
         return f"the response body is empty (HTTP {response.status}): a JSON object is required"
-    if isinstance(exc, UnicodeDecodeError):
+    if isinstance(exc, UnicodeDecodeError) or b"\x00" in response.body[:4]:
+        # A NUL among the first bytes of JSON text: UTF-16 or UTF-32 (RFC 4627 §3).
         return "the response body is not UTF-8 text, as JSON must be"
     if response.content_type and "json" not in response.content_type:
         return f"the response body is not JSON (Content-Type {response.content_type})"

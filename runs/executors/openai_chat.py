@@ -5,7 +5,9 @@ parameters (temperature, max_tokens, ..., ``extra_body``); config cannot overrid
 ``model`` or ``messages``. Reply: ``choices[0].message.content`` is the final output;
 ``tool_calls`` in the reply are recorded, never executed; ``usage`` fills the metrics;
 the transcript is the request messages plus the reply. There is no files channel.
-``finish_reason: "length"`` sets ``limit_hit`` (the model stopped on its token limit).
+``finish_reason: "length"`` sets ``limit_hit`` (the model stopped on its token limit);
+``finish_reason: "error"`` or an error on the choice (a gateway's 200 for a generation that
+failed upstream) is an infra error, retried, not an answer.
 """
 
 from __future__ import annotations
@@ -112,7 +114,10 @@ def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[
             return f"choices[0].message.tool_calls[{k}] {call}: not a chat completion"
         calls.append(call)
     usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-    metrics: dict[str, Any] = {"model": reply.get("model") or request.deployment.model}
+    # The model the endpoint says answered, when it names one (else the deployment's).
+    reported = reply.get("model")
+    model = reported if isinstance(reported, str) and reported else request.deployment.model
+    metrics: dict[str, Any] = {"model": model}
     for ours, theirs in (
         ("input_tokens", "prompt_tokens"),
         ("output_tokens", "completion_tokens"),
@@ -138,6 +143,35 @@ def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[
     return out
 
 
+def failed_generation(reply: dict[str, Any]) -> dict[str, Any] | None:
+    """The error of a reply whose first choice says the generation failed, or None.
+
+    OpenRouter and other gateways answer HTTP 200 when the model fails mid-generation, with
+    ``finish_reason: "error"`` and the error on the choice (a partial message beside it):
+    that text is no answer of the model's. ``{}`` when no error object says more."""
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    error = choices[0].get("error")
+    if isinstance(error, str) and error:
+        return {"message": error}
+    if isinstance(error, dict) and error:
+        return error
+    return {} if choices[0].get("finish_reason") == "error" else None
+
+
+def _stated_status(error: dict[str, Any]) -> int | None:
+    """The HTTP status an error object states (``code``, ``status`` or ``status_code``)."""
+    for key in ("code", "status", "status_code"):
+        value = error.get(key)
+        if isinstance(value, bool):
+            continue
+        stated = isinstance(value, int) or (isinstance(value, str) and value.isdigit() and len(value) == 3)
+        if stated and 100 <= int(value) <= 599:
+            return int(value)
+    return None
+
+
 class OpenAIChatExecutor(Executor):
     kind = "openai_chat"
 
@@ -153,19 +187,14 @@ class OpenAIChatExecutor(Executor):
         if failure is not None or reply is None:
             return failure  # type: ignore[return-value]
         common = {"status_code": response.status, "body": response.body, "response": reply}
+        failed = failed_generation(reply)
+        if failed is not None:
+            return self._generation_failed(failed, timer, common)
         normalized = protocol_response(request, reply)
         if isinstance(normalized, str):
             passing = transient_error_in_body(reply)
             if passing is not None:  # retried as that HTTP status would be (never the agent's fault)
-                status, message = passing
-                return self.outcome(
-                    AttemptCategory.INFRA_ERROR,
-                    timer,
-                    error=f"the model endpoint answered HTTP 200 with an error {status}"
-                    + (f": {message}" if message else ""),
-                    error_code="rate_limited" if status == 429 else "server_error",
-                    **common,
-                )
+                return self._passing_error(passing, timer, common)
             return self.outcome(
                 AttemptCategory.CONFIG_ERROR,
                 timer,
@@ -186,3 +215,44 @@ class OpenAIChatExecutor(Executor):
         # outcome carries it (converted once, here, not again where the item is graded).
         common["response"] = normalized
         return self.outcome(AttemptCategory.OK, timer, evidence=evidence, **common)
+
+    def _passing_error(
+        self, passing: tuple[int, str], timer: AttemptTimer, common: dict[str, Any]
+    ) -> AttemptOutcome:
+        status, message = passing
+        return self.outcome(
+            AttemptCategory.INFRA_ERROR,
+            timer,
+            error=f"the model endpoint answered HTTP 200 with an error {status}"
+            + (f": {message}" if message else ""),
+            error_code="rate_limited" if status == 429 else "server_error",
+            **common,
+        )
+
+    def _generation_failed(
+        self, error: dict[str, Any], timer: AttemptTimer, common: dict[str, Any]
+    ) -> AttemptOutcome:
+        """A generation the endpoint reports failed: an infra error, retried (a provider's
+        failure, never the model's answer), unless its error states a status that will not
+        pass (a 4xx but 408 and 429), which is a config error as that status would be."""
+        passing = transient_error_in_body({"error": error})
+        if passing is not None:
+            return self._passing_error(passing, timer, common)
+        message = error.get("message")
+        said = f": {message[:300]}" if isinstance(message, str) and message else ""
+        status = _stated_status(error)
+        if status is not None and 400 <= status < 500:
+            return self.outcome(
+                AttemptCategory.CONFIG_ERROR,
+                timer,
+                error=f"the model endpoint answered HTTP 200 with an error {status}{said}",
+                error_code="not_chat_completion",
+                **common,
+            )
+        return self.outcome(
+            AttemptCategory.INFRA_ERROR,
+            timer,
+            error=f"the model stopped with an error (finish_reason error){said}",
+            error_code="server_error",
+            **common,
+        )

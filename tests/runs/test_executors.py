@@ -10,6 +10,7 @@ import logging
 import random
 import socket
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 from aiohttp import web
@@ -29,7 +30,7 @@ from runs.executors import (
     executor_for,
 )
 from runs.executors.attempts import run_attempts
-from runs.executors.base import EXCERPT_BYTES
+from runs.executors.base import EXCERPT_BYTES, MAX_ERROR_CHARS
 from tests.fakes.agent_server import (
     FakeAgent,
     MiB,
@@ -43,6 +44,7 @@ from tests.fakes.agent_server import (
     raw,
     redirect,
     server_error,
+    wire,
 )
 from tests.fakes.network import loopback_only
 from tests.processes import free_port
@@ -202,6 +204,34 @@ def test_extra_headers_are_sent_and_the_secret_can_use_its_own_header(agent):
     assert headers["X-Team"] == "evals"
     assert headers["api-key"] == SECRET
     assert "Authorization" not in headers
+
+
+@pytest.mark.parametrize(
+    ("overrides", "names"),
+    [
+        ({"secret": "sk-VALUE\x00x"}, "the deployment's secret"),
+        ({"secret": "sk-VALUE\x7fx"}, "the deployment's secret"),
+        ({"config": DeploymentConfig(extra_headers={"X-Team": "VALUE\x01x"})}, "extra header X-Team"),
+        (
+            {
+                "kind": "openai_chat",
+                "model": "m",
+                "config": DeploymentConfig(extra_headers={"X-T": "VALUE\x1bx"}),
+            },
+            "extra header X-T",
+        ),
+    ],
+)
+def test_a_header_value_http_cannot_carry_is_a_config_error_naming_it_without_a_call(agent, overrides, names):
+    # Creation refuses only CR and LF; any other control character made the HTTP layer raise
+    # inside the call, and every attempt of every case ended "AgentClash failed on this
+    # attempt (ValueError: Forbidden control character ...); please report it".
+    outcomes, _ = drive(make_request(target(agent.url, max_attempts=3, **overrides)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("config_error", "invalid_header")]
+    assert names in outcomes[0].error
+    assert "control character" in outcomes[0].error
+    assert "VALUE" not in outcomes[0].error  # never the value itself
+    assert agent.calls == 0
 
 
 def test_an_input_without_a_value_is_sent_without_one(agent):
@@ -387,6 +417,10 @@ def _encoded(body: bytes, encoding: str):
         (raw(b"", status=204), "the response body is empty"),
         (raw(b"<html>Bad gateway</html>", content_type="text/html"), "not JSON (Content-Type text/html)"),
         (raw('{"final_output": "café"}'.encode("latin-1")), "not UTF-8"),
+        # json.loads(bytes) reads UTF-16 and UTF-32 by itself: such a body was graded.
+        (raw('{"final_output": "36"}'.encode("utf-16")), "not UTF-8"),
+        (raw('{"final_output": "36"}'.encode("utf-16-le")), "not UTF-8"),
+        (raw('{"final_output": "36"}'.encode("utf-32")), "not UTF-8"),
         (invalid_json(), "the response body is not JSON"),
     ],
 )
@@ -396,6 +430,13 @@ def test_a_body_that_is_not_json_says_what_it_is(agent, behaviour, says):
     outcome = execute(make_request(target(agent.url)))
     assert (outcome.category, outcome.error_code) == ("config_error", "invalid_json")
     assert says in outcome.error
+
+
+def test_a_utf8_reply_with_a_byte_order_mark_is_graded(agent):
+    # RFC 8259 lets a parser ignore the mark; refusing UTF-16 must not refuse it.
+    agent.default = raw('\ufeff{"final_output": "36"}'.encode())
+    outcome = execute(make_request(target(agent.url)))
+    assert outcome.ok and outcome.evidence.final_output == "36"
 
 
 def test_a_gzip_reply_sent_though_identity_was_asked_for_is_graded(agent):
@@ -421,12 +462,72 @@ def test_a_reply_in_an_encoding_we_cannot_read_is_a_config_error_naming_it(agent
     outcome = execute(make_request(target(agent.url)))
     assert (outcome.category, outcome.error_code) == (AttemptCategory.CONFIG_ERROR, "undecodable_body")
     assert "Content-Encoding br" in outcome.error
+    assert outcome.status_code == 200  # was None: the status line had been read
+
+
+def _drip(opening: bytes):
+    """A 200 that sends ``opening``, then one more byte every 20 ms until the client leaves."""
+
+    async def behaviour(request, recorded, agent):
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(opening)
+        try:
+            for _ in range(3000):  # 60 s: far past every timeout below
+                await asyncio.sleep(0.02)
+                await response.write(b"x")
+                agent.bytes_sent += 1
+        except (ConnectionError, RuntimeError):
+            pass  # the client gave up: what the test wants
+        return response
+
+    return behaviour
+
+
+@pytest.mark.parametrize("kind", ["hosted_http", "openai_chat"])
+def test_a_reply_that_drips_in_is_cut_at_its_timeout_and_shows_what_came(agent, kind):
+    # Bytes keep arriving, so no gap between reads is long: only the attempt's own timeout
+    # ends it. The attempt says it got a 200 and shows the start of the body (it said neither).
+    agent.default = _drip(b'{"final_output": "')
+    deployment = target(agent.url, timeout_seconds=0.5, kind=kind, model="m")
+    outcome = execute(make_request(deployment))
+    assert (outcome.category, outcome.error_code) == ("infra_error", "timeout")
+    assert outcome.retryable
+    assert outcome.status_code == 200
+    assert outcome.body_excerpt.startswith('{"final_output": "x')
+    agent.wait_idle(timeout=20)  # the server saw the client leave, long before its 60 s
+
+
+def test_a_drip_past_the_items_deadline_is_cut_there_and_not_retried(agent):
+    agent.default = _drip(b'{"final_output": "')
+    request = make_request(
+        target(agent.url, timeout_seconds=120, max_attempts=3),
+        deadline=datetime.now(UTC) + timedelta(seconds=0.5),
+    )
+    outcomes, waits = drive(request)
+    assert [(o.category, o.error_code) for o in outcomes] == [("infra_error", "timeout")]
+    assert waits == []
+    agent.wait_idle(timeout=20)
+
+
+def test_a_2xx_body_cut_short_is_a_retried_infra_error_showing_what_came(agent):
+    agent.default = wire(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        b'{"final_output": "par'
+    )
+    outcome = execute(make_request(target(agent.url)))
+    assert (outcome.category, outcome.error_code) == ("infra_error", "connection_failed")
+    assert "cut off" in outcome.error
+    assert (outcome.status_code, outcome.body_excerpt) == (200, '{"final_output": "par')
 
 
 def test_a_50_mb_body_is_a_config_error_and_is_not_read_whole(agent):
     agent.default = huge(50 * MiB, declare_length=False)
     outcome = execute(make_request(target(agent.url, timeout_seconds=30)))
     assert (outcome.category, outcome.error_code) == ("config_error", "response_too_large")
+    # The status and the start of what was read are stored like any attempt's (both were empty).
+    assert outcome.status_code == 200
+    assert outcome.body_excerpt == " " * EXCERPT_BYTES
     agent.wait_idle(timeout=20)
     assert agent.bytes_sent < 25 * MiB
 
@@ -476,6 +577,28 @@ def test_a_redirect_to_another_loopback_url_is_followed_with_the_body(agent):
     assert verify_signature(
         agent.requests[-1].body, SIGNING_KEY, agent.requests[-1].headers["X-AgentClash-Signature"]
     )
+
+
+def test_one_timeout_bounds_every_hop_of_a_redirect_chain(agent):
+    # Each hop answers at once, the last one drips: the attempt's timeout covers the chain as
+    # a whole, and the status stored is the final answer's, not a redirect's.
+    agent.route("/a", redirect(agent.url_for("/b"), status=307))
+    agent.route("/b", redirect(agent.url_for("/c"), status=308))
+    agent.route("/c", _drip(b'{"final_output": "'))
+    outcome = execute(make_request(target(agent.url_for("/a"), timeout_seconds=0.5)))
+    assert (outcome.category, outcome.error_code, outcome.status_code) == ("infra_error", "timeout", 200)
+    assert [r.path for r in agent.requests] == ["/a", "/b", "/c"]
+    agent.wait_idle(timeout=20)
+
+
+def test_a_redirect_loop_is_a_config_error_not_retried(agent):
+    agent.route("/a", redirect(agent.url_for("/b"), status=307))
+    agent.route("/b", redirect(agent.url_for("/a"), status=307))
+    outcomes, waits = drive(make_request(target(agent.url_for("/a"), max_attempts=3)))
+    assert [(o.category, o.error_code, o.status_code) for o in outcomes] == [
+        ("config_error", "too_many_redirects", None)
+    ]
+    assert waits == [] and agent.calls == 6  # the first request and 5 redirects
 
 
 @pytest.mark.parametrize("kind", ["hosted_http", "openai_chat"])
@@ -550,6 +673,19 @@ def test_a_503s_retry_after_is_honoured_too(agent):
     assert outcomes[0].retry_after == 5.0 and waits == [5.0]
 
 
+def test_a_retry_after_date_is_honoured_and_one_past_the_deadline_ends_the_item(agent):
+    # Retry-After in its HTTP-date form, through the executor: a floor for the wait (the
+    # jitter window is 1 s), and a date past the item's deadline means no retry at all.
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=40), usegmt=True)
+    later = format_datetime(datetime.now(UTC) + timedelta(days=2), usegmt=True)
+    agent.queue(rate_limited(soon), server_error(503, retry_after=later), ok())
+    request = make_request(target(agent.url, max_attempts=3), deadline=datetime.now(UTC) + timedelta(hours=1))
+    outcomes, waits = drive(request)
+    assert [o.category for o in outcomes] == ["infra_error", "infra_error"]
+    assert 30 < outcomes[0].retry_after <= 40 and waits == [outcomes[0].retry_after]
+    assert outcomes[1].retry_after > 86400 and agent.calls == 2
+
+
 def test_retries_stop_at_max_attempts(agent):
     agent.default = server_error(503)
     outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
@@ -557,6 +693,48 @@ def test_retries_stop_at_max_attempts(agent):
     assert len(waits) == 2
     assert agent.calls == 3
     assert all(0 <= w <= cap for w, cap in zip(waits, [1, 2], strict=True))
+
+
+_INFRA_FAILURES = {
+    "timeout": lambda agent: hang(),
+    "server_error": lambda agent: server_error(502),
+    "rate_limited": lambda agent: rate_limited(None),
+    "request_timeout": lambda agent: server_error(408),
+    "connection_failed": lambda agent: wire(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{"),
+}
+
+
+@pytest.mark.parametrize("code", list(_INFRA_FAILURES))
+def test_each_infra_failure_of_the_outcomes_table_is_retried_up_to_max_attempts(agent, code):
+    # agent-protocol.md "Outcomes": timeout, connection error, 5xx, 429 are infra_error, retried
+    # up to max_attempts (which counts the first attempt), each wait within its jitter window.
+    agent.default = _INFRA_FAILURES[code](agent)
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3, timeout_seconds=0.3)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("infra_error", code)] * 3
+    assert len(waits) == 2 and 0 <= waits[0] <= 1 and 0 <= waits[1] <= 2
+    assert [r.json["attempt"] for r in agent.requests] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "code"),
+    [
+        (server_error(400, "bad request"), "http_status"),
+        (server_error(409, "conflict"), "http_status"),
+        (invalid_json(), "invalid_json"),
+        (ok({"answer": 42}), "missing_final_output"),
+        (ok(["final_output"]), "not_protocol"),
+        (
+            ok({"final_output": "x", "tool_calls": [{"name": "a"}], "invocations": [{"tool_calls": []}]}),
+            "invocations_with_tool_calls",
+        ),
+        (huge(11 * MiB), "response_too_large"),
+    ],
+)
+def test_each_config_failure_of_the_outcomes_table_is_tried_once(agent, behaviour, code):
+    agent.default = behaviour
+    outcomes, waits = drive(make_request(target(agent.url, max_attempts=3)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("config_error", code)]
+    assert waits == [] and agent.calls == 1
 
 
 def test_config_errors_are_not_retried(agent):
@@ -663,6 +841,14 @@ def test_openai_chat_reads_token_counts_as_hosted_http_does(agent):
     assert (metrics.input_tokens, metrics.output_tokens, metrics.total_tokens) == (7, None, 9)
 
 
+@pytest.mark.parametrize("reported", [{"name": "gpt"}, 5, ["gpt"], "", None])
+def test_openai_chat_a_reply_model_that_is_no_name_leaves_the_deployments(agent, reported):
+    # A dict was recorded as the model "{'name': 'gpt'}" (its Python repr), a number as "5".
+    agent.default = chat_ok("3", model=reported)
+    metrics = execute(make_request(chat_target(agent))).evidence.metrics
+    assert metrics.model == "gpt-test"
+
+
 def test_openai_chat_marks_a_length_cut_as_a_limit_hit(agent):
     agent.default = chat_ok("3", finish_reason="length")
     assert execute(make_request(chat_target(agent))).evidence.limit_hit is True
@@ -754,6 +940,56 @@ def test_a_200_carrying_an_error_that_will_not_pass_stays_a_config_error(agent, 
     agent.default = ok({"error": error})
     outcome = execute(make_request(chat_target(agent)))
     assert (outcome.category, outcome.error_code) == ("config_error", "not_chat_completion")
+
+
+def _failed_generation(content, *, finish_reason="error", error=None):
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": finish_reason,
+    }
+    if error is not None:
+        choice["error"] = error
+    return ok({"id": "gen-1", "choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "code", "says"),
+    [
+        (
+            _failed_generation("The answer is", error={"code": 502, "message": "provider died"}),
+            "server_error",
+            "provider died",
+        ),
+        (
+            _failed_generation("The answer is", error={"code": 429, "message": "slow down"}),
+            "rate_limited",
+            "slow down",
+        ),
+        (_failed_generation("The answer is"), "server_error", "stopped with an error"),
+        (
+            _failed_generation("", finish_reason="stop", error={"message": "upstream reset"}),
+            "server_error",
+            "upstream reset",
+        ),
+    ],
+)
+def test_a_generation_that_failed_upstream_is_retried_not_graded(agent, behaviour, code, says):
+    # OpenRouter and other gateways answer HTTP 200 with finish_reason "error" (and the error on
+    # the choice) when the model fails mid-generation: the partial text was graded as the
+    # model's answer, and the case counted against it for a provider's failure.
+    agent.queue(behaviour, chat_ok("36"))
+    outcomes, waits = drive(make_request(chat_target(agent)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("infra_error", code), ("ok", "")]
+    assert says in outcomes[0].error and outcomes[0].status_code == 200 and len(waits) == 1
+    assert outcomes[1].evidence.final_output == "36"
+
+
+def test_a_generation_that_failed_with_an_error_that_will_not_pass_is_a_config_error(agent):
+    agent.default = _failed_generation("", error={"code": 400, "message": "context too long"})
+    outcomes, _ = drive(make_request(chat_target(agent)))
+    assert [(o.category, o.error_code) for o in outcomes] == [("config_error", "not_chat_completion")]
+    assert "context too long" in outcomes[0].error
 
 
 # --- trace_import and secrets ----------------------------------------------------------------
@@ -848,3 +1084,25 @@ def test_a_secret_cut_in_a_model_endpoints_error_message_is_redacted_too(agent):
     assert outcomes[-1].error_code == "not_chat_completion"
     assert outcomes[-1].error.endswith(" key [redacted]")
     assert SECRET[:4] not in outcomes[-1].error
+
+
+def test_an_error_quoting_a_huge_part_of_the_reply_is_bounded(agent):
+    # The protocol error quoted the offending key whole: a reply with a 1 MB file path stored
+    # a 1 MB error on the attempt (and on every case page that lists it).
+    agent.default = ok({"final_output": "x", "files": {"A" * 1_000_000: 5}})
+    outcomes, _ = drive(make_request(target(agent.url, max_attempts=1)))
+    error = outcomes[-1].error
+    assert (outcomes[-1].category, outcomes[-1].error_code) == ("config_error", "protocol_error")
+    assert error.startswith("the response is not the protocol's: files['AAAA")
+    assert len(error) == MAX_ERROR_CHARS and error.endswith("A […]")
+
+
+@pytest.mark.parametrize("shown", [4, 12, len(SECRET) - 1])
+def test_a_secret_cut_by_the_error_limit_is_redacted_too(agent, shown):
+    prefix = "the response is not the protocol's: files['"
+    key = "x" * (MAX_ERROR_CHARS - len(" […]") - len(prefix) - shown) + SECRET + "y" * 100
+    agent.default = ok({"final_output": "x", "files": {key: 5}})
+    outcomes, _ = drive(make_request(target(agent.url, max_attempts=1)))
+    error = outcomes[-1].error
+    assert error.endswith("x[redacted] […]")
+    assert SECRET[:shown] not in error

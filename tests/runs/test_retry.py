@@ -79,6 +79,16 @@ def test_attempt_numbers_start_at_one():
         (" 0 ", 0.0),
         ("Sun, 22 Nov 2026 12:00:30 GMT", 30.0),
         ("Sun, 22 Nov 2026 11:00:00 GMT", 0.0),  # in the past
+        # The two obsolete HTTP-date forms a recipient must read too (RFC 9110 §5.6.7).
+        ("Sunday, 22-Nov-26 12:01:00 GMT", 60.0),
+        ("Sun Nov 22 12:00:05 2026", 5.0),
+        (
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            (datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - NOW).total_seconds(),
+        ),
+        ("Sun, 22 Nov 10000 12:00:00 GMT", None),  # past the calendar: malformed, not a crash
+        ("1.5", None),  # delta-seconds are whole
+        ("5, 6", None),
         ("soon", None),
         ("-3", None),
         ("\u00b2", None),  # latin-1 byte 0xB2 of a header: isdigit() but not int()-able
