@@ -19,6 +19,10 @@ RESERVED_HEADERS = frozenset(
         "x-agentclash-signature",
     }
 )
+# What an HTTP header value cannot carry (a tab it can): refused when a deployment is saved
+# (runs.services.deployments, not here: a config stored before must still load, and its calls
+# end config_error invalid_header, runs.executors.base).
+HEADER_VALUE_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 
 

@@ -12,7 +12,6 @@ task raises ``CancelledError`` out of ``execute``; the caller records
 from __future__ import annotations
 
 import json
-import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -40,6 +39,7 @@ from agentclash_site.lib.outbound import (
 from agentclash_site.lib.signing import SIGNATURE_HEADER, signature_headers
 from grading.engine import jsontext
 from grading.engine.types import Evidence, Timing
+from runs.deployment_config import HEADER_VALUE_UNSAFE
 from runs.retry import parse_retry_after
 
 if TYPE_CHECKING:
@@ -52,8 +52,6 @@ EXCERPT_BYTES = 2048
 MAX_ERROR_CHARS = 500
 CUT_MARK = " […]"
 PROTOCOL_VERSION = "1"
-# What an HTTP header value may not hold (aiohttp refuses to send it): controls but tab.
-_FORBIDDEN_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class AttemptCategory(StrEnum):
@@ -208,12 +206,12 @@ class DeploymentTarget:
 
     def header_problem(self) -> str:
         """Why the secret or an extra header cannot go out in an HTTP header ("" when they
-        can): the HTTP layer refuses a value with a control character other than tab (creation
-        refuses only CR and LF). Names the header, never its value."""
-        if self.secret and _FORBIDDEN_HEADER_CHARS.search(self.secret):
+        can): the HTTP layer refuses a value with a control character other than tab (saving a
+        deployment refuses them too, but one saved before it did may hold one). Names the header, never its value."""
+        if self.secret and HEADER_VALUE_UNSAFE.search(self.secret):
             what = "the deployment's secret"
         else:
-            bad = [k for k, v in self.extra_headers().items() if _FORBIDDEN_HEADER_CHARS.search(v)]
+            bad = [k for k, v in self.extra_headers().items() if HEADER_VALUE_UNSAFE.search(v)]
             if not bad:
                 return ""
             what = f"the value of extra header {bad[0]}"

@@ -23,7 +23,7 @@ from agentclash_site.lib.crypto import DecryptionError
 from agentclash_site.lib.outbound import run_with_client
 from agentclash_site.lib.signing import generate_signing_key
 from agentclash_site.workspaces.models import Workspace
-from runs.deployment_config import DeploymentConfig
+from runs.deployment_config import HEADER_VALUE_UNSAFE, DeploymentConfig
 from runs.executors import AttemptOutcome, DeploymentTarget, executor_for
 from runs.executors.base import without_secrets
 from runs.executors.probe import probe_request
@@ -214,6 +214,14 @@ def clean_config(config: Any, kind: str) -> dict[str, Any]:
                 f"config.{where}: a streamed reply cannot be read; AgentClash reads one chat completion per case",
                 field=f"config.{where}",
             )
+    for header, value in typed.extra_headers.items():
+        if HEADER_VALUE_UNSAFE.search(value):
+            raise DeploymentError(
+                "invalid_config",
+                f"config.extra_headers: the value of {header} must not contain control characters "
+                "(an HTTP header cannot carry them)",
+                field="config.extra_headers",
+            )
     if kind != DeploymentKind.OPENAI_CHAT:
         for key in DeploymentConfig.MODEL_KEYS:
             if key in typed.model_fields_set:
@@ -231,6 +239,12 @@ def _clean_secret(secret: Any) -> str | None:
     if not isinstance(secret, str) or len(secret) > 10_000 or "\n" in secret or "\r" in secret:
         raise DeploymentError(
             "invalid_secret", "the secret must be one line of at most 10,000 characters", field="secret"
+        )
+    if HEADER_VALUE_UNSAFE.search(secret):  # every call would end config_error invalid_header
+        raise DeploymentError(
+            "invalid_secret",
+            "the secret must not contain control characters (it is sent in an HTTP header): paste it again",
+            field="secret",
         )
     return secret
 

@@ -362,3 +362,31 @@ def test_test_connection_never_shows_a_secret_the_agent_echoes(personas):
         outcome = deployment_test_connection(deployment=Deployment.objects.get(pk=created.deployment.pk))
     assert outcome.category == AttemptCategory.CONFIG_ERROR
     assert SECRET not in outcome.body_excerpt and "[redacted]" in outcome.body_excerpt
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\x1b[0m", "\x7f", "\x0b"])
+def test_a_secret_or_header_value_http_cannot_carry_is_refused_when_saved(personas, bad):
+    # Only CR and LF were refused: the deployment was saved and every call of every run
+    # ended config_error invalid_header.
+    with pytest.raises(DeploymentError) as info:
+        hosted(personas.workspace, secret=f"sk-{bad}-x")
+    assert (info.value.code, info.value.field) == ("invalid_secret", "secret")
+    assert "control characters" in info.value.message and bad not in info.value.message
+    with pytest.raises(DeploymentError) as info:
+        hosted(personas.workspace, config={"extra_headers": {"X-Team": f"a{bad}b"}})
+    assert info.value.field == "config.extra_headers" and "X-Team" in info.value.message
+    assert not Deployment.objects.exists()
+    # a tab is a valid header character
+    assert hosted(
+        personas.workspace, secret="sk-\t-x", config={"extra_headers": {"X-Team": "a\tb"}}
+    ).deployment
+
+
+def test_a_header_value_stored_before_the_check_still_loads_and_its_calls_say_why(personas):
+    from runs.lane_settings import CallSettings
+
+    created = hosted(personas.workspace).deployment
+    Deployment.objects.filter(id=created.id).update(config={"extra_headers": {"X-Team": "a\x01b"}})
+    deployment = Deployment.objects.get(id=created.id)
+    target = CallSettings.of_deployment(deployment).target(deployment)  # no ValidationError
+    assert "extra header X-Team contains a control character" in target.header_problem()
