@@ -131,6 +131,16 @@ def _clean_url(url: Any, kind: str) -> str:
         raise DeploymentError(
             "invalid_url", f"{field} must have no #fragment and at most 2000 characters", field=field
         )
+    if kind == DeploymentKind.OPENAI_CHAT and parsed.path.rstrip("/").endswith("/chat/completions"):
+        # every call went to .../chat/completions/chat/completions and was a 404
+        base = str(
+            parsed.with_path(parsed.path.rstrip("/").removesuffix("/chat/completions"), keep_query=True)
+        )
+        raise DeploymentError(
+            "invalid_url",
+            f"{field} is the API's base URL, without /chat/completions (AgentClash adds it): use {base}",
+            field=field,
+        )
     return url
 
 

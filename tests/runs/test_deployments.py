@@ -390,3 +390,22 @@ def test_a_header_value_stored_before_the_check_still_loads_and_its_calls_say_wh
     deployment = Deployment.objects.get(id=created.id)
     target = CallSettings.of_deployment(deployment).target(deployment)  # no ValidationError
     assert "extra header X-Team contains a control character" in target.header_problem()
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("https://api.example.com/v1/chat/completions", "https://api.example.com/v1"),
+        ("https://api.example.com/v1/chat/completions/", "https://api.example.com/v1"),
+        ("https://res.example.com/openai/deployments/d/chat/completions?api-version=2024-10-21",
+         "https://res.example.com/openai/deployments/d?api-version=2024-10-21"),
+    ],
+)  # fmt: skip
+def test_a_chat_base_url_that_already_ends_in_chat_completions_is_refused_with_the_base(personas, url, base):
+    with pytest.raises(DeploymentError) as info:
+        deployment_create(workspace=personas.workspace, name="gpt", kind="openai_chat", url=url, model="m")
+    assert (info.value.code, info.value.field) == ("invalid_url", "base_url")
+    assert info.value.message.endswith(f"use {base}")
+    assert deployment_create(
+        workspace=personas.workspace, name="gpt", kind="openai_chat", url=base, model="m"
+    )
