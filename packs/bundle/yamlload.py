@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -75,15 +76,18 @@ def resolve_plain(text: str) -> Any:
         return False
     if text[0] not in _NUMERIC_START:
         return text
+    number: int | None = None
     try:
         if _INT.match(text):
-            return int(text)
-        if _OCT.match(text):
-            return int(text[2:], 8)
-        if _HEX.match(text):
-            return int(text[2:], 16)
-    except ValueError:  # more digits than int() accepts: keep the text
-        return text
+            number = int(text)
+        elif _OCT.match(text):
+            number = int(text[2:], 8)
+        elif _HEX.match(text):
+            number = int(text[2:], 16)
+    except ValueError:  # more digits than int() accepts (4300): far beyond a double
+        return -math.inf if text[0] == "-" else math.inf
+    if number is not None:
+        return _finite_int(number)
     if _FLOAT.match(text):
         return float(text)
     if _INF.match(text):
@@ -91,6 +95,17 @@ def resolve_plain(text: str) -> Any:
     if _NAN.match(text):
         return math.nan
     return text
+
+
+def _finite_int(number: int) -> int | float:
+    """An integer as a JSON number can carry it: beyond the double range (~1.8e308) it is
+    infinite, like the float literal ``1e400``, so it gets "must be a finite number" at its
+    field. Kept as an int, it crashed the range checks (``math.isfinite`` overflows) and, past
+    4300 digits, the canonical JSON of the case (``str(int)`` refuses it); kept as text, a
+    number in a payload silently became a string."""
+    if abs(number) > sys.float_info.max:
+        return -math.inf if number < 0 else math.inf
+    return number
 
 
 class MapShadow(dict):

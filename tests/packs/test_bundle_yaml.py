@@ -83,6 +83,77 @@ def test_a_non_finite_number_in_a_payload_is_refused_too():
     assert errors(check(text)) == [("input_sets[0].cases[0].payload.a", "must be a finite number")]
 
 
+BEYOND_DOUBLE = "9" * 400  # an integer past ~1.8e308, the largest finite double
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (BEYOND_DOUBLE, float("inf")),
+        ("-" + BEYOND_DOUBLE, float("-inf")),
+        ("9" * 5000, float("inf")),  # more digits than int() reads
+        ("0x" + "f" * 300, float("inf")),  # int() reads any hex length
+        ("0o" + "7" * 400, float("inf")),
+        ("9" * 300, int("9" * 300)),  # within the double range: exact
+    ],
+)
+def test_an_integer_beyond_the_double_range_is_infinite_like_1e400(text, value):
+    assert resolve_plain(text) == value
+
+
+@pytest.mark.parametrize(
+    ("anchor", "replacement", "field"),
+    [
+        ("a: 1\n", f"a: {BEYOND_DOUBLE}\n", "input_sets[0].cases[0].payload.a"),
+        ("a: 1\n", "a: 0x" + "f" * 4000 + "\n", "input_sets[0].cases[0].payload.a"),
+        ("a: 1\n", "a: " + "9" * 5000 + "\n", "input_sets[0].cases[0].payload.a"),
+        ("  number: 1\n", f"  number: {BEYOND_DOUBLE}\n", "version.number"),
+        ("  number: 1\n", "  number: .nan\n", "version.number"),
+        (
+            "    case_key: a\n",
+            f"    case_key: a\n    case_timeout_seconds: -{BEYOND_DOUBLE}\n",
+            "input_sets[0].cases[0].case_timeout_seconds",
+        ),
+        (
+            "  execution_mode: native\n",
+            f"  execution_mode: native\n  tool_policy: {{max_tool_calls: {BEYOND_DOUBLE}}}\n",
+            "version.tool_policy.max_tool_calls",
+        ),
+        (
+            "  execution_mode: native\n",
+            "  execution_mode: native\n  filesystem: {max_workspace_bytes: 0x" + "f" * 300 + "}\n",
+            "version.filesystem.max_workspace_bytes",
+        ),
+        (
+            "pass_threshold: 1\n",
+            f"pass_threshold: {BEYOND_DOUBLE}\n",
+            "version.evaluation_spec.scorecard.pass_threshold",
+        ),
+    ],
+)
+def test_a_huge_number_is_a_field_error_never_a_crash_or_a_string(anchor, replacement, field):
+    """Such a number crashed the range checks (math.isfinite overflows on the int) or, past
+    4300 digits, the case's canonical JSON at publish; past 4300 digits in a payload it was
+    silently read as a string, and in an integer field it got "must be an integer"."""
+    text = dump(base_pack()).replace(anchor, replacement, 1)
+    report = check(text)
+    assert errors(report) == [(field, "must be a finite number")]
+    error = report.errors[0]
+    line = text.splitlines()[error.line - 1]
+    assert line[error.column - 1 :].lstrip("-").startswith(("9", "0x", ".nan"))
+
+
+def test_a_big_integer_within_the_double_range_stays_exact_and_text_fields_keep_their_digits():
+    doc = base_pack()
+    doc["input_sets"][0]["cases"][0]["payload"]["a"] = int("9" * 300)
+    text = dump(doc).replace("title: Sum", f"title: {BEYOND_DOUBLE[:450]}")
+    report = check(text)
+    assert report.valid, report.to_body()
+    assert report.manifest["input_sets"][0]["cases"][0]["payload"]["a"] == int("9" * 300)
+    assert report.manifest["challenges"][0]["title"] == BEYOND_DOUBLE[:450]
+    assert report.case_documents()["default"][0].document == {"a": int("9" * 300), "b": 2}
+
+
 def test_duplicate_keys_keep_the_first_value_and_report_the_second_key():
     text = dump(base_pack()).replace("  slug: demo\n", "  slug: demo\n  slug: other\n")
     report = check(text)

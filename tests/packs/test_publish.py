@@ -161,6 +161,17 @@ def test_malformed_yaml_is_a_field_error_not_a_crash(personas):
     assert errors[0]["line"] is not None
 
 
+def test_a_payload_number_beyond_the_double_range_is_a_400_and_stores_nothing(personas):
+    # It validated before, then the case's canonical JSON raised at publish (a 500).
+    text = mental_math().replace("value: 168}", "value: 0x" + "f" * 4000 + "}")
+    with pytest.raises(services.PackInvalid) as info:
+        publish(personas, text)
+    assert [(e["field"], e["message"]) for e in info.value.body()["errors"]] == [
+        ("input_sets[0].cases[0].expectations[0].value", "must be a finite number")
+    ]
+    assert row_counts() == {name: 0 for name in row_counts()}
+
+
 def test_strict_refuses_a_pack_with_warnings(personas):
     text = mental_math().replace("input_sets:\n", "stray: 1\ninput_sets:\n")
     relaxed = publish(personas, text)
