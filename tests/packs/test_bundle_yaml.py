@@ -8,7 +8,7 @@ import time
 import pytest
 
 from packs.bundle.yamlload import MAX_YAML_BYTES, load_yaml, resolve_plain
-from tests.packs.bundle_helpers import base_pack, check, dump, errors, pos_of, warnings
+from tests.packs.bundle_helpers import base_pack, check, dump, errors, line_of, pos_of, warnings
 
 
 @pytest.mark.parametrize(
@@ -290,6 +290,32 @@ def test_syntax_errors_are_field_errors_with_parser_text(text):
     assert error.line is not None and error.column is not None
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "what"),
+    [
+        ("  slug: demo", "\tslug: demo", "a tab"),
+        ("  slug: demo", "  \tslug: demo", "a tab"),
+        ("- key: sum", "\t- key: sum", "a tab"),
+        ("  title: Sum", "\ttitle: Sum", "a tab"),
+        ("  slug: demo", "\u00a0 slug: demo", "U+00A0 (NO-BREAK SPACE)"),
+        ("  title: Sum", "\u3000title: Sum", "U+3000 (IDEOGRAPHIC SPACE)"),
+    ],
+)
+def test_a_line_indented_with_a_tab_or_an_odd_space_is_named_in_the_detail(old, new, what):
+    # libyaml says "found character that cannot start any token" or "mapping values are not
+    # allowed in this context", sometimes a line later, and never names the character.
+    text = dump(base_pack()).replace(old, new, 1)
+    (error,) = check(text).errors
+    assert (error.field, error.message) == ("bundle", "must be valid YAML")
+    line = line_of(text, new.strip(" \t\u00a0\u3000"))
+    assert error.detail.endswith(f"; line {line} is indented with {what}: YAML indents with spaces only")
+
+
+def test_a_syntax_error_on_lines_indented_with_spaces_has_no_indentation_hint():
+    (error,) = check("pack:\n  slug: demo\n  name: [unclosed\nversion: 1\n").errors
+    assert "indented" not in error.detail
+
+
 def test_the_parser_position_is_reported():
     report = check("pack:\n  slug: demo\n  name: [unclosed\nversion: 1\n")
     (error,) = report.errors
@@ -301,6 +327,15 @@ def test_invalid_utf8_is_refused():
     report = check(b"pack: {slug: d\xffmo}\n")
     assert errors(report) == [("bundle", "must be valid YAML")]
     assert "UTF-8" in report.errors[0].detail
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-16-le"])
+def test_a_utf16_file_is_refused_with_the_fix(encoding):
+    bom = {"utf-16-be": "\ufeff", "utf-16-le": "\ufeff"}.get(encoding, "")
+    report = check((bom + dump(base_pack())).encode(encoding))
+    (error,) = report.errors
+    assert (error.field, error.message, error.line, error.column) == ("bundle", "must be valid YAML", 1, 1)
+    assert error.detail.endswith("save it as UTF-8")
 
 
 def test_a_bom_is_ignored():
