@@ -240,7 +240,7 @@ def _plan(c: DocChecker, spec: dict[str, Any]) -> SpecPlan:
                     prefix = "(?" + "".join(sorted(set(flags))) + ")"
                 plan.patterns.append((ep, expected, prefix, True))
             elif vtype == "file_content_match" and config.get("match_mode") == "regex":
-                plan.patterns.append((ep, expected, "", False))
+                plan.patterns.append((ep, expected, "", True))
             elif vtype == "json_path_match":
                 plan.json_paths.append((ep, expected))
         if vtype == "code_execution" and isinstance(config.get("test_command"), str):

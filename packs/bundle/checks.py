@@ -861,7 +861,7 @@ def _check_delegation(c: DocChecker, delegates: dict[str, str], names: dict[str,
 
 
 def _check_security(c: DocChecker, data: dict[str, Any]) -> None:
-    from grading.engine.configs.checks import re2_error
+    from grading.engine.configs.checks import re2_error, re2_matches_empty
 
     security = c.get(data, "security", (), dict)
     if security is MISSING:
@@ -898,10 +898,18 @@ def _check_security(c: DocChecker, data: dict[str, Any]) -> None:
     for _, prompt, path in entries(c, security, "adversarial_prompts", sp):
         prompts.append((path + ("name",), c.text(prompt, "name", path)))
         pattern = c.get(prompt, "expected_refusal_pattern", path, str)
-        if pattern is not MISSING:
+        if pattern is not MISSING and pattern.strip():
             reason = re2_error(pattern)
             if reason is not None:
                 c.err(path + ("expected_refusal_pattern",), "must be a valid RE2 pattern", detail=reason)
+            elif re2_matches_empty(pattern):
+                # L3: any reply would count as the refusal. (A forbidden_outputs pattern that
+                # matches "" forbids every output instead: not this lint's "accepts any".)
+                c.warn(
+                    path + ("expected_refusal_pattern",),
+                    "matches the empty string, so it accepts any output",
+                    "regex_matches_empty",
+                )
     check_unique(c, prompts)
 
 
