@@ -976,6 +976,27 @@ def test_l1_an_answer_that_appears_in_the_inputs():
     assert rules(report) == ["answer_leak", "answer_leak"]
 
 
+def test_l1_counts_the_answers_characters_as_written_not_case_folded():
+    # "Maß" has 3 characters (under L1's 4); case-folded it is "mass", which the payload holds.
+    doc = base_pack()
+    spec_of(doc)["validators"] = [
+        {
+            "key": "a",
+            "type": "contains",
+            "target": "final_output",
+            "expected_from": "case.expectations.answer",
+        }
+    ]
+    case0(doc).update(
+        payload={"text": "The MASS of the box"},
+        expectations=[{"key": "answer", "kind": "text", "value": "Maß"}],
+    )
+    assert check(doc).warnings == []
+    case0(doc)["expectations"][0]["value"] = "Maße"  # 4 characters, and "masse" is in the payload
+    case0(doc)["payload"] = {"text": "The MASSE of the box"}
+    assert rules(check(doc)) == ["answer_leak"]
+
+
 def test_l1_ignores_expectations_with_a_source_and_ones_not_used_as_answers():
     doc = base_pack()
     case0(doc).update(
