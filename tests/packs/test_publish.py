@@ -240,6 +240,24 @@ def test_a_failure_after_some_rows_are_inserted_rolls_everything_back(personas, 
     assert row_counts() == {name: 0 for name in row_counts()}
 
 
+def test_a_case_payload_with_its_own_schema_version_reads_back_from_its_row(personas):
+    # Stored bare, the row read back as a v1 envelope: the run failed on "question".
+    from packs.bundle.stored import stored_case
+
+    text = (
+        mental_math()
+        .replace("        expectations: [{key: result, kind: number, value: 60}]\n", "")
+        .replace('payload: {question: "A train', 'payload: {schema_version: 1, question: "A train')
+    )
+    version = publish(personas, text).version
+    row = Case.objects.get(input_set__version=version, case_key="train")
+    case = stored_case(row.challenge.key, row.case_key, row.document)
+    assert case.payload == {
+        "schema_version": 1,
+        "question": "A train covers 90 km in 1.5 hours. What is its speed in km/h?",
+    }
+
+
 def test_a_published_version_refuses_changes(personas):
     from packs.models import ImmutableError
 
