@@ -32,6 +32,8 @@ from grading.engine.types import canonical_json
 
 from . import archive
 from .checks import (
+    _INNER_SPACE,
+    SPACED_NAME,
     UNRESOLVED_PLACEHOLDER,
     DocChecker,
     Normalized,
@@ -276,6 +278,8 @@ def render(text: str, scope: dict[str, Any]) -> str:
 
     def sub(match: Any) -> str:
         name = match.group(1).strip()
+        if _INNER_SPACE.search(name):
+            return match.group(0)  # as the grader renders it: never a name with whitespace
         if name in scope:
             return as_text(scope[name])
         found = _walk(scope, name.split("."), ())
@@ -386,9 +390,11 @@ def _lint_instructions(
     if instructions is None:
         return ""
     path, text = instructions
-    for name in placeholders(text):
-        if not resolves(scope, name):
-            c.warn(path, f"does not resolve for {case.label}", "unresolved_reference")
+    unresolved = [name for name in placeholders(text) if not resolves(scope, name)]
+    if unresolved:  # one warning per item and case (§10)
+        spaced = next((name for name in unresolved if _INNER_SPACE.search(name)), None)
+        detail = None if spaced is None else f"{{{{{spaced}}}}}: {SPACED_NAME}"
+        c.warn(path, f"does not resolve for {case.label}", "unresolved_reference", detail=detail)
     return render(text, scope)
 
 
