@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grading.engine import jsontext
 from grading.engine.configs.checks import (
     MISSING,
     check_json_path_expectation,
@@ -26,6 +27,7 @@ from grading.engine.configs.checks import (
     re2_matches_empty,
 )
 from grading.engine.modelcheck import Path
+from grading.engine.refs import ARTIFACT_FIELDS
 from grading.engine.refsyntax import EvidenceRef, RefKind, try_parse_reference
 from grading.engine.registry import VALIDATOR_TYPES, evidence_references
 from grading.engine.types import canonical_json
@@ -134,7 +136,7 @@ class CaseView:
                 has_file = asset_has_file(asset, files)
                 view.assets[asset["key"]] = has_file
                 if isinstance(asset.get("path"), str):
-                    view.asset_paths[asset["path"]] = has_file
+                    view.asset_paths.setdefault(asset["path"], has_file)  # the first, as the grader
         return view
 
     def resolve(self, ref: EvidenceRef) -> Found:
@@ -147,10 +149,16 @@ class CaseView:
         if ref.kind is RefKind.CASE_EXPECTATION:
             return self._walk_found(self._expectation(ref.name or ""), ref.path)
         if ref.kind is RefKind.ARTIFACT:
-            has_file = self.assets.get(ref.name or "")
+            # As the grader reads it: an asset key may hold dots, and only a trailing
+            # key|kind|path|media_type|content is a field (``grading.engine.refs._parse``).
+            segments = (ref.name or "", *ref.path)
+            name, last = ".".join(segments), None
+            if len(segments) > 1 and segments[-1] in ARTIFACT_FIELDS:
+                name, last = ".".join(segments[:-1]), segments[-1]
+            has_file = self.assets.get(name)
             if has_file is None:
                 return Found(MISSING_REF)
-            if ref.path[:1] == ("content",):
+            if last == "content":
                 return Found(CONTENT) if has_file else Found(MISSING_REF)
             return Found(OK)
         return Found(OK)
@@ -158,7 +166,17 @@ class CaseView:
     def _walk_found(self, found: Found, segments: tuple[str, ...]) -> Found:
         if found.state != OK or not segments:
             return found
-        return _walk(found.value, segments, found.path)
+        value = found.value
+        if isinstance(value, str):
+            # The grader walks into a text value as JSON (``refs._walk_resolved``); a value
+            # reached inside it has no place of its own in the YAML: the text's is used.
+            try:
+                value = jsontext.loads(value)
+            except ValueError:
+                return Found(MISSING_REF)
+            walked = _walk(value, segments, found.path)
+            return Found(walked.state, walked.value, found.path)
+        return _walk(value, segments, found.path)
 
     def _content(self, has_file: bool | None) -> Found:
         return Found(CONTENT) if has_file else Found(MISSING_REF)

@@ -1115,6 +1115,69 @@ def test_l5_asset_content_resolves_only_when_a_file_will_be_stored():
     ]
 
 
+L5_REFERENCES = [
+    "artifact.data.v2",  # an asset key may hold dots
+    "artifact.data.v2.path",
+    "artifact.data.v2.content",
+    "artifact.gold.nope",  # "nope" is no field: the grader looks for the asset "gold.nope"
+    "artifact.gold.kind",
+    "case.inputs.cfg.answer",  # inside a JSON text value: the grader walks it as JSON
+    "case.inputs.cfg.nope",
+    "case.inputs.plain.x",  # a text that is not JSON cannot be walked
+    "case.inputs.by_path",  # the first case asset at the path has no file
+    "case.expectations.from_cfg.answer",
+    "case.payload.a",
+]
+
+
+def test_l5_warns_exactly_where_the_grader_finds_no_reference():
+    """The lint resolved asset keys with dots, fields after an asset key, paths into a JSON
+    text value and duplicate case asset paths otherwise than the grader, so it warned about
+    references that resolve and missed ones that do not."""
+    import dataclasses
+
+    from grading.engine.refs import resolve_reference
+    from grading.engine.types import Evidence
+
+    other = "6f1c8e4a-5b7d-4c1e-9a3f-2d8b7e6c5a42"
+    doc = base_pack()
+    spec_of(doc)["validators"] = [
+        {"key": f"v{i}", "type": "contains", "target": "final_output", "expected_from": ref}
+        for i, ref in enumerate(L5_REFERENCES)
+    ]
+    doc["version"]["assets"] = [
+        {"key": "data.v2", "path": "/data/v2.json", "artifact_id": UUID},
+        {"key": "gold", "path": "/gold.txt", "artifact_id": other},
+    ]
+    case0(doc).update(
+        payload={"a": 1},
+        artifacts=[{"key": "data.v2"}, {"key": "gold"}],
+        inputs=[
+            {"key": "cfg", "kind": "json", "value": '{"answer": "42"}'},
+            {"key": "plain", "kind": "text", "value": "not json"},
+            {"key": "by_path", "kind": "file", "path": "in/x.txt"},
+        ],
+        expectations=[{"key": "from_cfg", "kind": "json", "source": "input:cfg"}],
+        assets=[
+            {"key": "first", "path": "in/x.txt"},
+            {"key": "second", "path": "in/x.txt", "artifact_id": other},
+        ],
+    )
+    report = check(doc)
+    assert report.valid, report.to_body()
+    linted = {w.field for w in report.warnings if w.rule == "unresolved_reference"}
+    ((case, context),) = report.grading_cases("default")
+    # As in a run: every asset with an artifact id has its stored file.
+    context = dataclasses.replace(context, asset_loader=lambda a: b'{"x": 1}' if a.artifact_id else None)
+    missing = {
+        f"version.evaluation_spec.validators[{i}].expected_from"
+        for i, ref in enumerate(L5_REFERENCES)
+        if resolve_reference(ref, Evidence(final_output=""), case, context).state == "reference_missing"
+    }
+    assert linted == missing
+    assert {int(f.split("[")[1].split("]")[0]) for f in missing} == {3, 6, 7, 8}
+
+
 def test_one_pass_reports_schema_and_semantic_errors_together_sorted():
     doc = base_pack()
     del doc["pack"]["family"]
