@@ -258,6 +258,43 @@ def test_a_case_payload_with_its_own_schema_version_reads_back_from_its_row(pers
     }
 
 
+@pytest.mark.parametrize(
+    "step", ["_bind_artifacts", "_insert_challenges", "_insert_sets_and_cases", "_insert_assets"]
+)
+@pytest.mark.parametrize("pack_exists", [False, True], ids=["new-pack", "new-version"])
+def test_a_failure_after_any_insert_leaves_no_row_no_artifact_and_no_file(
+    personas, monkeypatch, step, pack_exists
+):
+    from tests.packs.test_publish_artifact_cleanup import stored_files
+
+    if pack_exists:
+        publish(personas, mental_math(slug="invoice-totals", name="Invoice Totals", family="tool-use"))
+    before = row_counts()
+    pack_before = list(Pack.objects.values_list("pk", "description", "updated_at"))
+    original = getattr(publish_module, step)
+
+    def fail_after(**kwargs):
+        original(**kwargs)  # its rows are in, inside the transaction
+        raise RuntimeError(f"{step} fell over")
+
+    monkeypatch.setattr(publish_module, step, fail_after)
+    zipped = make_zip(
+        {
+            "pack.yaml": INVOICE_PACK.replace("number: 1", "number: 2").replace(
+                "{slug: invoice-totals, name: Invoice Totals, family: tool-use}",
+                "{slug: invoice-totals, name: Invoice Totals, family: tool-use, description: changed}",
+            ),
+            "data/invoices.json": INVOICES_JSON,
+        }
+    )
+    with pytest.raises(RuntimeError, match="fell over"):
+        publish(personas, zipped)
+    assert row_counts() == before
+    assert list(Pack.objects.values_list("pk", "description", "updated_at")) == pack_before
+    assert not Artifact.objects.exists()
+    assert stored_files() == set()
+
+
 def test_a_published_version_refuses_changes(personas):
     from packs.models import ImmutableError
 
