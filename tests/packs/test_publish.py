@@ -269,7 +269,7 @@ def test_a_failure_after_any_insert_leaves_no_row_no_artifact_and_no_file(
 
     if pack_exists:
         publish(personas, mental_math(slug="invoice-totals", name="Invoice Totals", family="tool-use"))
-    before = row_counts()
+    before, files_before = row_counts(), stored_files()
     pack_before = list(Pack.objects.values_list("pk", "description", "updated_at"))
     original = getattr(publish_module, step)
 
@@ -292,7 +292,7 @@ def test_a_failure_after_any_insert_leaves_no_row_no_artifact_and_no_file(
     assert row_counts() == before
     assert list(Pack.objects.values_list("pk", "description", "updated_at")) == pack_before
     assert not Artifact.objects.exists()
-    assert stored_files() == set()
+    assert stored_files() == files_before  # the zip's file was written, then removed
 
 
 def test_a_published_version_refuses_changes(personas):
