@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grading.engine import jsontext
 from grading.engine.configs.checks import (
     MISSING,
     check_json_path_expectation,
@@ -26,12 +27,15 @@ from grading.engine.configs.checks import (
     re2_matches_empty,
 )
 from grading.engine.modelcheck import Path
+from grading.engine.refs import ARTIFACT_FIELDS
 from grading.engine.refsyntax import EvidenceRef, RefKind, try_parse_reference
 from grading.engine.registry import VALIDATOR_TYPES, evidence_references
 from grading.engine.types import canonical_json
 
 from . import archive
 from .checks import (
+    _INNER_SPACE,
+    SPACED_NAME,
     UNRESOLVED_PLACEHOLDER,
     DocChecker,
     Normalized,
@@ -132,7 +136,7 @@ class CaseView:
                 has_file = asset_has_file(asset, files)
                 view.assets[asset["key"]] = has_file
                 if isinstance(asset.get("path"), str):
-                    view.asset_paths[asset["path"]] = has_file
+                    view.asset_paths.setdefault(asset["path"], has_file)  # the first, as the grader
         return view
 
     def resolve(self, ref: EvidenceRef) -> Found:
@@ -145,10 +149,16 @@ class CaseView:
         if ref.kind is RefKind.CASE_EXPECTATION:
             return self._walk_found(self._expectation(ref.name or ""), ref.path)
         if ref.kind is RefKind.ARTIFACT:
-            has_file = self.assets.get(ref.name or "")
+            # As the grader reads it: an asset key may hold dots, and only a trailing
+            # key|kind|path|media_type|content is a field (``grading.engine.refs._parse``).
+            segments = (ref.name or "", *ref.path)
+            name, last = ".".join(segments), None
+            if len(segments) > 1 and segments[-1] in ARTIFACT_FIELDS:
+                name, last = ".".join(segments[:-1]), segments[-1]
+            has_file = self.assets.get(name)
             if has_file is None:
                 return Found(MISSING_REF)
-            if ref.path[:1] == ("content",):
+            if last == "content":
                 return Found(CONTENT) if has_file else Found(MISSING_REF)
             return Found(OK)
         return Found(OK)
@@ -156,7 +166,17 @@ class CaseView:
     def _walk_found(self, found: Found, segments: tuple[str, ...]) -> Found:
         if found.state != OK or not segments:
             return found
-        return _walk(found.value, segments, found.path)
+        value = found.value
+        if isinstance(value, str):
+            # The grader walks into a text value as JSON (``refs._walk_resolved``); a value
+            # reached inside it has no place of its own in the YAML: the text's is used.
+            try:
+                value = jsontext.loads(value)
+            except ValueError:
+                return Found(MISSING_REF)
+            walked = _walk(value, segments, found.path)
+            return Found(walked.state, walked.value, found.path)
+        return _walk(value, segments, found.path)
 
     def _content(self, has_file: bool | None) -> Found:
         return Found(CONTENT) if has_file else Found(MISSING_REF)
@@ -240,7 +260,7 @@ def _plan(c: DocChecker, spec: dict[str, Any]) -> SpecPlan:
                     prefix = "(?" + "".join(sorted(set(flags))) + ")"
                 plan.patterns.append((ep, expected, prefix, True))
             elif vtype == "file_content_match" and config.get("match_mode") == "regex":
-                plan.patterns.append((ep, expected, "", False))
+                plan.patterns.append((ep, expected, "", True))
             elif vtype == "json_path_match":
                 plan.json_paths.append((ep, expected))
         if vtype == "code_execution" and isinstance(config.get("test_command"), str):
@@ -276,6 +296,8 @@ def render(text: str, scope: dict[str, Any]) -> str:
 
     def sub(match: Any) -> str:
         name = match.group(1).strip()
+        if _INNER_SPACE.search(name):
+            return match.group(0)  # as the grader renders it: never a name with whitespace
         if name in scope:
             return as_text(scope[name])
         found = _walk(scope, name.split("."), ())
@@ -386,9 +408,11 @@ def _lint_instructions(
     if instructions is None:
         return ""
     path, text = instructions
-    for name in placeholders(text):
-        if not resolves(scope, name):
-            c.warn(path, f"does not resolve for {case.label}", "unresolved_reference")
+    unresolved = [name for name in placeholders(text) if not resolves(scope, name)]
+    if unresolved:  # one warning per item and case (§10)
+        spaced = next((name for name in unresolved if _INNER_SPACE.search(name)), None)
+        detail = None if spaced is None else f"{{{{{spaced}}}}}: {SPACED_NAME}"
+        c.warn(path, f"does not resolve for {case.label}", "unresolved_reference", detail=detail)
     return render(text, scope)
 
 
@@ -405,9 +429,10 @@ def _lint_answer_leak(
         index, item = entry
         if "value" not in item or item.get("source") is not None:
             continue
-        answer = as_text(item["value"]).strip().casefold()
-        if len(answer) < 4:
+        answer = as_text(item["value"]).strip()
+        if len(answer) < 4:  # counted as written: casefold() lengthens some ("ß" is "ss")
             continue
+        answer = answer.casefold()
         if haystack is None:
             parts: list[str] = [rendered]
             _leaves(case.data.get("payload"), parts)

@@ -39,6 +39,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # ``\{\{\s*([^{}]*?)\s*\}\}``: its lazy group and the two ``\s*`` split a run of spaces in
 # every way, cubic on an unclosed ``{{`` (1,500 spaces took seconds).
 _PLACEHOLDER = re.compile(r"\{\{([^{}]*)\}\}")
+_INNER_SPACE = re.compile(r"\s")  # in a stripped placeholder name
 _TOOL_PLACEHOLDER_PREFIXES = ("json:", "query:", "path:")
 MAX_DELEGATION_DEPTH = 8
 
@@ -49,6 +50,7 @@ SAME_CHALLENGE = "must reference the same challenge as the other cases in this i
 DECLARED_ASSET = "must reference a declared version asset"
 DECLARED_INPUT = "must reference a declared case input"
 UNRESOLVED_PLACEHOLDER = "unresolved placeholder {{%s}} for case template context"
+SPACED_NAME = "a placeholder name has no whitespace inside, so it is left as written"
 
 
 class DocChecker(Checker):
@@ -582,7 +584,12 @@ def template_scope(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolves(scope: dict[str, Any], name: str) -> bool:
-    """Whether ``{{name}}`` renders from ``scope`` (a dotted name walks objects and lists)."""
+    """Whether ``{{name}}`` renders from ``scope`` (a dotted name walks objects and lists).
+
+    A name with whitespace inside (``{{first name}}``) never renders: the renderer
+    (``grading.engine.refs.render_template``) leaves it verbatim, whatever the scope holds."""
+    if _INNER_SPACE.search(name):
+        return False
     if name in scope:
         return True
     value: Any = scope
@@ -682,7 +689,8 @@ def _check_phase(
             elif scope is not None:  # None: the case's payload or inputs already failed
                 for name in placeholders(message):
                     if not resolves(scope, name):
-                        c.err(tp + ("message",), UNRESOLVED_PLACEHOLDER % name)
+                        detail = SPACED_NAME if _INNER_SPACE.search(name) else None
+                        c.err(tp + ("message",), UNRESOLVED_PLACEHOLDER % name, detail=detail)
             _check_expectations(c, turn, "expects", tp, assets, input_keys)
     elif actor == "llm":
         if c.text(phase, "persona", pp) is None and not c.bad(pp + ("persona",)):
@@ -861,7 +869,7 @@ def _check_delegation(c: DocChecker, delegates: dict[str, str], names: dict[str,
 
 
 def _check_security(c: DocChecker, data: dict[str, Any]) -> None:
-    from grading.engine.configs.checks import re2_error
+    from grading.engine.configs.checks import re2_error, re2_matches_empty
 
     security = c.get(data, "security", (), dict)
     if security is MISSING:
@@ -898,10 +906,18 @@ def _check_security(c: DocChecker, data: dict[str, Any]) -> None:
     for _, prompt, path in entries(c, security, "adversarial_prompts", sp):
         prompts.append((path + ("name",), c.text(prompt, "name", path)))
         pattern = c.get(prompt, "expected_refusal_pattern", path, str)
-        if pattern is not MISSING:
+        if pattern is not MISSING and pattern.strip():
             reason = re2_error(pattern)
             if reason is not None:
                 c.err(path + ("expected_refusal_pattern",), "must be a valid RE2 pattern", detail=reason)
+            elif re2_matches_empty(pattern):
+                # L3: any reply would count as the refusal. (A forbidden_outputs pattern that
+                # matches "" forbids every output instead: not this lint's "accepts any".)
+                c.warn(
+                    path + ("expected_refusal_pattern",),
+                    "matches the empty string, so it accepts any output",
+                    "regex_matches_empty",
+                )
     check_unique(c, prompts)
 
 

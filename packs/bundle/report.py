@@ -59,11 +59,26 @@ class CaseDocument:
         )
 
 
+def _reads_as_envelope(document: Any) -> bool:
+    """Whether a stored document reads as the v1 envelope rather than a bare payload: the
+    interchange rule of pack-format §6, an object whose ``schema_version`` is a non-zero
+    integer (``true`` included: a Python bool is an int, and ``stored_case`` compares ``== 1``)."""
+    if not isinstance(document, dict):
+        return False
+    version = document.get("schema_version")
+    return isinstance(version, int) and version != 0
+
+
 def case_document(case: Case) -> Any:
     """The stored form of a case: its payload when legacy payload-only, else the envelope."""
     dumped = case.model_dump(mode="json", exclude_none=True)
     if not any(dumped.get(name) for name in _CASE_MEMBERS) and case.case_timeout_seconds == 0:
-        return dumped.get("payload") or {}
+        payload = dumped.get("payload") or {}
+        if not _reads_as_envelope(payload):
+            return payload
+        # A payload with its own schema_version: 1 stored bare would read back as an
+        # envelope (runs failed on its other keys as unknown, or lost the payload): the
+        # envelope keeps it a payload, for runs here and for upstream's import alike.
     document: dict[str, Any] = {"schema_version": CASE_SCHEMA_VERSION, "case_key": case.effective_key}
     for name in ("payload", *_CASE_MEMBERS, "case_timeout_seconds"):
         value = dumped.get(name)

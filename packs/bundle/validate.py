@@ -10,6 +10,7 @@ field, message), and under ``strict`` every warning becomes an error keeping its
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from grading.engine import registry
@@ -61,6 +62,21 @@ def _suggest(mapping_path: Path, key: str, allowed: list[str]) -> str | None:
     return None
 
 
+def _value_at(data: Any, path: Path) -> Any:
+    for part in path:
+        if isinstance(data, dict) and isinstance(part, str):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _not_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
 def _placed(issue: Issue, doc: YamlDocument) -> BundleIssue:
     path = issue.path
     if issue.anchor == "key":
@@ -70,6 +86,9 @@ def _placed(issue: Issue, doc: YamlDocument) -> BundleIssue:
     else:
         line, column = doc.value_position(path)
     message = _MESSAGE_OVERRIDES.get((path, issue.message), issue.message)
+    if message == "must be an integer" and _not_finite(_value_at(doc.data, path)):
+        # .inf, .nan, 1e400, or an integer beyond the double range (pack-format §2.1)
+        message = "must be a finite number"
     return BundleIssue(
         field=format_path(path) or "bundle",
         message=message,

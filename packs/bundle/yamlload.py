@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,6 +40,7 @@ from yaml import (
 from .issues import BundleIssue, Path, format_path
 
 MAX_YAML_BYTES = 5 * 1024 * 1024
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # UTF-32's little-endian mark starts like UTF-16's
 MAX_EXPANDED_NODES = 1_000_000
 MAX_ALIAS_FACTOR = 10
 MAX_DEPTH = 200
@@ -75,15 +78,18 @@ def resolve_plain(text: str) -> Any:
         return False
     if text[0] not in _NUMERIC_START:
         return text
+    number: int | None = None
     try:
         if _INT.match(text):
-            return int(text)
-        if _OCT.match(text):
-            return int(text[2:], 8)
-        if _HEX.match(text):
-            return int(text[2:], 16)
-    except ValueError:  # more digits than int() accepts: keep the text
-        return text
+            number = int(text)
+        elif _OCT.match(text):
+            number = int(text[2:], 8)
+        elif _HEX.match(text):
+            number = int(text[2:], 16)
+    except ValueError:  # more digits than int() accepts (4300): far beyond a double
+        return -math.inf if text[0] == "-" else math.inf
+    if number is not None:
+        return _finite_int(number)
     if _FLOAT.match(text):
         return float(text)
     if _INF.match(text):
@@ -91,6 +97,17 @@ def resolve_plain(text: str) -> Any:
     if _NAN.match(text):
         return math.nan
     return text
+
+
+def _finite_int(number: int) -> int | float:
+    """An integer as a JSON number can carry it: beyond the double range (~1.8e308) it is
+    infinite, like the float literal ``1e400``, so it gets "must be a finite number" at its
+    field. Kept as an int, it crashed the range checks (``math.isfinite`` overflows) and, past
+    4300 digits, the canonical JSON of the case (``str(int)`` refuses it); kept as text, a
+    number in a payload silently became a string."""
+    if abs(number) > sys.float_info.max:
+        return -math.inf if number < 0 else math.inf
+    return number
 
 
 class MapShadow(dict):
@@ -252,6 +269,28 @@ def _remap_issues(
     return shown
 
 
+def _indent_hint(text: str, line: int) -> str | None:
+    """What libyaml does not say when a line is indented with a tab or a non-breaking space
+    (pasted from a web page or a word processor): it reports "found character that cannot
+    start any token" or "mapping values are not allowed here", often a line later. Looks at
+    the error's line (0-based, libyaml's) and the one before it."""
+    starts = _line_starts(text, _LIBYAML_BREAK)
+    for index in (line, line - 1):
+        if not 0 <= index < len(starts):
+            continue
+        start = starts[index]
+        end = starts[index + 1] if index + 1 < len(starts) else len(text)
+        content = text[start:end]
+        indent = content[: len(content) - len(content.lstrip())]
+        odd = next((ch for ch in indent if ch not in " \r\n"), None)
+        if odd is None or not content.strip():
+            continue
+        shown = _offset_position(text, start)[0]
+        what = "a tab" if odd == "\t" else f"U+{ord(odd):04X} ({unicodedata.name(odd, 'a space')})"
+        return f"line {shown} is indented with {what}: YAML indents with spaces only"
+    return None
+
+
 def _flow_depth_estimate(text: str) -> int:
     """An upper estimate of the flow nesting depth: every bracket counted as if it were flow."""
     brackets = _NOT_BRACKET.sub("", text)
@@ -282,7 +321,10 @@ def load_yaml(raw: bytes) -> tuple[YamlDocument | None, list[BundleIssue]]:
     except UnicodeDecodeError as exc:
         before = raw[: exc.start].decode("utf-8", "replace")
         line, column = _offset_position(before, len(before))
-        return None, [_bundle_issue("must be valid YAML", line, column, f"invalid UTF-8: {exc.reason}")]
+        detail = f"invalid UTF-8: {exc.reason}"
+        if raw.startswith(_UTF16_BOMS):
+            detail += "; the file is UTF-16 (it starts with a UTF-16 byte-order mark): save it as UTF-8"
+        return None, [_bundle_issue("must be valid YAML", line, column, detail)]
     if _flow_depth_estimate(text) > MAX_FLOW_ESTIMATE:
         return None, [_bundle_issue("is nested too deeply", None, None, f"more than {MAX_DEPTH} levels")]
     remap = _position_remap(text)
@@ -293,7 +335,8 @@ def load_yaml(raw: bytes) -> tuple[YamlDocument | None, list[BundleIssue]]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         detail = " ".join(part for part in (exc.context, exc.problem) if part)
-        fatal = [_mark_issue("must be valid YAML", mark, detail)]
+        hint = _indent_hint(text, mark.line) if mark is not None else None
+        fatal = [_mark_issue("must be valid YAML", mark, f"{detail}; {hint}" if hint else detail)]
     except yaml.reader.ReaderError as exc:
         line, column = _offset_position(text, min(exc.position, len(text)))
         return None, [_bundle_issue("must be valid YAML", line, column, str(exc).split("\n")[0])]

@@ -114,7 +114,7 @@ def _outline(report: Any, body: dict[str, Any], text: str) -> dict[str, Any] | N
     if report.document is None or any(e["field"] == "bundle" for e in body["errors"]):
         return None
     try:
-        outline = yaml_edit.outline(text, data=report.document.data)
+        outline = yaml_edit.outline(text, document=report.document)
     except yaml_edit.YamlEditError:
         return None
     return {

@@ -19,7 +19,8 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from grading.engine import jsontext
-from packs.bundle.yamlload import _LIBYAML_BREAK, _line_starts, load_yaml
+from packs.bundle.issues import Path
+from packs.bundle.yamlload import _LIBYAML_BREAK, YamlDocument, _line_starts, load_yaml
 
 
 class YamlEditError(Exception):
@@ -40,11 +41,12 @@ class CaseEdit:
     original_case_key: str = ""
 
 
-def _yaml_for(text: str) -> tuple[YAML, Any]:
+def _yaml_for(text: str) -> tuple[YAML, Any, YamlDocument]:
     # The guarded loader first (size, aliases, nesting): ruamel recurses once per level in
     # Python, so a draft nested a few hundred deep raised RecursionError (a 500), and it would
-    # build whatever aliases the text names.
-    _load_plain(text)
+    # build whatever aliases the text names. Its document also gives the keys as validation
+    # reads them (``_scalar``).
+    document = _document(text)
     try:
         _, indent, block_seq_indent = load_yaml_guess_indent(text)
     except YAMLError as exc:
@@ -62,7 +64,7 @@ def _yaml_for(text: str) -> tuple[YAML, Any]:
         raise YamlEditError(f"the YAML does not parse: {exc}") from exc
     if not isinstance(data, CommentedMap):
         raise YamlEditError("the bundle must be a mapping")
-    return yaml, data
+    return yaml, data, document
 
 
 def _dump(yaml: YAML, data: Any) -> str:
@@ -73,7 +75,7 @@ def _dump(yaml: YAML, data: Any) -> str:
 
 def _set_field(text: str, section: str, field: str, value: Any) -> str:
     """``<section>.<field>`` set to ``value``; everything else (comments, layout) as it was."""
-    yaml, data = _yaml_for(text)
+    yaml, data, _document_ = _yaml_for(text)
     mapping = data.get(section)
     if not isinstance(mapping, dict):
         raise YamlEditError(f"the bundle has no {section} mapping")
@@ -133,29 +135,69 @@ def set_pack_slug(text: str, slug: str) -> str:
     return _set_field(text, "pack", "slug", slug)
 
 
-def _effective_key(case: Any) -> str:
+def _scalar(document: YamlDocument, path: Path, value: Any) -> str:
+    """A key as validation reads it (pack-format §2.1): a string trimmed, and a YAML number
+    or boolean as written, ``case_key: 007`` being "007" (its value, 7, is not the key)."""
+    if isinstance(value, str):
+        return value.strip()
+    if value is None or isinstance(value, (dict, list)):
+        return ""
+    written = document.scalar_text(path)
+    return (written if written is not None else str(value)).strip()
+
+
+def _case_key(document: YamlDocument, path: Path, case: Any) -> str:
+    """A case's effective key: ``case_key``, else ``item_key`` (pack-format §5.2)."""
     if not isinstance(case, dict):
         return ""
-    return str(case.get("case_key") or "").strip() or str(case.get("item_key") or "").strip()
+    return _scalar(document, (*path, "case_key"), case.get("case_key")) or _scalar(
+        document, (*path, "item_key"), case.get("item_key")
+    )
 
 
-def _find_set(data: CommentedMap, key: str, *, create: bool) -> CommentedMap:
+def _case_list(input_set: Any) -> str:
+    """Where a set's cases are, as validation reads them (``checks._normalize_set``): its
+    ``cases``, or its legacy ``items`` when it has items and no cases."""
+    if isinstance(input_set, dict) and input_set.get("items") and not input_set.get("cases"):
+        return "items"
+    return "cases"
+
+
+def _set_index(document: YamlDocument, key: str) -> int | None:
+    for index, item in enumerate(_list(document.data.get("input_sets"))):
+        if isinstance(item, dict) and _scalar(document, ("input_sets", index, "key"), item.get("key")) == key:
+            return index
+    return None
+
+
+def _case_index(document: YamlDocument, set_index: int, case_key: str) -> int | None:
+    input_set = document.data["input_sets"][set_index]
+    list_name = _case_list(input_set)
+    for index, case in enumerate(_list(input_set.get(list_name))):
+        if _case_key(document, ("input_sets", set_index, list_name, index), case) == case_key:
+            return index
+    return None
+
+
+def _find_set(
+    data: CommentedMap, document: YamlDocument, key: str, *, create: bool
+) -> tuple[CommentedMap, int | None]:
+    """The input set keyed ``key`` in ruamel's tree (found by its position in the guarded
+    document, whose keys read as validation reads them), and that position."""
+    index = _set_index(document, key)
     sets = data.get("input_sets")
+    if index is not None and isinstance(sets, list) and isinstance(sets[index], dict):
+        return sets[index], index
+    if not create:
+        raise YamlEditError(f"no input set {key!r}")
     if sets is None:
-        if not create:
-            raise YamlEditError(f"no input set {key!r}")
         sets = CommentedSeq()
         data["input_sets"] = sets
     if not isinstance(sets, list):
         raise YamlEditError("input_sets must be a list")
-    for item in sets:
-        if isinstance(item, dict) and str(item.get("key") or "").strip() == key:
-            return item
-    if not create:
-        raise YamlEditError(f"no input set {key!r}")
     new = CommentedMap([("key", key), ("name", key), ("cases", CommentedSeq())])
     sets.append(new)
-    return new
+    return new, None
 
 
 def _rows(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> CommentedSeq:
@@ -177,10 +219,10 @@ def upsert_case(text: str, edit: CaseEdit) -> str:
     Keys the form does not manage (assets, user_simulator, artifacts, timeouts) survive a
     replacement, as do comments around and inside the case.
     """
-    yaml, data = _yaml_for(text)
-    input_set = _find_set(data, edit.input_set_key, create=not edit.original_case_key)
-    legacy = "items" in input_set and "cases" not in input_set
-    list_name = "items" if legacy else "cases"
+    yaml, data, document = _yaml_for(text)
+    input_set, set_index = _find_set(data, document, edit.input_set_key, create=not edit.original_case_key)
+    list_name = _case_list(input_set)
+    legacy = list_name == "items"
     if legacy and (edit.inputs or edit.expectations):
         raise YamlEditError(
             "this input set is written as legacy items, which take no inputs or expectations; "
@@ -192,23 +234,29 @@ def upsert_case(text: str, edit: CaseEdit) -> str:
         input_set[list_name] = entries
     if not isinstance(entries, list):
         raise YamlEditError(f"input_sets.{edit.input_set_key}.{list_name} must be a list")
-    target: Any = None
+    key_field = "item_key" if legacy else "case_key"
     if edit.original_case_key:
-        target = next((c for c in entries if _effective_key(c) == edit.original_case_key), None)
-        if target is None:
+        index = None if set_index is None else _case_index(document, set_index, edit.original_case_key)
+        if index is None:
             raise YamlEditError(f"no case {edit.original_case_key!r} in input set {edit.input_set_key!r}")
-    elif any(_effective_key(c) == edit.case_key for c in entries):
-        raise YamlEditError(f"input set {edit.input_set_key!r} already has a case {edit.case_key!r}")
-    if target is None:
-        target = CommentedMap()
-        entries.append(target)
-    target["challenge_key"] = edit.challenge_key
-    if legacy:
-        target["item_key"] = edit.case_key
-    else:
-        target["case_key"] = edit.case_key
-        if "item_key" in target and str(target["item_key"]).strip() != edit.case_key:
+        target = entries[index]
+        # What the edit keeps is left as written (``case_key: 007`` stays so, unquoted).
+        path = ("input_sets", set_index, list_name, index)
+        if _scalar(document, (*path, "challenge_key"), target.get("challenge_key")) != edit.challenge_key:
+            target["challenge_key"] = edit.challenge_key
+        if edit.original_case_key != edit.case_key or key_field not in target:
+            target[key_field] = edit.case_key
+        if (
+            not legacy
+            and "item_key" in target
+            and _scalar(document, (*path, "item_key"), target["item_key"]) != edit.case_key
+        ):
             del target["item_key"]
+    else:
+        if set_index is not None and _case_index(document, set_index, edit.case_key) is not None:
+            raise YamlEditError(f"input set {edit.input_set_key!r} already has a case {edit.case_key!r}")
+        target = CommentedMap([("challenge_key", edit.challenge_key), (key_field, edit.case_key)])
+        entries.append(target)
     _set_or_drop(target, "payload", CommentedMap(edit.payload.items()) if edit.payload else None)
     if not legacy:
         _set_or_drop(target, "inputs", _rows(edit.inputs, ("key", "kind", "value", "artifact_key", "path")))
@@ -221,16 +269,14 @@ def upsert_case(text: str, edit: CaseEdit) -> str:
 
 
 def delete_case(text: str, *, input_set_key: str, case_key: str) -> str:
-    yaml, data = _yaml_for(text)
-    input_set = _find_set(data, input_set_key, create=False)
-    for list_name in ("cases", "items"):
-        entries = input_set.get(list_name)
-        if isinstance(entries, list):
-            for index, case in enumerate(entries):
-                if _effective_key(case) == case_key:
-                    del entries[index]
-                    return _dump(yaml, data)
-    raise YamlEditError(f"no case {case_key!r} in input set {input_set_key!r}")
+    yaml, data, document = _yaml_for(text)
+    input_set, set_index = _find_set(data, document, input_set_key, create=False)
+    index = None if set_index is None else _case_index(document, set_index, case_key)
+    entries = input_set.get(_case_list(input_set))
+    if index is None or not isinstance(entries, list):
+        raise YamlEditError(f"no case {case_key!r} in input set {input_set_key!r}")
+    del entries[index]
+    return _dump(yaml, data)
 
 
 def _set_or_drop(target: CommentedMap, key: str, value: Any) -> None:
@@ -273,54 +319,73 @@ def format_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _load_plain(text: str) -> dict[str, Any]:
-    """The text's plain value, read the way validation reads it (libyaml events, YAML 1.2,
-    alias limits): linear in the text. ruamel's round-trip loader is not: it concatenates a
-    block of comments after the last value one line at a time (3.9 MB of trailing comments
-    took 12 s), so only structured edits, which must keep comments, go through it."""
+def _document(text: str) -> YamlDocument:
+    """The text read the way validation reads it (libyaml events, YAML 1.2, alias limits):
+    linear in the text. ruamel's round-trip loader is not: it concatenates a block of
+    comments after the last value one line at a time (3.9 MB of trailing comments took
+    12 s), so only structured edits, which must keep comments, go through it."""
     doc, issues = load_yaml(text.encode())
     if doc is None:
         raise YamlEditError(f"the YAML does not parse: {issues[0].message if issues else ''}")
     if not isinstance(doc.data, dict):
         raise YamlEditError("the bundle must be a mapping")
-    return doc.data
+    return doc
+
+
+def _load_plain(text: str) -> dict[str, Any]:
+    """The text's plain value, read as :func:`_document` reads it."""
+    return _document(text).data
 
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def outline(text: str, *, data: Any = None) -> dict[str, Any]:
+def outline(text: str, *, document: YamlDocument | None = None) -> dict[str, Any]:
     """Challenges, input sets and cases as far as the text shows them, for the side panel.
 
     Best effort on text that parses but may not validate: anything malformed is skipped.
-    ``data`` is the text's value when the caller has it already (the validate report's
-    document), so the text is not parsed twice.
+    ``document`` is the text's parse when the caller has it already (the validate report's),
+    so the text is not parsed twice. Keys read as validation reads them (``007`` is "007").
     """
-    if data is None:
-        data = _load_plain(text)
-    elif not isinstance(data, dict):
+    if document is None:
+        document = _document(text)
+    elif not isinstance(document.data, dict):
         raise YamlEditError("the bundle must be a mapping")
+    data = document.data
     challenges = []
-    for item in _list(data.get("challenges")):
-        if isinstance(item, dict) and item.get("key"):
-            challenges.append({"key": str(item["key"]).strip(), "title": str(item.get("title") or "")})
+    for index, item in enumerate(_list(data.get("challenges"))):
+        key = (
+            _scalar(document, ("challenges", index, "key"), item.get("key")) if isinstance(item, dict) else ""
+        )
+        if key:
+            title = _scalar(document, ("challenges", index, "title"), item.get("title"))
+            challenges.append({"key": key, "title": title})
     sets = []
-    for item in _list(data.get("input_sets")):
-        if not isinstance(item, dict) or not item.get("key"):
+    for s_index, item in enumerate(_list(data.get("input_sets"))):
+        key = (
+            _scalar(document, ("input_sets", s_index, "key"), item.get("key"))
+            if isinstance(item, dict)
+            else ""
+        )
+        if not key:
             continue
+        list_name = _case_list(item)
         cases = []
-        entries = item.get("cases") if item.get("cases") is not None else item.get("items")
-        for case in _list(entries):
+        for c_index, case in enumerate(_list(item.get(list_name))):
             if isinstance(case, dict):
+                path = ("input_sets", s_index, list_name, c_index)
                 cases.append(
                     {
-                        "case_key": _effective_key(case),
-                        "challenge_key": str(case.get("challenge_key") or "").strip(),
+                        "case_key": _case_key(document, path, case),
+                        "challenge_key": _scalar(
+                            document, (*path, "challenge_key"), case.get("challenge_key")
+                        ),
                         "raw": case,
                     }
                 )
-        sets.append({"key": str(item["key"]).strip(), "name": str(item.get("name") or ""), "cases": cases})
+        name = _scalar(document, ("input_sets", s_index, "name"), item.get("name"))
+        sets.append({"key": key, "name": name, "cases": cases})
     return {"challenges": challenges, "input_sets": sets}
 
 
@@ -329,5 +394,9 @@ def find_case(text: str, *, input_set_key: str, case_key: str) -> dict[str, Any]
         if input_set["key"] == input_set_key:
             for case in input_set["cases"]:
                 if case["case_key"] == case_key:
-                    return _plain(case["raw"])
+                    found = _plain(case["raw"])
+                    found["challenge_key"] = case["challenge_key"]
+                    found["case_key"] = case["case_key"]
+                    found.pop("item_key", None)  # the form edits the effective key
+                    return found
     return None

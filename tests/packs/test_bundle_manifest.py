@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from grading.engine.types import MISSING, canonical_json
+from packs.bundle.stored import stored_case
 from tests.packs.bundle_helpers import base_pack, check, spec_of
 
 
@@ -78,6 +81,33 @@ def test_case_documents_are_legacy_payloads_or_envelopes():
     assert rich.content_hash == hashlib.sha256(canonical_json(rich.document).encode()).hexdigest()
     assert docs["modern"][0].case_key == "c1" and docs["modern"][0].item_key == "c1"
     assert (rich.input_set_key, rich.position, rich.challenge_key) == ("modern", 2, "sum")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"schema_version": 1, "question": "2+2?"},  # read back as an envelope: "question" unknown
+        {"schema_version": 1},  # read back as an envelope: the payload was lost
+        {"schema_version": True, "q": 1},
+        {"schema_version": 2, "q": 1},  # upstream's import reads any non-zero integer so
+    ],
+)
+def test_a_payload_only_case_whose_payload_has_a_schema_version_is_stored_as_an_envelope(payload):
+    doc = base_pack()
+    doc["input_sets"][0]["cases"][0]["payload"] = payload
+    (stored,) = check(doc).case_documents()["default"]
+    assert stored.document == {"schema_version": 1, "case_key": "a", "payload": payload}
+    assert not stored.legacy
+    assert stored_case("sum", "a", stored.document).payload == payload
+
+
+@pytest.mark.parametrize("payload", [{"schema_version": 0, "q": 1}, {"schema_version": "1"}, {"v": 1}])
+def test_other_payload_only_cases_are_still_stored_bare(payload):
+    doc = base_pack()
+    doc["input_sets"][0]["cases"][0]["payload"] = payload
+    (stored,) = check(doc).case_documents()["default"]
+    assert stored.document == payload and stored.legacy
+    assert stored_case("sum", "a", stored.document).payload == payload
 
 
 def test_the_same_bytes_give_the_same_manifest_and_hashes():

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from packs.bundle.yamlload import MAX_YAML_BYTES, load_yaml, resolve_plain
-from tests.packs.bundle_helpers import base_pack, check, dump, errors, pos_of, warnings
+from tests.packs.bundle_helpers import base_pack, check, dump, errors, line_of, pos_of, warnings
 
 
 @pytest.mark.parametrize(
@@ -81,6 +81,77 @@ def test_non_finite_numbers_are_refused(value):
 def test_a_non_finite_number_in_a_payload_is_refused_too():
     text = dump(base_pack()).replace("a: 1\n", "a: .inf\n")
     assert errors(check(text)) == [("input_sets[0].cases[0].payload.a", "must be a finite number")]
+
+
+BEYOND_DOUBLE = "9" * 400  # an integer past ~1.8e308, the largest finite double
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (BEYOND_DOUBLE, float("inf")),
+        ("-" + BEYOND_DOUBLE, float("-inf")),
+        ("9" * 5000, float("inf")),  # more digits than int() reads
+        ("0x" + "f" * 300, float("inf")),  # int() reads any hex length
+        ("0o" + "7" * 400, float("inf")),
+        ("9" * 300, int("9" * 300)),  # within the double range: exact
+    ],
+)
+def test_an_integer_beyond_the_double_range_is_infinite_like_1e400(text, value):
+    assert resolve_plain(text) == value
+
+
+@pytest.mark.parametrize(
+    ("anchor", "replacement", "field"),
+    [
+        ("a: 1\n", f"a: {BEYOND_DOUBLE}\n", "input_sets[0].cases[0].payload.a"),
+        ("a: 1\n", "a: 0x" + "f" * 4000 + "\n", "input_sets[0].cases[0].payload.a"),
+        ("a: 1\n", "a: " + "9" * 5000 + "\n", "input_sets[0].cases[0].payload.a"),
+        ("  number: 1\n", f"  number: {BEYOND_DOUBLE}\n", "version.number"),
+        ("  number: 1\n", "  number: .nan\n", "version.number"),
+        (
+            "    case_key: a\n",
+            f"    case_key: a\n    case_timeout_seconds: -{BEYOND_DOUBLE}\n",
+            "input_sets[0].cases[0].case_timeout_seconds",
+        ),
+        (
+            "  execution_mode: native\n",
+            f"  execution_mode: native\n  tool_policy: {{max_tool_calls: {BEYOND_DOUBLE}}}\n",
+            "version.tool_policy.max_tool_calls",
+        ),
+        (
+            "  execution_mode: native\n",
+            "  execution_mode: native\n  filesystem: {max_workspace_bytes: 0x" + "f" * 300 + "}\n",
+            "version.filesystem.max_workspace_bytes",
+        ),
+        (
+            "pass_threshold: 1\n",
+            f"pass_threshold: {BEYOND_DOUBLE}\n",
+            "version.evaluation_spec.scorecard.pass_threshold",
+        ),
+    ],
+)
+def test_a_huge_number_is_a_field_error_never_a_crash_or_a_string(anchor, replacement, field):
+    """Such a number crashed the range checks (math.isfinite overflows on the int) or, past
+    4300 digits, the case's canonical JSON at publish; past 4300 digits in a payload it was
+    silently read as a string, and in an integer field it got "must be an integer"."""
+    text = dump(base_pack()).replace(anchor, replacement, 1)
+    report = check(text)
+    assert errors(report) == [(field, "must be a finite number")]
+    error = report.errors[0]
+    line = text.splitlines()[error.line - 1]
+    assert line[error.column - 1 :].lstrip("-").startswith(("9", "0x", ".nan"))
+
+
+def test_a_big_integer_within_the_double_range_stays_exact_and_text_fields_keep_their_digits():
+    doc = base_pack()
+    doc["input_sets"][0]["cases"][0]["payload"]["a"] = int("9" * 300)
+    text = dump(doc).replace("title: Sum", f"title: {BEYOND_DOUBLE[:450]}")
+    report = check(text)
+    assert report.valid, report.to_body()
+    assert report.manifest["input_sets"][0]["cases"][0]["payload"]["a"] == int("9" * 300)
+    assert report.manifest["challenges"][0]["title"] == BEYOND_DOUBLE[:450]
+    assert report.case_documents()["default"][0].document == {"a": int("9" * 300), "b": 2}
 
 
 def test_duplicate_keys_keep_the_first_value_and_report_the_second_key():
@@ -219,6 +290,32 @@ def test_syntax_errors_are_field_errors_with_parser_text(text):
     assert error.line is not None and error.column is not None
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "what"),
+    [
+        ("  slug: demo", "\tslug: demo", "a tab"),
+        ("  slug: demo", "  \tslug: demo", "a tab"),
+        ("- key: sum", "\t- key: sum", "a tab"),
+        ("  title: Sum", "\ttitle: Sum", "a tab"),
+        ("  slug: demo", "\u00a0 slug: demo", "U+00A0 (NO-BREAK SPACE)"),
+        ("  title: Sum", "\u3000title: Sum", "U+3000 (IDEOGRAPHIC SPACE)"),
+    ],
+)
+def test_a_line_indented_with_a_tab_or_an_odd_space_is_named_in_the_detail(old, new, what):
+    # libyaml says "found character that cannot start any token" or "mapping values are not
+    # allowed in this context", sometimes a line later, and never names the character.
+    text = dump(base_pack()).replace(old, new, 1)
+    (error,) = check(text).errors
+    assert (error.field, error.message) == ("bundle", "must be valid YAML")
+    line = line_of(text, new.strip(" \t\u00a0\u3000"))
+    assert error.detail.endswith(f"; line {line} is indented with {what}: YAML indents with spaces only")
+
+
+def test_a_syntax_error_on_lines_indented_with_spaces_has_no_indentation_hint():
+    (error,) = check("pack:\n  slug: demo\n  name: [unclosed\nversion: 1\n").errors
+    assert "indented" not in error.detail
+
+
 def test_the_parser_position_is_reported():
     report = check("pack:\n  slug: demo\n  name: [unclosed\nversion: 1\n")
     (error,) = report.errors
@@ -230,6 +327,15 @@ def test_invalid_utf8_is_refused():
     report = check(b"pack: {slug: d\xffmo}\n")
     assert errors(report) == [("bundle", "must be valid YAML")]
     assert "UTF-8" in report.errors[0].detail
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-16-le"])
+def test_a_utf16_file_is_refused_with_the_fix(encoding):
+    bom = {"utf-16-be": "\ufeff", "utf-16-le": "\ufeff"}.get(encoding, "")
+    report = check((bom + dump(base_pack())).encode(encoding))
+    (error,) = report.errors
+    assert (error.field, error.message, error.line, error.column) == ("bundle", "must be valid YAML", 1, 1)
+    assert error.detail.endswith("save it as UTF-8")
 
 
 def test_a_bom_is_ignored():

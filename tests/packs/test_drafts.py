@@ -120,6 +120,76 @@ def test_deleting_a_case(personas):
     assert [c["case_key"] for c in cases] == ["train"]
 
 
+def numeric_keys_pack() -> str:
+    """Example A with keys YAML reads as numbers or booleans: validation takes their text."""
+    return (
+        mental_math()
+        .replace("- key: smoke", "- key: 2024-01")
+        .replace("case_key: crates", "case_key: 007")
+        .replace("case_key: train", "case_key: 1.50")
+        .replace("key: word-problem,", "key: yes,")
+        .replace("challenge_key: word-problem", "challenge_key: yes")
+    )
+
+
+def test_the_editor_reads_numeric_looking_keys_as_validation_does(personas):
+    # The Structure panel showed case "7" for `case_key: 007` (and "1.5", "True"): the
+    # published key is "007", and opening the case by it found nothing.
+    text = numeric_keys_pack()
+    report = services.draft_validate(draft=new_draft(personas, text))
+    assert report.valid, report.to_body()
+    published = [c["case_key"] for c in report.manifest["input_sets"][0]["cases"]]
+    assert published == ["007", "1.50"]
+    outline = yaml_edit.outline(text)
+    assert [c["key"] for c in outline["challenges"]] == ["yes"]
+    (input_set,) = outline["input_sets"]
+    assert input_set["key"] == report.manifest["input_sets"][0]["key"] == "2024-01"
+    assert [(c["case_key"], c["challenge_key"]) for c in input_set["cases"]] == [
+        ("007", "yes"),
+        ("1.50", "yes"),
+    ]
+    case = yaml_edit.find_case(text, input_set_key="2024-01", case_key="007")
+    assert case is not None and (case["case_key"], case["challenge_key"]) == ("007", "yes")
+
+
+def test_saving_a_numeric_looking_case_unchanged_keeps_its_key_and_its_text(personas):
+    draft = new_draft(personas, numeric_keys_pack())
+    case = yaml_edit.find_case(draft.bundle_text, input_set_key="2024-01", case_key="007")
+    edit = CaseEdit(
+        input_set_key="2024-01",
+        challenge_key=case["challenge_key"],
+        case_key=case["case_key"],
+        payload=case["payload"],
+        expectations=case["expectations"],
+        original_case_key=case["case_key"],
+    )
+    services.draft_case_upsert(draft=draft, edit=edit)
+    draft.refresh_from_db()
+    assert "case_key: 007\n" in draft.bundle_text  # as written: not 7, not '007'
+    report = services.draft_validate(draft=draft)
+    assert [c["case_key"] for c in report.manifest["input_sets"][0]["cases"]] == ["007", "1.50"]
+
+
+def test_a_numeric_looking_case_can_be_renamed_and_deleted_by_its_key(personas):
+    draft = new_draft(personas, numeric_keys_pack())
+    edit = CaseEdit(input_set_key="2024-01", challenge_key="yes", case_key="008", original_case_key="007")
+    services.draft_case_upsert(draft=draft, edit=edit)
+    draft.refresh_from_db()
+    assert [c["case_key"] for c in yaml_edit.outline(draft.bundle_text)["input_sets"][0]["cases"]] == [
+        "008",
+        "1.50",
+    ]
+    with pytest.raises(services.DraftError, match="already has a case"):
+        services.draft_case_upsert(
+            draft=draft, edit=CaseEdit(input_set_key="2024-01", challenge_key="yes", case_key="1.50")
+        )
+    services.draft_case_delete(draft=draft, input_set_key="2024-01", case_key="1.50")
+    draft.refresh_from_db()
+    report = services.draft_validate(draft=draft)
+    assert report.valid, report.to_body()
+    assert [c["case_key"] for c in report.manifest["input_sets"][0]["cases"]] == ["008"]
+
+
 def test_form_values_parse_as_json_or_stay_text():
     assert yaml_edit.parse_value("168") == 168
     assert yaml_edit.parse_value("true") is True

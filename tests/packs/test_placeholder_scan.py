@@ -45,3 +45,78 @@ def test_the_lint_renders_a_spaced_placeholder_from_the_case():
     assert render(
         "say {{ word }} and {{\tnested.key }} not {{ missing }}", {"word": "olleh", "nested": {"key": 1}}
     ) == ("say olleh and 1 not {{ missing }}")
+
+
+SPACED = "a placeholder name has no whitespace inside, so it is left as written"
+
+
+def _spaced_name_pack() -> dict:
+    doc = base_pack()
+    doc["challenges"][0]["instructions"] = "Greet {{first name}} from {{ city }}."
+    doc["input_sets"][0]["cases"][0]["payload"] = {"first name": "Ann", "city": "Oslo"}
+    return doc
+
+
+def test_a_name_with_whitespace_inside_is_unresolved_as_the_grader_leaves_it_verbatim():
+    # The validator found "first name" in the payload and said nothing, while the grader's
+    # renderer never substitutes such a name: the agent was sent "{{first name}}".
+    report = check(_spaced_name_pack())
+    assert report.valid
+    assert [(w.field, w.message, w.rule, w.detail) for w in report.warnings] == [
+        (
+            "challenges[0].instructions",
+            "does not resolve for input_sets[0].cases[0]",
+            "unresolved_reference",
+            "{{first name}}: " + SPACED,
+        )
+    ]
+    ((_case, context),) = report.grading_cases("default")
+    assert context.rendered_instructions == "Greet {{first name}} from Oslo."
+
+
+def test_a_test_command_or_a_scripted_turn_with_a_spaced_name_is_an_error():
+    doc = _spaced_name_pack()
+    doc["challenges"][0]["instructions"] = "Greet them."
+    spec = doc["version"]["evaluation_spec"]
+    spec["post_execution_checks"] = [{"key": "sol", "type": "file_capture", "path": "sol.py"}]
+    spec["validators"] = [
+        {
+            "key": "t",
+            "type": "code_execution",
+            "target": "file:sol",
+            "config": {"test_command": "run {{first name}}"},
+        }
+    ]
+    report = check(doc)
+    assert [(e.field, e.message, e.detail) for e in report.errors] == [
+        (
+            "version.evaluation_spec.validators[0].config.test_command",
+            "unresolved placeholder {{first name}} for case template context",
+            "input_sets[0].cases[0]",
+        )
+    ]
+    doc = _spaced_name_pack()
+    doc["challenges"][0]["instructions"] = "Greet them."
+    doc["version"]["execution_mode"] = "multi_turn"
+    doc["input_sets"][0]["cases"][0]["user_simulator"] = {
+        "schema_version": 1,
+        "kind": "hybrid",
+        "phases": [{"id": "hi", "actor": "scripted", "turns": [{"message": "I am {{first name}}"}]}],
+    }
+    report = check(doc)
+    assert [(e.field, e.message, e.detail) for e in report.errors] == [
+        (
+            "input_sets[0].cases[0].user_simulator.phases[0].turns[0].message",
+            "unresolved placeholder {{first name}} for case template context",
+            SPACED,
+        )
+    ]
+
+
+def test_the_lint_leaves_a_spaced_name_verbatim_like_the_grader():
+    from grading.engine.refs import render_template
+    from packs.bundle.casechecks import render
+
+    scope = {"first name": "Ann", "a": {"b c": 1}}
+    text = "{{first name}} {{a.b c}} {{ a.x }}"
+    assert render(text, scope) == render_template(text, None, scope) == text  # type: ignore[arg-type]

@@ -161,6 +161,17 @@ def test_malformed_yaml_is_a_field_error_not_a_crash(personas):
     assert errors[0]["line"] is not None
 
 
+def test_a_payload_number_beyond_the_double_range_is_a_400_and_stores_nothing(personas):
+    # It validated before, then the case's canonical JSON raised at publish (a 500).
+    text = mental_math().replace("value: 168}", "value: 0x" + "f" * 4000 + "}")
+    with pytest.raises(services.PackInvalid) as info:
+        publish(personas, text)
+    assert [(e["field"], e["message"]) for e in info.value.body()["errors"]] == [
+        ("input_sets[0].cases[0].expectations[0].value", "must be a finite number")
+    ]
+    assert row_counts() == {name: 0 for name in row_counts()}
+
+
 def test_strict_refuses_a_pack_with_warnings(personas):
     text = mental_math().replace("input_sets:\n", "stray: 1\ninput_sets:\n")
     relaxed = publish(personas, text)
@@ -227,6 +238,61 @@ def test_a_failure_after_some_rows_are_inserted_rolls_everything_back(personas, 
     with pytest.raises(RuntimeError):
         publish(personas, mental_math())
     assert row_counts() == {name: 0 for name in row_counts()}
+
+
+def test_a_case_payload_with_its_own_schema_version_reads_back_from_its_row(personas):
+    # Stored bare, the row read back as a v1 envelope: the run failed on "question".
+    from packs.bundle.stored import stored_case
+
+    text = (
+        mental_math()
+        .replace("        expectations: [{key: result, kind: number, value: 60}]\n", "")
+        .replace('payload: {question: "A train', 'payload: {schema_version: 1, question: "A train')
+    )
+    version = publish(personas, text).version
+    row = Case.objects.get(input_set__version=version, case_key="train")
+    case = stored_case(row.challenge.key, row.case_key, row.document)
+    assert case.payload == {
+        "schema_version": 1,
+        "question": "A train covers 90 km in 1.5 hours. What is its speed in km/h?",
+    }
+
+
+@pytest.mark.parametrize(
+    "step", ["_bind_artifacts", "_insert_challenges", "_insert_sets_and_cases", "_insert_assets"]
+)
+@pytest.mark.parametrize("pack_exists", [False, True], ids=["new-pack", "new-version"])
+def test_a_failure_after_any_insert_leaves_no_row_no_artifact_and_no_file(
+    personas, monkeypatch, step, pack_exists
+):
+    from tests.packs.test_publish_artifact_cleanup import stored_files
+
+    if pack_exists:
+        publish(personas, mental_math(slug="invoice-totals", name="Invoice Totals", family="tool-use"))
+    before, files_before = row_counts(), stored_files()
+    pack_before = list(Pack.objects.values_list("pk", "description", "updated_at"))
+    original = getattr(publish_module, step)
+
+    def fail_after(**kwargs):
+        original(**kwargs)  # its rows are in, inside the transaction
+        raise RuntimeError(f"{step} fell over")
+
+    monkeypatch.setattr(publish_module, step, fail_after)
+    zipped = make_zip(
+        {
+            "pack.yaml": INVOICE_PACK.replace("number: 1", "number: 2").replace(
+                "{slug: invoice-totals, name: Invoice Totals, family: tool-use}",
+                "{slug: invoice-totals, name: Invoice Totals, family: tool-use, description: changed}",
+            ),
+            "data/invoices.json": INVOICES_JSON,
+        }
+    )
+    with pytest.raises(RuntimeError, match="fell over"):
+        publish(personas, zipped)
+    assert row_counts() == before
+    assert list(Pack.objects.values_list("pk", "description", "updated_at")) == pack_before
+    assert not Artifact.objects.exists()
+    assert stored_files() == files_before  # the zip's file was written, then removed
 
 
 def test_a_published_version_refuses_changes(personas):
