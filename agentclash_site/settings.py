@@ -14,11 +14,13 @@ from agentclash_site.lib.env import (
     env_base_url,
     env_bool,
     env_broker_url,
+    env_class_path,
     env_float,
     env_int,
     env_json_object,
     env_list,
     env_log_level,
+    env_text,
     parse_database_url,
 )
 
@@ -140,12 +142,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
-MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(VAR_DIR / "media")))
+STATIC_ROOT = Path(env_text("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
+MEDIA_ROOT = Path(env_text("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "media/"
 STORAGES = {
     "default": {
-        "BACKEND": os.environ.get("DEFAULT_FILE_STORAGE", "django.core.files.storage.FileSystemStorage"),
+        "BACKEND": env_class_path("DEFAULT_FILE_STORAGE", "django.core.files.storage.FileSystemStorage"),
         # Backend options as a JSON object, e.g. {"bucket_name": "agentclash", "endpoint_url": "..."}
         # for django-storages' S3Storage; credentials come from the backend's own variables.
         "OPTIONS": env_json_object("DEFAULT_FILE_STORAGE_OPTIONS", {}),
