@@ -79,6 +79,21 @@ class ApiView(APIView):
         super().initial(request, *args, **kwargs)
         reject_nul_query_parameters(request.query_params)
 
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        """DRF reads ``?format=`` as the renderer to answer with and answered an unknown one
+        404 "Not found." (before authentication, whatever the path), which read as a missing
+        workspace or run: it is a 400 naming the parameter and what it takes."""
+        try:
+            return super().perform_content_negotiation(request, force=force)
+        except Http404:
+            formats = [renderer.format for renderer in self.get_renderers()]
+            raise ApiError(
+                "invalid_format",
+                f"format must be one of {', '.join(formats)} (the answer's format; leave it out for JSON)",
+                field="format",
+                choices=formats,
+            ) from None
+
 
 def error_body(
     code: str, message: str, *, field: str | None = None, choices: list[Any] | None = None, **extra: Any
