@@ -167,10 +167,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
+        # The first field's first error: the error body is the spec's four keys exactly (DRF's
+        # whole detail went out as an extra "fields" key, in no spec or OpenAPI schema).
         field, message = _first_field_error(exc.detail)
-        body = error_body("invalid", message, field=field)
-        body["error"]["fields"] = exc.detail
-        response.data = body
+        response.data = error_body("invalid", message, field=field)
         return response
     code = (
         "parse_error" if isinstance(exc, exceptions.ParseError) else _CODES.get(response.status_code, "error")
