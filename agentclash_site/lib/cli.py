@@ -103,7 +103,9 @@ class _JsonAwareParser(CommandParser):
             )
         if action is not None:
             error["field"] = action.dest
-            if action.choices is not None and "invalid choice" in message:
+            # What the option takes is the fix both for a value it does not take and for the
+            # option left out (``--kind``, ``--format``, a subcommand).
+            if action.choices is not None and ("invalid choice" in message or message.startswith(_REQUIRED)):
                 error["choices"] = [str(choice) for choice in action.choices]
         return error
 
