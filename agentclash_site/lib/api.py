@@ -195,6 +195,19 @@ class ClosedInput(serializers.Serializer):
                 raise serializers.ValidationError({unknown[0]: [self._unknown(unknown[0])]})
         return super().to_internal_value(data)
 
+    def is_valid(self, *, raise_exception: bool = False) -> bool:
+        """As DRF's, and a value a choice field does not take is the error body with the
+        field's ``choices`` (DRF's message named neither them nor any other fix)."""
+        valid = super().is_valid(raise_exception=False)
+        if not valid and raise_exception:
+            field, message = _first_field_error(self.errors)
+            choice = self.fields.get(field or "")
+            errors = self.errors.get(field or "")
+            if isinstance(choice, serializers.ChoiceField) and errors and errors[0].code == "invalid_choice":
+                raise ApiError("invalid", message, field=field, choices=[str(c) for c in choice.choices])
+            raise serializers.ValidationError(self.errors)
+        return valid
+
     def _unknown(self, name: str) -> str:
         close = difflib.get_close_matches(name, list(self.fields), n=1, cutoff=0.6)
         if close:
