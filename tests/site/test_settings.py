@@ -132,6 +132,11 @@ def test_it_refuses_a_field_encryption_key_that_is_not_a_fernet_key():
         ({"SECURE_HSTS_SECONDS": "-1"}, "SECURE_HSTS_SECONDS must be a whole number 0 or more"),
         ({"CELERY_TASK_TIME_LIMIT": "-5"}, "CELERY_TASK_TIME_LIMIT must be a whole number 0 or more"),
         ({"CELERY_TASK_SOFT_TIME_LIMIT": "1.5"}, "CELERY_TASK_SOFT_TIME_LIMIT must be a whole number"),
+        # a soft limit at or past the hard one never fires: the task is killed without cleanup
+        (
+            {"CELERY_TASK_SOFT_TIME_LIMIT": "960", "CELERY_TASK_TIME_LIMIT": "900"},
+            "CELERY_TASK_SOFT_TIME_LIMIT (960) must be less than CELERY_TASK_TIME_LIMIT (900)",
+        ),
         # a storage backend that is not installed failed at the first upload, with a traceback
         ({"DEFAULT_FILE_STORAGE": "nowhere.backends.Storage"}, "DEFAULT_FILE_STORAGE names module"),
         ({"DEFAULT_FILE_STORAGE": "S3Storage"}, "DEFAULT_FILE_STORAGE must be a dotted path"),
