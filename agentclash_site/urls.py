@@ -38,6 +38,9 @@ urlpatterns = [
     path("", include("grading.urls")),
 ]
 
+# An unexpected exception: the JSON error body under /api/v1/, the HTML page elsewhere.
+handler500 = "agentclash_site.api.server_error"
+
 # No MEDIA_URL route, not even with DEBUG: stored files (every workspace's artifacts and
 # assets) are served only by the views that check access (packs.views: members' downloads
 # and signed, expiring links for agents).
