@@ -91,3 +91,17 @@ def server_error(request: HttpRequest) -> HttpResponse:
         message = "internal error: the server failed to answer; the details are in its log"
         return JsonResponse(error_body("internal_error", message), status=500)
     return defaults.server_error(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler400`` (a request Django refused before any view, such as a Host outside
+    ALLOWED_HOSTS): the error body under /api/v1/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        from django.core.exceptions import DisallowedHost
+
+        if isinstance(exception, DisallowedHost):
+            message = "the request's Host is not one this server answers to (ALLOWED_HOSTS)"
+        else:
+            message = "the request was refused before it reached the API"
+        return JsonResponse(error_body("bad_request", message), status=400)
+    return defaults.bad_request(request, exception)

@@ -52,3 +52,14 @@ def test_a_page_that_fails_still_answers_the_html_error_page(broken, settings):
     response = client.get("/login/")
     assert response.status_code == 500
     assert response["Content-Type"].startswith("text/html")
+
+
+def test_a_refused_host_under_the_api_answers_the_json_error_body(settings):
+    # Django's 400 for a Host outside ALLOWED_HOSTS was its HTML "Bad Request (400)" page.
+    settings.DEBUG = False
+    response = Client(HTTP_HOST="elsewhere.example").get("/api/v1/health")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "bad_request" and "ALLOWED_HOSTS" in error["message"]
+    page = Client(HTTP_HOST="elsewhere.example").get("/login/")
+    assert page.status_code == 400 and page["Content-Type"].startswith("text/html")
