@@ -75,6 +75,10 @@ class Command(JsonCommand):
                 field="slug",
             )
         owner = None
+        if options.get("owner") is not None and not options["owner"].strip():
+            raise CliError(
+                "invalid", "--owner is empty: give a username, or leave --owner out", field="owner"
+            )
         if options.get("owner"):
             owner = get_user_model().objects.filter(username=options["owner"]).first()
             if owner is None:
