@@ -71,6 +71,18 @@ class CliError(Exception):
         return {"error": error}
 
 
+def refuse_empty_output(options: dict[str, Any], name: str = "output") -> None:
+    """A usage error for a file option given empty (``--output "$OUT"`` with OUT unset):
+    taken as left out, the command printed to stdout, exit 0, and the file a CI job then
+    reads was never written."""
+    value = options.get(name)
+    if value is not None and not str(value).strip():
+        flag = "--" + name.replace("_", "-")
+        raise CliError(
+            "usage", f"{flag} is empty: give a file path, or leave {flag} out to print to stdout", field=name
+        )
+
+
 _REQUIRED = "the following arguments are required: "  # argparse's text for missing ones
 
 
