@@ -136,7 +136,8 @@ class Command(JsonCommand):
     def _refused(exc: MembershipError) -> CliError:
         # The services name the member they refuse as "member"; here it is the USERNAME argument.
         field = "username" if exc.field == "member" else exc.field
-        return CliError(exc.code, exc.message, field=field)
+        choices = list(Role.values) if exc.code == "invalid_role" else None
+        return CliError(exc.code, exc.message, field=field, choices=choices)
 
     @staticmethod
     def _member_doc(membership: Membership) -> dict[str, Any]:
