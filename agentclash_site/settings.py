@@ -193,6 +193,11 @@ CONTENT_SECURITY_POLICY = "; ".join(
 )
 SESSION_COOKIE_HTTPONLY = True
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if "://" not in _origin:
+        raise ConfigError(
+            f"CSRF_TRUSTED_ORIGINS entries must start with a scheme, such as https://{_origin}, got {_origin!r}"
+        )
 if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

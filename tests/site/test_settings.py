@@ -137,6 +137,12 @@ def test_it_refuses_a_field_encryption_key_that_is_not_a_fernet_key():
             {"CELERY_TASK_SOFT_TIME_LIMIT": "960", "CELERY_TASK_TIME_LIMIT": "900"},
             "CELERY_TASK_SOFT_TIME_LIMIT (960) must be less than CELERY_TASK_TIME_LIMIT (900)",
         ),
+        # Django's own check says so only under `manage.py check`; gunicorn started and every
+        # form post from that origin was a 403 CSRF failure
+        (
+            {"CSRF_TRUSTED_ORIGINS": "evals.example.com"},
+            "CSRF_TRUSTED_ORIGINS entries must start with a scheme, such as https://evals.example.com",
+        ),
         # a storage backend that is not installed failed at the first upload, with a traceback
         ({"DEFAULT_FILE_STORAGE": "nowhere.backends.Storage"}, "DEFAULT_FILE_STORAGE names module"),
         ({"DEFAULT_FILE_STORAGE": "S3Storage"}, "DEFAULT_FILE_STORAGE must be a dotted path"),
