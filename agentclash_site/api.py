@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -80,3 +81,27 @@ class HealthApi(ApiView):
 def api_not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
     """Any URL under /api/v1/ that no route matches: a JSON 404, never the HTML page."""
     return JsonResponse(error_body("not_found", f"no API route for {request.path}"), status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: under /api/v1/ the error body of interfaces.md §7 (a client parses it
+    as every other error), elsewhere Django's page. The traceback is logged (django.request),
+    never sent."""
+    if request.path.startswith("/api/"):
+        message = "internal error: the server failed to answer; the details are in its log"
+        return JsonResponse(error_body("internal_error", message), status=500)
+    return defaults.server_error(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler400`` (a request Django refused before any view, such as a Host outside
+    ALLOWED_HOSTS): the error body under /api/v1/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        from django.core.exceptions import DisallowedHost
+
+        if isinstance(exception, DisallowedHost):
+            message = "the request's Host is not one this server answers to (ALLOWED_HOSTS)"
+        else:
+            message = "the request was refused before it reached the API"
+        return JsonResponse(error_body("bad_request", message), status=400)
+    return defaults.bad_request(request, exception)

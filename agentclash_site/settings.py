@@ -14,11 +14,13 @@ from agentclash_site.lib.env import (
     env_base_url,
     env_bool,
     env_broker_url,
+    env_class_path,
     env_float,
     env_int,
     env_json_object,
     env_list,
     env_log_level,
+    env_text,
     parse_database_url,
 )
 
@@ -140,12 +142,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
-MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(VAR_DIR / "media")))
+STATIC_ROOT = Path(env_text("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
+MEDIA_ROOT = Path(env_text("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "media/"
 STORAGES = {
     "default": {
-        "BACKEND": os.environ.get("DEFAULT_FILE_STORAGE", "django.core.files.storage.FileSystemStorage"),
+        "BACKEND": env_class_path("DEFAULT_FILE_STORAGE", "django.core.files.storage.FileSystemStorage"),
         # Backend options as a JSON object, e.g. {"bucket_name": "agentclash", "endpoint_url": "..."}
         # for django-storages' S3Storage; credentials come from the backend's own variables.
         "OPTIONS": env_json_object("DEFAULT_FILE_STORAGE_OPTIONS", {}),
@@ -191,6 +193,11 @@ CONTENT_SECURITY_POLICY = "; ".join(
 )
 SESSION_COOKIE_HTTPONLY = True
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if "://" not in _origin:
+        raise ConfigError(
+            f"CSRF_TRUSTED_ORIGINS entries must start with a scheme, such as https://{_origin}, got {_origin!r}"
+        )
 if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -262,6 +269,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 900)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 960)
+if CELERY_TASK_TIME_LIMIT and CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
+    # The soft limit lets a task give back what it holds before the hard one kills its process.
+    raise ConfigError(
+        f"CELERY_TASK_SOFT_TIME_LIMIT ({CELERY_TASK_SOFT_TIME_LIMIT}) must be less than "
+        f"CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT}): lower the soft limit or raise the hard one"
+    )
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -38,6 +38,11 @@ urlpatterns = [
     path("", include("grading.urls")),
 ]
 
+# An unexpected exception, or a request refused before any view (a Host outside
+# ALLOWED_HOSTS): the JSON error body under /api/v1/, the HTML page elsewhere.
+handler500 = "agentclash_site.api.server_error"
+handler400 = "agentclash_site.api.bad_request"
+
 # No MEDIA_URL route, not even with DEBUG: stored files (every workspace's artifacts and
 # assets) are served only by the views that check access (packs.views: members' downloads
 # and signed, expiring links for agents).

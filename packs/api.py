@@ -593,6 +593,15 @@ class DraftListApi(ApiView):
         data = DraftCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
+        if values.get("template"):
+            templates = [t["name"] for t in services.draft_templates()]
+            if values["template"] not in templates:
+                raise ApiError(
+                    "invalid_draft",
+                    f"no template named {values['template']!r}; start from one of the example packs",
+                    field="template",
+                    choices=templates,
+                )
         try:
             if values.get("template"):
                 draft = services.draft_from_template(

@@ -79,6 +79,21 @@ class ApiView(APIView):
         super().initial(request, *args, **kwargs)
         reject_nul_query_parameters(request.query_params)
 
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        """DRF reads ``?format=`` as the renderer to answer with and answered an unknown one
+        404 "Not found." (before authentication, whatever the path), which read as a missing
+        workspace or run: it is a 400 naming the parameter and what it takes."""
+        try:
+            return super().perform_content_negotiation(request, force=force)
+        except Http404:
+            formats = [renderer.format for renderer in self.get_renderers()]
+            raise ApiError(
+                "invalid_format",
+                f"format must be one of {', '.join(formats)} (the answer's format; leave it out for JSON)",
+                field="format",
+                choices=formats,
+            ) from None
+
 
 def error_body(
     code: str, message: str, *, field: str | None = None, choices: list[Any] | None = None, **extra: Any
@@ -152,10 +167,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
+        # The first field's first error: the error body is the spec's four keys exactly (DRF's
+        # whole detail went out as an extra "fields" key, in no spec or OpenAPI schema).
         field, message = _first_field_error(exc.detail)
-        body = error_body("invalid", message, field=field)
-        body["error"]["fields"] = exc.detail
-        response.data = body
+        response.data = error_body("invalid", message, field=field)
         return response
     code = (
         "parse_error" if isinstance(exc, exceptions.ParseError) else _CODES.get(response.status_code, "error")
@@ -179,6 +194,19 @@ class ClosedInput(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({unknown[0]: [self._unknown(unknown[0])]})
         return super().to_internal_value(data)
+
+    def is_valid(self, *, raise_exception: bool = False) -> bool:
+        """As DRF's, and a value a choice field does not take is the error body with the
+        field's ``choices`` (DRF's message named neither them nor any other fix)."""
+        valid = super().is_valid(raise_exception=False)
+        if not valid and raise_exception:
+            field, message = _first_field_error(self.errors)
+            choice = self.fields.get(field or "")
+            errors = self.errors.get(field or "")
+            if isinstance(choice, serializers.ChoiceField) and errors and errors[0].code == "invalid_choice":
+                raise ApiError("invalid", message, field=field, choices=[str(c) for c in choice.choices])
+            raise serializers.ValidationError(self.errors)
+        return valid
 
     def _unknown(self, name: str) -> str:
         close = difflib.get_close_matches(name, list(self.fields), n=1, cutoff=0.6)

@@ -71,6 +71,18 @@ class CliError(Exception):
         return {"error": error}
 
 
+def refuse_empty_output(options: dict[str, Any], name: str = "output") -> None:
+    """A usage error for a file option given empty (``--output "$OUT"`` with OUT unset):
+    taken as left out, the command printed to stdout, exit 0, and the file a CI job then
+    reads was never written."""
+    value = options.get(name)
+    if value is not None and not str(value).strip():
+        flag = "--" + name.replace("_", "-")
+        raise CliError(
+            "usage", f"{flag} is empty: give a file path, or leave {flag} out to print to stdout", field=name
+        )
+
+
 _REQUIRED = "the following arguments are required: "  # argparse's text for missing ones
 
 
@@ -103,7 +115,9 @@ class _JsonAwareParser(CommandParser):
             )
         if action is not None:
             error["field"] = action.dest
-            if action.choices is not None and "invalid choice" in message:
+            # What the option takes is the fix both for a value it does not take and for the
+            # option left out (``--kind``, ``--format``, a subcommand).
+            if action.choices is not None and ("invalid choice" in message or message.startswith(_REQUIRED)):
                 error["choices"] = [str(choice) for choice in action.choices]
         return error
 

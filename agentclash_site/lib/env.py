@@ -56,15 +56,51 @@ def env_bool(name: str, default: bool, environ: Mapping[str, str] | None = None)
     return parse_bool(name, raw)
 
 
-def env_int(name: str, default: int, environ: Mapping[str, str] | None = None) -> int:
+def env_int(name: str, default: int, environ: Mapping[str, str] | None = None, *, minimum: int = 0) -> int:
+    """A whole number, ``minimum`` or more (every integer setting is a count or seconds)."""
     environ = os.environ if environ is None else environ
     raw = environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        return int(raw.strip())
+        value = int(raw.strip())
     except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+        value = minimum - 1
+    if value < minimum:
+        raise ConfigError(f"{name} must be a whole number {minimum} or more, got {raw!r}")
+    return value
+
+
+def env_text(name: str, default: str, environ: Mapping[str, str] | None = None) -> str:
+    """The trimmed value, or ``default`` when unset or blank (as for every other variable:
+    an env file's ``MEDIA_ROOT=`` is no value, not the working directory)."""
+    environ = os.environ if environ is None else environ
+    return (environ.get(name) or "").strip() or default
+
+
+def env_class_path(name: str, default: str, environ: Mapping[str, str] | None = None) -> str:
+    """A dotted path ``package.module.Class`` whose module is installed; a backend that is
+    not failed only at its first use (an upload), with a traceback naming no variable."""
+    import importlib.util
+
+    value = env_text(name, default, environ)
+    if value == default:
+        return value
+    module, _, attribute = value.rpartition(".")
+    if not module or not all(part.isidentifier() for part in value.split(".")):
+        raise ConfigError(
+            f"{name} must be a dotted path to a class such as storages.backends.s3.S3Storage, got {value!r}"
+        )
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(
+            f"{name} names module {module!r}, which is not installed: install its package "
+            "(django-storages for storages.backends.*) or fix the path"
+        )
+    return value
 
 
 def env_float(

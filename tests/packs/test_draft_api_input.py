@@ -82,6 +82,16 @@ def test_changing_a_draft_with_a_value_of_the_wrong_type_is_400_naming_it(person
     assert (draft.name, draft.bundle_text) == ("Mine", mental_math())
 
 
+def test_an_unknown_template_is_400_naming_the_field_and_the_templates(personas):
+    # "no template named 'nope'" named neither the field nor the templates there are.
+    response = personas.api(personas.owner).post(f"{BASE}/drafts", {"template": "nope"}, format="json")
+    error = error_of(response)
+    assert (error["code"], error["field"]) == ("invalid_draft", "template")
+    assert error["choices"] == [t["name"] for t in services.draft_templates()]
+    assert "mental-math" in error["choices"]
+    assert not Draft.objects.exists()
+
+
 def test_known_fields_still_work(personas, draft):
     client = personas.api(personas.owner)
     changed = client.put(f"{BASE}/drafts/{draft.public_id}", {"name": "Renamed", "bundle": ""}, format="json")

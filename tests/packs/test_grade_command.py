@@ -111,6 +111,13 @@ def test_output_writes_the_json_and_prints_the_table(mental_results, tmp_path):
     assert out.startswith("Pack mental-math v1, input set smoke")
 
 
+def test_an_empty_output_is_a_usage_error_not_the_table_on_stdout(mental_results):
+    # `grade ... --output "$OUT"` with OUT unset printed the table and wrote no file.
+    code, doc = grade_json(str(MENTAL), "--results", str(mental_results), "--output", "")
+    assert code == 2
+    assert (doc["error"]["code"], doc["error"]["field"]) == ("usage", "output")
+
+
 def test_an_invalid_pack_exits_2_with_the_validate_body(tmp_path, mental_results):
     pack = tmp_path / "pack.yaml"
     pack.write_text("pack: {slug: demo, name: Demo}\n")

@@ -112,3 +112,15 @@ def test_an_unknown_run_exits_2(personas, operation):
     }
     code, out, _ = _cli(operation, "not-a-run", "--json")
     assert (code, json.loads(out)["error"]["code"]) == (2, "unknown_run")
+
+
+def test_run_export_refuses_an_empty_output_instead_of_printing_to_stdout(personas):
+    # `run export RUN --format csv --output "$OUT"` with OUT unset wrote the export to stdout
+    # and exited 0, the file the CI job then reads never written.
+    run = create_run(
+        personas.workspace, publish(personas.workspace), [hosted(personas.workspace, "http://127.0.0.1:9/a")]
+    )
+    code, out, err = _cli("export", str(run.pk), "--format", "csv", "--output", "")
+    assert code == 2
+    assert out == ""
+    assert "--output is empty" in err

@@ -142,6 +142,25 @@ def test_invalid_input_is_400_with_code_and_field(personas, body, code, field):
     assert (error["code"], error["field"]) == (code, field)
 
 
+@pytest.mark.parametrize(
+    ("method", "body", "field", "choices"),
+    [
+        ("post", create_body(kind="teleport"), "kind", ["hosted_http", "openai_chat", "trace_import"]),
+        ("post", create_body(evidence_level="everything"), "evidence_level", ["structured", "black_box"]),
+        ("patch", {"evidence_level": "x"}, "evidence_level", ["structured", "black_box"]),
+    ],
+)
+def test_a_value_a_choice_field_does_not_take_lists_its_choices(personas, method, body, field, choices):
+    # "\"teleport\" is not a valid choice." named the field but not the fix; the CLI's
+    # --kind lists them (interfaces.md §2 and §7: "choices"?).
+    url = BASE if method == "post" else f"{BASE}/{existing(personas, name='other').deployment.public_id}"
+    response = getattr(personas.api(personas.owner), method)(url, body, format="json")
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert (error["code"], error["field"], error["choices"]) == ("invalid", field, choices)
+    assert error["message"].startswith('"')
+
+
 def test_patch_updates_given_fields_and_null_clears_the_secret(personas):
     d = existing(personas).deployment
     api = personas.api(personas.editor)

@@ -100,6 +100,8 @@ def test_trace_import_needs_no_endpoint(personas):
         (["--workspace", "acme", "--name", "x", "--kind", "trace_import", "--timeout", "0"], "invalid_timeout_seconds", "timeout"),
         (["--workspace", "acme", "--name", "x", "--kind", "hosted_http", "--endpoint", "ftp://x"], "invalid_url", "endpoint"),
         (["--workspace", "acme", "--name", "x", "--kind", "trace_import", "--max-attempts", "0"], "invalid_max_attempts", "max_attempts"),
+        # an empty variable name (`--secret-env "$VAR"` with VAR unset) was ignored: no secret, exit 0
+        (["--workspace", "acme", "--name", "x", "--kind", "trace_import", "--secret-env", ""], "missing_secret_env", "secret_env"),
     ],
 )  # fmt: skip
 def test_invalid_input_exits_2_with_an_error_object(personas, args, code_name, field):

@@ -76,3 +76,21 @@ def test_token_create_for_a_member_of_the_workspace_still_works(personas):
     code, doc = run("token", "create", "vera", "--workspace", "acme", "--json")  # a viewer
     assert code == 0
     assert doc["workspace"] == "acme"
+
+
+def test_token_create_refuses_an_empty_workspace_instead_of_reaching_every_workspace(personas):
+    # `token create olive --workspace "$WS"` with WS unset issued a token for all of olive's
+    # workspaces, where one limited to a workspace was asked for.
+    code, doc = run("token", "create", "olive", "--workspace", "", "--json")
+    assert code == 2
+    error = doc["error"]
+    assert (error["code"], error["field"]) == ("invalid", "workspace")
+    assert "leave --workspace out" in error["message"]
+    assert not ApiToken.objects.exists()
+
+
+def test_workspace_create_refuses_an_empty_owner(personas):
+    code, doc = run("workspace", "create", "new-ws", "--owner", "", "--json")
+    assert code == 2
+    assert (doc["error"]["code"], doc["error"]["field"]) == ("invalid", "owner")
+    assert not Workspace.objects.filter(slug="new-ws").exists()

@@ -76,6 +76,13 @@ def test_member_errors_exit_2_naming_the_field_and_change_nothing(personas, args
     assert {ws.slug: _roles(ws) for ws in (personas.workspace, personas.other_workspace)} == before
 
 
+def test_a_role_the_workspace_does_not_have_lists_the_roles(personas):
+    # The message named them; a script reads "choices" (interfaces.md §2), as for --kind.
+    code, doc = run("workspace", "member", "add", "acme", "oscar", "--role", "admin", "--json")
+    assert code == 2
+    assert doc["error"]["choices"] == ["owner", "editor", "viewer"]
+
+
 def test_member_remove_prints_who_left(personas):
     code, doc = run("workspace", "member", "remove", "acme", "vera", "--json")
     assert code == 0

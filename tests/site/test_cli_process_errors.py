@@ -141,8 +141,27 @@ def test_a_malformed_setting_under_json_prints_an_error_object(monkeypatch, caps
         ),  # fmt: skip
         ("packs", ["grade", "pack.yaml"], "results", None),  # a required option missing
         ("runs", ["run", "status"], "run", None),  # a required argument missing
+        # a required option with choices missing: the choices are the fix
+        (
+            "runs",
+            ["deployment", "create", "--workspace", "w", "--name", "n"],
+            "kind",
+            ["hosted_http", "openai_chat", "trace_import"],
+        ),
+        ("runs", ["run", "export", "r"], "format", ["jsonl", "csv", "junit", "grading"]),
+        ("packs", ["pack"], "action", ["validate", "schema", "publish"]),
     ],
-    ids=["choice", "choice-of-export", "subcommand", "int", "required-option", "required-argument"],
+    ids=[
+        "choice",
+        "choice-of-export",
+        "subcommand",
+        "int",
+        "required-option",
+        "required-argument",
+        "required-choice",
+        "required-format",
+        "required-subcommand",
+    ],
 )
 def test_a_usage_error_names_the_option_and_lists_its_choices(monkeypatch, capsys, app, argv, field, choices):
     """argparse's usage errors came out as {"code": "usage", "message"} only: the error shape

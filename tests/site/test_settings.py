@@ -127,6 +127,25 @@ def test_it_refuses_a_field_encryption_key_that_is_not_a_fernet_key():
         ({"PUBLIC_BASE_URL": "evals.example.com"}, "PUBLIC_BASE_URL must be an absolute http(s) URL"),
         ({"CELERY_BROKER_URL": "bogus://x"}, "CELERY_BROKER_URL has unsupported scheme 'bogus'"),
         ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must be a broker URL"),
+        # a negative max-age went out as "Strict-Transport-Security: max-age=-1", and a
+        # negative Celery time limit reached the worker
+        ({"SECURE_HSTS_SECONDS": "-1"}, "SECURE_HSTS_SECONDS must be a whole number 0 or more"),
+        ({"CELERY_TASK_TIME_LIMIT": "-5"}, "CELERY_TASK_TIME_LIMIT must be a whole number 0 or more"),
+        ({"CELERY_TASK_SOFT_TIME_LIMIT": "1.5"}, "CELERY_TASK_SOFT_TIME_LIMIT must be a whole number"),
+        # a soft limit at or past the hard one never fires: the task is killed without cleanup
+        (
+            {"CELERY_TASK_SOFT_TIME_LIMIT": "960", "CELERY_TASK_TIME_LIMIT": "900"},
+            "CELERY_TASK_SOFT_TIME_LIMIT (960) must be less than CELERY_TASK_TIME_LIMIT (900)",
+        ),
+        # Django's own check says so only under `manage.py check`; gunicorn started and every
+        # form post from that origin was a 403 CSRF failure
+        (
+            {"CSRF_TRUSTED_ORIGINS": "evals.example.com"},
+            "CSRF_TRUSTED_ORIGINS entries must start with a scheme, such as https://evals.example.com",
+        ),
+        # a storage backend that is not installed failed at the first upload, with a traceback
+        ({"DEFAULT_FILE_STORAGE": "nowhere.backends.Storage"}, "DEFAULT_FILE_STORAGE names module"),
+        ({"DEFAULT_FILE_STORAGE": "S3Storage"}, "DEFAULT_FILE_STORAGE must be a dotted path"),
     ],
 )
 def test_a_malformed_value_stops_start_up_naming_the_variable(env, named):
@@ -186,6 +205,32 @@ def test_an_empty_public_base_url_is_the_default():
         cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.stdout.strip() == "http://127.0.0.1:8000", result.stderr
+
+
+def test_empty_storage_variables_are_their_defaults():
+    # .env.example lists MEDIA_ROOT=, STATIC_ROOT and DEFAULT_FILE_STORAGE= empty, and an env
+    # file (docker --env-file, systemd) passes them so: uploads went to the working directory
+    # (Path("") is "."), and every upload failed with "Could not find backend ''".
+    script = (
+        "from django.conf import settings; from django.core.files.storage import default_storage; "
+        "print(settings.MEDIA_ROOT, settings.STATIC_ROOT, type(default_storage._wrapped).__name__ "
+        "if default_storage._setup() is None else '')"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in {"MEDIA_ROOT", "STATIC_ROOT"}}
+    clean.update(
+        {"MEDIA_ROOT": "", "STATIC_ROOT": " ", "DEFAULT_FILE_STORAGE": "", "DEFAULT_FILE_STORAGE_OPTIONS": ""}
+    )
+    clean["DJANGO_SETTINGS_MODULE"] = "agentclash_site.settings"
+    result = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {script}"],
+        cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        str(ROOT / "var" / "media"),
+        str(ROOT / "var" / "staticfiles"),
+        "FileSystemStorage",
+    ]
 
 
 @pytest.mark.parametrize("variable", ["AGENTCLASH_FOLLOW_TIMEOUT", "AGENTCLASH_FOLLOW_RECONNECT"])

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentclash_site.lib.cli import CliError, JsonCommand, dumps, printable_text
+from agentclash_site.lib.cli import CliError, JsonCommand, dumps, printable_text, refuse_empty_output
 from grading.engine.offline import grade_offline, offline_exit_code, render_text
 from grading.engine.reader import InvalidResults
 from packs.bundle import SelectionError, select_input_set, validate_bundle
@@ -60,6 +60,7 @@ class Command(JsonCommand):
         self.add_json_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        refuse_empty_output(options)
         provider = _judge_provider(options)
         pack_path = Path(options["pack"])
         report = validate_bundle(read_bundle_or_fail(pack_path, field="pack"), filename=pack_path.name)

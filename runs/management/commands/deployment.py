@@ -107,7 +107,7 @@ class Command(JsonCommand):
                 fields[field] = options[option]
         if options.get("config") is not None:
             fields["config"] = _parse_config(options["config"])
-        if options.get("secret_env"):
+        if options.get("secret_env") is not None:
             fields["secret"] = _read_secret(options["secret_env"])
         try:
             result = deployment_create_or_update(workspace=workspace, name=options["name"], **fields)
@@ -154,6 +154,13 @@ def _parse_config(raw: str) -> dict[str, Any]:
 
 
 def _read_secret(variable: str) -> str:
+    if not variable.strip():
+        # `--secret-env "$NAME"` with NAME unset was ignored: the deployment had no secret.
+        raise CliError(
+            "missing_secret_env",
+            "--secret-env is empty: give the name of the environment variable holding the secret",
+            field="secret_env",
+        )
     value = os.environ.get(variable)
     if not value:
         raise CliError(

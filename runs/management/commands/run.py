@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from agentclash_site.lib.cli import CliError, JsonCommand
+from agentclash_site.lib.cli import CliError, JsonCommand, refuse_empty_output
 from runs.documents import run_document
 from runs.exports import FORMATS, export_stream
 from runs.management.commands.eval import render_text
@@ -71,6 +71,7 @@ class Command(JsonCommand):
             self.add_json_argument(operation)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        refuse_empty_output(options)
         run = _run(options["run"])
         if options["action"] in OPERATIONS:
             document, text = _operate(options["action"], run)

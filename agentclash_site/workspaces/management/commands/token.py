@@ -30,6 +30,14 @@ class Command(JsonCommand):
         if user is None:
             raise CliError("unknown_user", f"no user named {options['username']!r}", field="username")
         workspace = None
+        if options.get("workspace") is not None and not options["workspace"].strip():
+            # `--workspace "$WS"` with WS unset: a token for every workspace was not asked for.
+            raise CliError(
+                "invalid",
+                "--workspace is empty: give the slug of the workspace the token is limited to, or "
+                "leave --workspace out for a token that acts in all of the user's workspaces",
+                field="workspace",
+            )
         if options.get("workspace"):
             workspace = Workspace.objects.filter(slug=options["workspace"]).first()
             if workspace is None:

@@ -75,6 +75,10 @@ class Command(JsonCommand):
                 field="slug",
             )
         owner = None
+        if options.get("owner") is not None and not options["owner"].strip():
+            raise CliError(
+                "invalid", "--owner is empty: give a username, or leave --owner out", field="owner"
+            )
         if options.get("owner"):
             owner = get_user_model().objects.filter(username=options["owner"]).first()
             if owner is None:
@@ -132,7 +136,8 @@ class Command(JsonCommand):
     def _refused(exc: MembershipError) -> CliError:
         # The services name the member they refuse as "member"; here it is the USERNAME argument.
         field = "username" if exc.field == "member" else exc.field
-        return CliError(exc.code, exc.message, field=field)
+        choices = list(Role.values) if exc.code == "invalid_role" else None
+        return CliError(exc.code, exc.message, field=field, choices=choices)
 
     @staticmethod
     def _member_doc(membership: Membership) -> dict[str, Any]:
