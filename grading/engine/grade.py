@@ -93,10 +93,12 @@ from .validators.common import (
     DEFAULT_CLASS,
     VALIDATOR_TIME_LIMIT,
     Env,
+    InputOverLimits,
     ValidatorTimeout,
     VResult,
     cfg,
     clip,
+    over_limits,
 )
 
 SCHEMA_VERSION = 1
@@ -964,6 +966,8 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
             )
         except ValidatorTimeout:
             return result(_timeout_result(), list(refs))
+        except InputOverLimits as exc:
+            return result(over_limits(exc), list(refs))
         except RecursionError:
             # Data nested deeper than the interpreter recurses (~600 levels on both sides of an
             # equality, a recursive schema): grading.md §2's input over limits, not a crash.
