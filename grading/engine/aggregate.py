@@ -617,11 +617,11 @@ def _tally() -> dict[str, Any]:
 def _figures(r: CaseRecord) -> list[tuple[str, float]]:
     """The per-case figures of one record that the lane averages (dimensions, compliance,
     reliability), named as ``LaneCounters.case_figures`` keeps them."""
-    out = [(f"dimension:{k}", v) for k, v in r.dimensions.items() if v is not None]
+    out = [(f"d:{k}", v) for k, v in r.dimensions.items() if v is not None]
     if r.compliance_score is not None:
-        out.append(("compliance", r.compliance_score))
+        out.append(("c", r.compliance_score))
     if r.reliability is not None:
-        out.append(("reliability", r.reliability))
+        out.append(("r", r.reliability))
     return out
 
 
@@ -678,8 +678,9 @@ class LaneCounters:
         self.validity_counts = dict.fromkeys(VALIDITIES, 0)
         self.challenges: dict[str, dict[str, Any]] = {}
         self.cases: dict[str, list[float]] = {}  # "challenge\x1fcase" -> [passed, graded, score_sum, scored]
-        # with repetitions: "challenge\x1fcase" -> figure ("dimension:<key>", "compliance",
-        # "reliability") -> [sum, n], so each case weighs 1 in those means too (§10.3)
+        # with repetitions: "challenge\x1fcase" -> figure ("d:<dimension key>", "c" compliance,
+        # "r" reliability: short, the document is written with every batch) -> [sum, n], so
+        # each case weighs 1 in those means too (§10.3)
         self.case_figures: dict[str, dict[str, list[float]]] = {}
         self.dimensions: dict[str, list[float]] = {}  # key -> [sum, n]
         self.compliance = [0.0, 0]
@@ -852,7 +853,7 @@ class LaneCounters:
 
     def summary(self) -> dict[str, Any]:
         """The overview figures, rounded as interfaces.md shows them."""
-        dims = {k: self._figure_mean(f"dimension:{k}", d[0], d[1]) for k, d in self.dimensions.items()}
+        dims = {k: self._figure_mean(f"d:{k}", d[0], d[1]) for k, d in self.dimensions.items()}
         return {
             "counts": self.counts,
             "outcome_counts": dict(self.outcome_counts),
@@ -862,8 +863,8 @@ class LaneCounters:
             "coverage": round4(self.coverage()),
             "mean_score": round4(self.mean_score()),
             "dimension_means": {k: round4(v) for k, v in dims.items()},
-            "compliance_mean": round4(self._figure_mean("compliance", *self.compliance)),
-            "mean_reliability": round4(self._figure_mean("reliability", *self.reliability)),
+            "compliance_mean": round4(self._figure_mean("c", *self.compliance)),
+            "mean_reliability": round4(self._figure_mean("r", *self.reliability)),
             "validity": self.validity,
             "validity_counts": dict(self.validity_counts),
             "challenges": {
