@@ -1554,6 +1554,14 @@ def _verdict(
         elif all(g.status is Status.PASSED for g in guard_results):
             guards_gate = Gate.PASSED.value
     status, klass = verdict(inputs, guard_failed)
+    if plan.has_rules and status is _PASSED and sc.passed is not True:
+        # §5.4: a case with rules passes only when both gates pass *and the scorecard passes*.
+        # Gates passed on their own (a passed guard, informational or not-applicable rules
+        # only) with a scorecard that graded nothing (its validators pack errors, say) were a
+        # PASSED case; it has no verdict (§10.2 step 3), as the same case without rules.
+        status = Status.NOT_EVALUATED
+        pack = any(i.outcome_class is OutcomeClass.PACK_ERROR for i in sc.inputs)
+        klass = OutcomeClass.PACK_ERROR if pack else OutcomeClass.UNAVAILABLE
     return sc, status, klass, validity(dims, used), resolution_gate, guards_gate
 
 
