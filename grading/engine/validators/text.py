@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jsonschema
+from jsonschema_specifications import REGISTRY as META_SCHEMAS
+from referencing.exceptions import Unresolvable
 
 from ..configs.models import DEFAULT_PIPELINE
 from ..refs import Resolved
@@ -178,6 +180,18 @@ def boolean_assert(actual: Resolved, expected: Resolved | None, config: Any, env
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _SCHEMA_CACHE: dict[str, Any] = {}
 
+# Where a schema's $ref may lead: inside the schema, or to the draft meta-schemas jsonschema
+# bundles. Nothing is ever fetched (this registry's retrieve refuses): without it jsonschema
+# requested any URL a pack's $ref named, from the grading worker (a cloud metadata address,
+# an internal service, one that never answers) and graded on the reply.
+SCHEMA_REFS = META_SCHEMAS
+
+
+def unresolvable_ref(exc: Unresolvable) -> str:
+    """The message of a $ref the schema does not hold (grading.md §2: the pack's error)."""
+    ref = getattr(exc, "ref", None) or str(exc)
+    return f"the schema's $ref {quote(str(ref), 200)} is not inside the schema; remote references are not fetched"
+
 
 def extract_fence(text: str) -> str:
     m = _FENCE.search(text)
@@ -195,7 +209,7 @@ def schema_validator(schema: Any) -> Any:
     dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
     cls = jsonschema.Draft7Validator if "draft-07" in str(dialect) else jsonschema.Draft202012Validator
     cls.check_schema(schema)
-    v = cls(schema)
+    v = cls(schema, registry=SCHEMA_REFS)
     if len(_SCHEMA_CACHE) > 512:
         _SCHEMA_CACHE.clear()
     _SCHEMA_CACHE[key] = v
@@ -238,6 +252,8 @@ def validate_json_text(text: str, validator: Any, what: str = "actual") -> VResu
 def schema_verdict(validator: Any, instance: Any, what: str = "actual") -> VResult:
     try:
         errors = schema_errors(validator, instance)
+    except Unresolvable as exc:
+        return pack_error(unresolvable_ref(exc), "invalid_schema")
     except RecursionError:  # a recursive $ref follows the document down
         return too_deep(f"{what} nested {json_depth(instance)} levels deep, too deep to validate")
     if not errors:
