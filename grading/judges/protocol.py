@@ -24,7 +24,7 @@ from typing import Any
 import jsonschema
 from referencing.exceptions import Unresolvable
 
-from grading.engine.validators.text import SCHEMA_REFS, unresolvable_ref
+from grading.engine.validators.text import DRAFT2020, SCHEMA_REFS, unresolvable_ref
 
 BLOCK_LIMIT = 20_000
 CUT_MARK = "\n[... cut at 20,000 characters ...]"
@@ -219,7 +219,7 @@ def loads_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _schema_error(value: Any, schema: dict[str, Any]) -> str | None:
-    validator = jsonschema.Draft202012Validator(schema, registry=SCHEMA_REFS)  # never fetches a $ref
+    validator = DRAFT2020(schema, registry=SCHEMA_REFS)  # RE2 patterns; never fetches a $ref
     try:
         err = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except Unresolvable as exc:
