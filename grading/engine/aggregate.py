@@ -614,6 +614,17 @@ def _tally() -> dict[str, Any]:
     }
 
 
+def _figures(r: CaseRecord) -> list[tuple[str, float]]:
+    """The per-case figures of one record that the lane averages (dimensions, compliance,
+    reliability), named as ``LaneCounters.case_figures`` keeps them."""
+    out = [(f"d:{k}", v) for k, v in r.dimensions.items() if v is not None]
+    if r.compliance_score is not None:
+        out.append(("c", r.compliance_score))
+    if r.reliability is not None:
+        out.append(("r", r.reliability))
+    return out
+
+
 def _bump_tally(t: dict[str, Any], r: CaseRecord, sign: int) -> None:
     t["executions"] += sign
     t["counts"][r.status] = t["counts"].get(r.status, 0) + sign
@@ -646,6 +657,7 @@ class LaneCounters:
 
     __slots__ = (
         "agent",
+        "case_figures",
         "cases",
         "challenges",
         "compliance",
@@ -666,6 +678,10 @@ class LaneCounters:
         self.validity_counts = dict.fromkeys(VALIDITIES, 0)
         self.challenges: dict[str, dict[str, Any]] = {}
         self.cases: dict[str, list[float]] = {}  # "challenge\x1fcase" -> [passed, graded, score_sum, scored]
+        # with repetitions: "challenge\x1fcase" -> figure ("d:<dimension key>", "c" compliance,
+        # "r" reliability: short, the document is written with every batch) -> [sum, n], so
+        # each case weighs 1 in those means too (§10.3)
+        self.case_figures: dict[str, dict[str, list[float]]] = {}
         self.dimensions: dict[str, list[float]] = {}  # key -> [sum, n]
         self.compliance = [0.0, 0]
         self.reliability = [0.0, 0]
@@ -709,6 +725,15 @@ class LaneCounters:
                 c[3] += sign
             if not any(c):
                 del self.cases[key]
+            for name, value in _figures(r):
+                per_case = self.case_figures.setdefault(key, {})
+                slot = per_case.setdefault(name, [0.0, 0])
+                slot[0] += sign * value
+                slot[1] += sign
+                if not slot[1]:
+                    del per_case[name]
+                    if not per_case:
+                        del self.case_figures[key]
         for key, value in r.dimensions.items():
             if value is not None:
                 d = self.dimensions.setdefault(key, [0.0, 0])
@@ -752,6 +777,12 @@ class LaneCounters:
             mine = self.cases.setdefault(key, [0, 0, 0.0, 0])
             for i in range(4):
                 mine[i] += c[i]
+        for key, figures in other.case_figures.items():
+            per_case = self.case_figures.setdefault(key, {})
+            for name, (total, n) in figures.items():
+                slot = per_case.setdefault(name, [0.0, 0])
+                slot[0] += total
+                slot[1] += n
         for key, d in other.dimensions.items():
             mine = self.dimensions.setdefault(key, [0.0, 0])
             mine[0] += d[0]
@@ -811,9 +842,18 @@ class LaneCounters:
     def validity(self) -> str | None:
         return worst_validity(self.validity_counts)
 
+    def _figure_mean(self, name: str, total: float, n: int) -> float | None:
+        """The lane mean of one per-case figure: with repetitions, the mean over cases of each
+        case's mean (as ``aggregate_lane``); else (or for counters stored before the per-case
+        figures were kept) the mean over executions."""
+        if self.repetitions > 1 and self.case_figures:
+            means = [f[name][0] / f[name][1] for f in self.case_figures.values() if f.get(name, (0, 0))[1]]
+            return math.fsum(means) / len(means) if means else None
+        return total / n if n else None
+
     def summary(self) -> dict[str, Any]:
         """The overview figures, rounded as interfaces.md shows them."""
-        dims = {k: (d[0] / d[1] if d[1] else None) for k, d in self.dimensions.items()}
+        dims = {k: self._figure_mean(f"d:{k}", d[0], d[1]) for k, d in self.dimensions.items()}
         return {
             "counts": self.counts,
             "outcome_counts": dict(self.outcome_counts),
@@ -823,12 +863,8 @@ class LaneCounters:
             "coverage": round4(self.coverage()),
             "mean_score": round4(self.mean_score()),
             "dimension_means": {k: round4(v) for k, v in dims.items()},
-            "compliance_mean": round4(
-                self.compliance[0] / self.compliance[1] if self.compliance[1] else None
-            ),
-            "mean_reliability": round4(
-                self.reliability[0] / self.reliability[1] if self.reliability[1] else None
-            ),
+            "compliance_mean": round4(self._figure_mean("c", *self.compliance)),
+            "mean_reliability": round4(self._figure_mean("r", *self.reliability)),
             "validity": self.validity,
             "validity_counts": dict(self.validity_counts),
             "challenges": {
@@ -866,6 +902,7 @@ class LaneCounters:
             "validity_counts": self.validity_counts,
             "challenges": self.challenges,
             "cases": self.cases,
+            "case_figures": self.case_figures,
             "dimensions": self.dimensions,
             "compliance": self.compliance,
             "reliability": self.reliability,
@@ -887,6 +924,10 @@ class LaneCounters:
         c.outcome_counts.update(data.get("outcome_counts") or {})
         c.validity_counts.update(data.get("validity_counts") or {})
         c.cases = {k: list(v) for k, v in (data.get("cases") or {}).items()}
+        c.case_figures = {
+            k: {name: list(slot) for name, slot in (v or {}).items()}
+            for k, v in (data.get("case_figures") or {}).items()
+        }
         c.dimensions = {k: list(v) for k, v in (data.get("dimensions") or {}).items()}
         c.compliance = list(data.get("compliance") or [0.0, 0])
         c.reliability = list(data.get("reliability") or [0.0, 0])

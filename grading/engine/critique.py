@@ -155,8 +155,13 @@ def _guard_style(spec: Any) -> dict[str, str]:
     for v in _list(spec, "validators"):
         key, vtype, cfg = str(_get(v, "key")), _get(v, "type"), _get(v, "config")
         if vtype == "tool_call_assertion":
-            if _get(cfg, "must_call") is False or _get(cfg, "count") == 0 or _get(cfg, "max_count") == 0:
+            count, most = _get(cfg, "count"), _get(cfg, "max_count")
+            if _get(cfg, "must_call") is False:
                 out[key] = "tool_call_assertion with must_call: false"
+            elif count == 0 and not isinstance(count, bool):
+                out[key] = "tool_call_assertion with count: 0"
+            elif most == 0 and not isinstance(most, bool):
+                out[key] = "tool_call_assertion with max_count: 0"
         elif vtype == "file_content_match" and _get(cfg, "match_mode") == "not_contains":
             out[key] = "file_content_match with match_mode: not_contains"
         elif vtype == "postcondition" and _get(cfg, "condition") in ("not_exists", "not_contains"):

@@ -93,10 +93,12 @@ from .validators.common import (
     DEFAULT_CLASS,
     VALIDATOR_TIME_LIMIT,
     Env,
+    InputOverLimits,
     ValidatorTimeout,
     VResult,
     cfg,
     clip,
+    over_limits,
 )
 
 SCHEMA_VERSION = 1
@@ -964,6 +966,8 @@ def _make_check(vp: _VPlan) -> Callable[[Env], ExpectationResult]:
             )
         except ValidatorTimeout:
             return result(_timeout_result(), list(refs))
+        except InputOverLimits as exc:
+            return result(over_limits(exc), list(refs))
         except RecursionError:
             # Data nested deeper than the interpreter recurses (~600 levels on both sides of an
             # equality, a recursive schema): grading.md §2's input over limits, not a crash.
@@ -1021,15 +1025,14 @@ def _timeout_result() -> VResult:
 def _run_judge(
     jp: _JudgePlan, judge: Judge | None, plan: _Plan, env: Env, usage: JudgeUsage
 ) -> ExpectationResult:
-    if judge is None:
-        return no_judge_result(jp.key, jp.text, jp.mode)
-
     def ungraded(status: Status, klass: OutcomeClass, reason: str, ev: str) -> ExpectationResult:
         return ExpectationResult(
             jp.key, ResultKind.JUDGE, jp.text, status, klass, clip(ev), reason_code=reason
         )
 
     if jp.mode == "n_wise":
+        if judge is None:
+            return no_judge_result(jp.key, jp.text, jp.mode)
         ranked = getattr(judge, "ranked_result", None)  # the rank_case second pass, when re-grading
         done = ranked(jp.key) if ranked is not None else None
         if done is not None:
@@ -1040,8 +1043,12 @@ def _run_judge(
             "pending_rank",
             "NOT_EVALUATED: n_wise judges rank lanes in rank_case, once every lane has a final attempt",
         )
+    # The case references first, with or without a judge provider: an unresolved one is the
+    # pack's error (grading.md §1.4 rule 3, "the only status for an unresolved case
+    # reference"), which a missing provider must not hide; then the provider; then channels.
     ev, case, ctx = env.evidence, env.case, env.context
     blocks: list[tuple[str, str]] = []
+    unavailable: ExpectationResult | None = None
     for ref in jp.context_from:
         res = resolve_reference(ref, ev, case, ctx, checks=plan.checks)
         if res.state in (REFERENCE_MISSING, INVALID_CHAIN):
@@ -1052,31 +1059,37 @@ def _run_judge(
                 f"NOT_EVALUATED: context_from {res.message}",
             )
         if res.state == CHANNEL_UNAVAILABLE:
-            return ungraded(
+            unavailable = unavailable or ungraded(
                 Status.UNAVAILABLE,
                 OutcomeClass.UNAVAILABLE,
                 CHANNEL_UNAVAILABLE,
                 f"UNAVAILABLE: {res.message}",
             )
+            continue
         blocks.append((ref, res.text if res.ok else res.message))
     reference = None
     if jp.reference_from:
         res = resolve_reference(str(jp.reference_from), ev, case, ctx, checks=plan.checks)
         if res.state == CHANNEL_UNAVAILABLE:  # §1.4 rule 4: the lane's evidence, not the pack
-            return ungraded(
+            unavailable = unavailable or ungraded(
                 Status.UNAVAILABLE,
                 OutcomeClass.UNAVAILABLE,
                 CHANNEL_UNAVAILABLE,
                 f"UNAVAILABLE: reference_from {res.message}",
             )
-        if not res.ok:
+        elif not res.ok:
             return ungraded(
                 Status.NOT_EVALUATED,
                 OutcomeClass.PACK_ERROR,
                 REFERENCE_MISSING,
                 f"NOT_EVALUATED: reference_from {res.message or res.state}",
             )
-        reference = res.text
+        else:
+            reference = res.text
+    if judge is None:
+        return no_judge_result(jp.key, jp.text, jp.mode)
+    if unavailable is not None:
+        return unavailable
     records = env.records
     request = JudgeRequest(
         key=jp.key,
@@ -1541,6 +1554,14 @@ def _verdict(
         elif all(g.status is Status.PASSED for g in guard_results):
             guards_gate = Gate.PASSED.value
     status, klass = verdict(inputs, guard_failed)
+    if plan.has_rules and status is _PASSED and sc.passed is not True:
+        # §5.4: a case with rules passes only when both gates pass *and the scorecard passes*.
+        # Gates passed on their own (a passed guard, informational or not-applicable rules
+        # only) with a scorecard that graded nothing (its validators pack errors, say) were a
+        # PASSED case; it has no verdict (§10.2 step 3), as the same case without rules.
+        status = Status.NOT_EVALUATED
+        pack = any(i.outcome_class is OutcomeClass.PACK_ERROR for i in sc.inputs)
+        klass = OutcomeClass.PACK_ERROR if pack else OutcomeClass.UNAVAILABLE
     return sc, status, klass, validity(dims, used), resolution_gate, guards_gate
 
 

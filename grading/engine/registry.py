@@ -50,6 +50,7 @@ from grading.engine.spec import (
     EvaluationSpec,
     judge_provider_for,
 )
+from grading.engine.validators.text import check_schema as check_re2_schema
 
 SpecIssue = Issue  # the name grading/engine/README.md uses
 
@@ -341,14 +342,19 @@ _SCHEMA_DRAFTS = {
 }
 
 
-def json_schema_problem(schema: Any) -> str | None:
-    """Why ``schema`` is not a draft-07 or 2020-12 JSON Schema (by ``$schema``), else None."""
+def json_schema_problem(schema: Any, *, re2_patterns: bool = False) -> str | None:
+    """Why ``schema`` is not a draft-07 or 2020-12 JSON Schema (by ``$schema``), else None.
+    ``re2_patterns``: its patterns are the engine's to run, so they must be RE2 (grading.md
+    §3.1); a tool's parameter schema is the agent's, read with the meta-schema's own rule."""
     draft = schema.get("$schema") if isinstance(schema, Mapping) else None
     if draft is not None and (not isinstance(draft, str) or draft not in _SCHEMA_DRAFTS):
         return f"unsupported $schema {draft!r}: use draft-07 or 2020-12"
     validator = _SCHEMA_DRAFTS.get(draft or "", Draft202012Validator)
     try:
-        validator.check_schema(schema)
+        if re2_patterns:
+            check_re2_schema(validator, schema)
+        else:
+            validator.check_schema(schema)
     except SchemaError as exc:
         return exc.message
     return None
@@ -377,7 +383,7 @@ def _check_judges(c: Checker, raw: Mapping[str, Any]) -> None:
         _check_judge_references(c, judge, path)
         schema = judge.get("output_schema")
         if isinstance(schema, (Mapping, bool)) and not c.bad(path + ("output_schema",)):
-            problem = json_schema_problem(schema)
+            problem = json_schema_problem(schema, re2_patterns=True)
             if problem:
                 c.error(path + ("output_schema",), "must be a valid JSON Schema", detail=problem)
     _check_judge_mode(c, raw, count)

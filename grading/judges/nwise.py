@@ -216,7 +216,10 @@ def rank_case(
     n = samples_of(decl, budget)
     first = answers[0]
     seed_parts = (first.context.run_id, first.case.challenge_key, first.case.case_key, key)
-    orders = label_orders(labels, n, str(get(decl, "position_debiasing", "shuffle")), seed_parts)
+    debias = get(decl, "position_debiasing", "shuffle")
+    if isinstance(debias, bool):  # upstream's form in a raw declaration: true shuffle, false none
+        debias = "shuffle" if debias else "none"
+    orders = label_orders(labels, n, str(debias), seed_parts)
     system = system_prompt("n_wise", [str(c) for c in get(decl, "anti_gaming_clauses", []) or []])
     task = [
         f"Rank the {len(labels)} answers labelled {', '.join(labels)} from best to worst for this task.",

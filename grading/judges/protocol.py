@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+from referencing.exceptions import Unresolvable
+
+from grading.engine.validators.text import DRAFT2020, SCHEMA_REFS, unresolvable_ref
 
 BLOCK_LIMIT = 20_000
 CUT_MARK = "\n[... cut at 20,000 characters ...]"
@@ -216,7 +219,11 @@ def loads_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _schema_error(value: Any, schema: dict[str, Any]) -> str | None:
-    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    validator = DRAFT2020(schema, registry=SCHEMA_REFS)  # RE2 patterns; never fetches a $ref
+    try:
+        err = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except Unresolvable as exc:
+        raise jsonschema.exceptions.SchemaError(unresolvable_ref(exc)) from None
     if err is None:
         return None
     where = "/".join(str(p) for p in err.absolute_path) or "(root)"

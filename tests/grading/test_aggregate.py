@@ -297,6 +297,40 @@ def test_counters_with_repetitions_use_the_per_case_mean():
     assert counters.pass_rate() == pytest.approx(aggregate_lane(records).pass_rate) == 0.75
 
 
+def test_counters_with_repetitions_average_dimensions_compliance_and_reliability_per_case():
+    # §10.3: every case weighs 1. Case a's second repetition has no dimension, compliance or
+    # reliability value (ERROR); the counters averaged over executions (1 + 0 + 0) / 3 while
+    # aggregate_lane averaged the cases (1 + 0) / 2.
+    figures = {"dimensions": {"d": 1.0}, "compliance_score": 1.0, "reliability": 1.0}
+    zeros = {"dimensions": {"d": 0.0}, "compliance_score": 0.0, "reliability": 0.0}
+    records = [
+        rec("a", rep=1, **figures),
+        rec("a", "ERROR", rep=2, dimensions={"d": None}),
+        rec("b", "FAILED", rep=1, **zeros),
+        rec("b", "FAILED", rep=2, **zeros),
+    ]
+    counters = LaneCounters(repetitions=2)
+    for r in records:
+        counters.add(r)
+    lane = aggregate_lane(records).to_dict()
+    keys = ("pass_rate", "mean_score", "coverage", "dimension_means", "compliance_mean", "mean_reliability")
+    want = {k: lane[k] for k in keys}
+    assert want["dimension_means"] == {"d": 0.5} and want["compliance_mean"] == 0.5
+    assert {k: counters.summary()[k] for k in keys} == want
+    # ... after a JSON round trip, a merge of two halves and a re-grade (remove then add)
+    again = LaneCounters.from_dict(json.loads(json.dumps(counters.to_dict())))
+    assert {k: again.summary()[k] for k in keys} == want
+    first, second = LaneCounters(repetitions=2), LaneCounters(repetitions=2)
+    for i, r in enumerate(records):
+        (first if i % 2 else second).add(r)
+    first.merge(second)
+    assert {k: first.summary()[k] for k in keys} == want
+    counters.remove(records[1])
+    counters.add(rec("a", rep=2, **zeros))
+    fixed = [records[0], rec("a", rep=2, **zeros), *records[2:]]
+    assert counters.summary()["dimension_means"] == aggregate_lane(fixed).to_dict()["dimension_means"]
+
+
 def test_counters_support_regrade_by_remove_then_add():
     old, new = rec("a", "FAILED"), rec("a", "PASSED")
     counters = LaneCounters()
@@ -329,6 +363,11 @@ records_strategy = st.lists(
         score=st.one_of(st.none(), st.floats(0, 1)),
         validity=st.sampled_from([None, "valid", "degraded", "invalid"]),
         latency_ms=st.one_of(st.none(), st.floats(0, 1e7)),
+        dimensions=st.dictionaries(
+            st.sampled_from(["d", "e"]), st.one_of(st.none(), st.floats(0, 1)), max_size=2
+        ),
+        compliance_score=st.one_of(st.none(), st.floats(0, 1)),
+        reliability=st.one_of(st.none(), st.sampled_from([0.0, 1.0])),
     ),
     max_size=25,
 )
@@ -348,5 +387,15 @@ def test_aggregation_never_raises_and_rates_stay_within_zero_and_one(records):
     for r in records:
         counters.add(r)
     summary = counters.summary()
-    assert summary["pass_rate"] == lane.to_dict()["pass_rate"]
-    json.dumps(lane.to_dict())
+    doc = lane.to_dict()
+    assert summary["pass_rate"] == doc["pass_rate"]
+    # every per-case figure of the incremental counters is the one-shot aggregate's (each
+    # case weighs 1), up to the last shown decimal
+    close = pytest.approx
+    for key in ("mean_score", "coverage", "compliance_mean", "mean_reliability"):
+        assert (summary[key] is None) == (doc[key] is None), key
+        assert summary[key] is None or summary[key] == close(doc[key], abs=1.5e-4), key
+    for key, value in doc["dimension_means"].items():  # a key never graded: None or absent
+        got = summary["dimension_means"].get(key)
+        assert (got is None) == (value is None) and (got is None or got == close(value, abs=1.5e-4)), key
+    json.dumps(doc)

@@ -209,6 +209,11 @@ def test_v5_numeric_extracts_the_leftmost_number():
     r = grade(spec, {"final_output": "The total is $1,234.50 (about 12% more)"}).expectations[0]
     assert r.status.value == "PASSED"
     assert r.score == 1.0
+    assert "actual 1234.5," in r.evidence  # the leftmost number, not 12
+    # the same answer without extract_number holds no number: the agent's failure
+    plain = {"validators": [{**spec["validators"][0], "config": {"absolute_tolerance": 0.01}}]}
+    r = grade(plain, {"final_output": "The total is $1,234.50 (about 12% more)"}).expectations[0]
+    assert (r.status.value, r.score) == ("FAILED", 0.0)
 
 
 def test_v6_summary_is_recomputed_on_read():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from grading.engine.aggregate import CaseRecord
 from grading.engine.critique import (
     NOTHING_FOUND,
@@ -215,6 +217,22 @@ def test_a_reference_for_a_file_target_is_placed_in_the_captured_file():
     assert probe(spec, grader) == []
     ref_evidence = grader.calls[-1][0]
     assert list(ref_evidence.files) == ["answer.txt"] and ref_evidence.files["answer.txt"].content == "42"
+
+
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        ({"tool_name": "rm", "must_call": False}, "must_call: false"),
+        ({"tool_name": "rm", "count": 0}, "count: 0"),
+        ({"tool_name": "rm", "max_count": 0}, "max_count: 0"),
+    ],
+)
+def test_a_guard_style_tool_call_assertion_is_named_by_the_config_that_makes_it_one(config, why):
+    # §9: a concrete, checkable reason. max_count: 0 and count: 0 were reported as
+    # "must_call: false", a key the assertion does not set.
+    spec = spec_of({"key": "no_rm", "type": "tool_call_assertion", "target": "tool_calls", "config": config})
+    [s] = probe(spec)
+    assert f"tool_call_assertion with {why}" in s.reason, s.reason
 
 
 def test_guard_style_checks_are_flagged_with_advice_for_a_positive_companion():

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grading.engine.refs import Resolved
-from grading.engine.validators.common import compile_re2, parse_json_text, search_span
+from grading.engine.validators.common import InputOverLimits, compile_re2, parse_json_text, search_span
 
 
 class _Constant(Exception):
@@ -32,12 +32,17 @@ def _reference_parse(text: str) -> tuple[object, int | None]:
         return None, exc.pos
     except _Constant:
         return None, "constant"  # type: ignore[return-value]
-    except (ValueError, RecursionError):
-        return None, 0
+    except (ValueError, RecursionError):  # too deep, or an integer of too many digits
+        return None, "over limits"  # type: ignore[return-value]
 
 
 def _assert_same_parse(text: str) -> None:
-    got, want = parse_json_text(text), _reference_parse(text)
+    want = _reference_parse(text)
+    if want[1] == "over limits":  # JSON all the same: input over limits, never "not JSON"
+        with pytest.raises(InputOverLimits):
+            parse_json_text(text)
+        return
+    got = parse_json_text(text)
     if want[1] == "constant":  # refused at the first token json read as a number
         assert got[0] is None and got[1] is not None
         assert text[got[1] :].startswith(("NaN", "Infinity", "-Infinity"))
@@ -80,7 +85,8 @@ TRICKY_JSON = [
     "",
     "{}x",
     '{"k": "é ✓ 𝄞"}',
-    "[" * 5000 + "]" * 5000,  # deeper than orjson's limit
+    "[" * 5000 + "]" * 5000,  # deeper than orjson's limit and json's recursion
+    "1" * 5000,  # more digits than int() converts
 ]
 
 

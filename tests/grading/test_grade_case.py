@@ -239,6 +239,56 @@ def test_judge_reference_missing_is_a_pack_error_and_a_crash_is_an_evaluator_err
     assert j.status is Status.ERROR and j.outcome_class is OutcomeClass.EVALUATOR_ERROR
 
 
+@pytest.mark.parametrize("judge", [None, FakeJudge()], ids=["no provider", "provider"])
+def test_an_unresolved_judge_reference_is_a_pack_error_with_or_without_a_provider(judge):
+    # grading.md §1.4 rule 3: the only status for an unresolved case reference, judges alike.
+    # Without a provider (the offline grade command's default) the pack's error read as
+    # "no_judge_provider", so a pack author never saw it before configuring a judge.
+    judges = [
+        {
+            "key": "ref",
+            "mode": "reference",
+            "rubric": "r",
+            "model": "gpt-4o",
+            "reference_from": "case.expectations.gold",
+        },
+        {
+            "key": "ctx",
+            "mode": "assertion",
+            "assertion": "a",
+            "model": "gpt-4o",
+            "context_from": ["case.payload.nope"],
+        },
+    ]
+    g = grade(spec={**SPEC, "llm_judges": judges}, judge=judge)
+    for j in g.expectations[-2:]:
+        assert (j.status, j.outcome_class, j.reason_code) == (
+            Status.NOT_EVALUATED,
+            OutcomeClass.PACK_ERROR,
+            "reference_missing",
+        ), (j.key, j.evidence)
+    # a judge whose references resolve still says why it did not run
+    j = grade(judge=None).expectations[-1]
+    assert j.reason_code == "no_judge_provider"
+
+
+def test_without_a_provider_a_judge_on_an_unavailable_channel_still_says_no_provider():
+    judges = [
+        {
+            "key": "calls",
+            "mode": "assertion",
+            "assertion": "a",
+            "model": "gpt-4o",
+            "context_from": ["tool_calls"],
+        }
+    ]
+    ev = evidence_from_response(RESPONSE, evidence_level="black_box", deployment_kind="hosted_http")
+    j = grade_case(ev, CASE, {**SPEC, "llm_judges": judges}, context=CTX).expectations[-1]
+    assert j.reason_code == "no_judge_provider"
+    j = grade_case(ev, CASE, {**SPEC, "llm_judges": judges}, context=CTX, judge=FakeJudge()).expectations[-1]
+    assert (j.status, j.reason_code) == (Status.UNAVAILABLE, "channel_unavailable")
+
+
 def test_a_crashing_validator_is_an_error_for_that_expectation_only(monkeypatch):
     def boom(actual, expected, config, env):
         raise ZeroDivisionError("oops")

@@ -453,3 +453,37 @@ def test_any_check_recursing_past_the_limit_is_input_over_limits_not_a_crash():
     assert "input over limits" in e.evidence and "RecursionError" not in e.evidence
     # a shallow answer against the same deep value is still decided
     assert _grade({"final_output": "[1]"}, spec).expectations[0].status.value == "FAILED"
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("[" * 5000 + "]" * 5000, "nested"),
+        ('{"a": ' * 3000 + "1" + "}" * 3000, "nested"),
+        ("1" * 5000, "digits"),
+        ('{"total": ' + "9" * 5000 + "}", "digits"),
+    ],
+)
+def test_json_text_beyond_what_the_parser_reads_is_input_over_limits_not_not_json(text, what):
+    # Valid JSON nested deeper than the parser recurses, or holding an integer of more digits
+    # than Python converts, read as "actual is not JSON at offset 0" (FAILED, the agent
+    # charged): it is JSON, and grading.md §2 makes input over limits ERROR / evaluator_error.
+    for vtype, expected in (
+        ("json_schema", '{"type": ["array", "object", "number"]}'),
+        ("json_path_match", "$"),
+    ):
+        spec = {
+            "validators": [
+                {"key": "j", "type": vtype, "target": "final_output", "expected_from": "literal:" + expected}
+            ]
+        }
+        r = _grade({"final_output": text}, spec).expectations[0]
+        assert (r.status.value, r.outcome_class.value, r.reason_code) == (
+            "ERROR",
+            "evaluator_error",
+            "input_too_large",
+        ), (vtype, r.evidence)
+        assert "not JSON" not in r.evidence and "input over limits" in r.evidence, r.evidence
+        assert what in r.evidence, r.evidence
+    # a shallow document next to it is still a verdict
+    assert status(run("json_path_match", "[[1]]", "$[0][0]")) == "PASSED"

@@ -312,8 +312,9 @@ def _nested(depth: int) -> object:
 @pytest.mark.parametrize("depth", [300, 900, 5000])
 def test_deeply_nested_answers_are_graded_not_raised(depth):
     """JSON text nested deeper than the interpreter can parse (json raises RecursionError,
-    not ValueError) is text that is not JSON; a structure as deep as a reply can parse is
-    graded like any other."""
+    not ValueError) is JSON all the same: a check that must parse it is input over limits
+    (ERROR / evaluator_error ``input_too_large``, grading.md §2), never a crash and never
+    "not JSON"; a structure as deep as a reply can parse is graded like any other."""
     brackets = "[" * depth + "]" * depth
     response = {
         "final_output": brackets,
@@ -326,8 +327,15 @@ def test_deeply_nested_answers_are_graded_not_raised(depth):
     for level, status in (("structured", "FAILED"), ("black_box", "UNAVAILABLE")):
         grade = _grade(response, level, "hosted_http")
         assert grade is not None and grade.message is None, grade.message
-        assert _crashed(grade) == []
-        assert grade.status.value == status
+        if depth < 1000:
+            assert _crashed(grade) == []
+            assert grade.status.value == status
+        else:  # the checks that parse the text as JSON cannot
+            over = [e for e in grade.expectations if e.status.value == "ERROR"]
+            assert {"schema", "jp"} <= {e.key for e in over}, _crashed(grade)
+            for e in over:
+                assert e.reason_code == "input_too_large", e.evidence
+                assert "input over limits" in e.evidence and "nested" in e.evidence, e.evidence
     if depth < 900:
         grade = _grade({"final_output": _nested(depth)}, "structured", "hosted_http")
         assert grade is not None and grade.message is None, grade.message

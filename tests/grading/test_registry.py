@@ -739,6 +739,16 @@ def test_it_rejects_an_output_schema_of_an_unsupported_draft():
     }
 
 
+def test_an_output_schema_pattern_must_be_re2():
+    # §3.1: the engine runs an output_schema's patterns on every judge answer, with RE2
+    schema = {"type": "object", "properties": {"why": {"type": "string", "pattern": "(?<=a)b"}}}
+    issue = issue_at(judged({**RUBRIC, "output_schema": schema}), "llm_judges[0].output_schema")
+    assert issue.message == "must be a valid JSON Schema"
+    assert "properties/why/pattern" in issue.detail and "not a valid RE2 pattern" in issue.detail
+    schema["properties"]["why"]["pattern"] = "^\\p{L}+$"  # RE2 (and ECMA) syntax Python's re lacks
+    assert errors(judged({**RUBRIC, "output_schema": schema})) == set()
+
+
 def test_it_accepts_draft_07_and_2020_12_output_schemas():
     for draft in ("http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"):
         assert errors(judged({**RUBRIC, "output_schema": {"$schema": draft, "type": "object"}})) == set()

@@ -229,3 +229,40 @@ def test_no_rules_means_gates_not_graded():
         context=GradeContext(case_findings=[]),
     )
     assert g.gates["compliance"] == "not_graded" and g.gates["resolution"] == "not_graded"
+
+
+MISSING_REFERENCE = {
+    "key": "v",
+    "type": "contains",
+    "target": "final_output",
+    "expected_from": "case.payload.nope",
+}
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        {"allowed_tools": ["Read"]},  # a guard that passed
+        pm("gateway_messages", "x"),  # a rule that is not applicable
+        pm("job_resolution", "ok", required=False),  # an informational rule that passed
+        pm("job_resolution", "ok"),  # a required rule that passed
+    ],
+    ids=["guard", "not_applicable", "informational", "required"],
+)
+def test_a_case_with_rules_passes_only_when_its_scorecard_passes_too(rules):
+    # §5.4: a case with rules passes only when both gates pass, the scorecard passes and no
+    # guard failed. With the only validator a pack error the scorecard grades nothing, but
+    # the gates passed (vacuously, or on a rule): the case was PASSED on no graded check.
+    g = grade(rules, {"final_output": "ok", "tool_calls": [{"name": "Read"}]}, validators=[MISSING_REFERENCE])
+    assert g.scorecard["passed"] is None
+    assert (g.status.value, g.outcome_class.value, g.reason_code) == (
+        "NOT_EVALUATED",
+        "pack_error",
+        "reference_missing",
+    )
+    # the same rules with a scorecard that passes: PASSED; one that fails: FAILED
+    g = grade(rules, {"final_output": "ok", "tool_calls": [{"name": "Read"}]})
+    assert g.status.value == "PASSED" and g.scorecard["passed"] is True
+    failing = {**BASE_VALIDATOR, "expected_from": "literal:never"}
+    g = grade(rules, {"final_output": "ok", "tool_calls": [{"name": "Read"}]}, validators=[failing])
+    assert g.status.value == "FAILED"

@@ -80,6 +80,31 @@ def test_a_json_line_without_numeric_counts_is_not_counts():
     assert score_counts(parse_counts('{"total": null}', ""), 0, "all_or_nothing")[0] == 1.0
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"passed": NaN, "total": 3}',  # json reads these tokens; int() of them raised: the
+        '{"passed": Infinity}',  # validator crashed (ERROR) on the agent's code output
+        '{"passed": 1e400, "total": 3}',
+        '{"passed": 2, "failed": -1}',  # a negative count made 2 of 1 pass: score 1.0
+        '{"passed": 3, "failed": 0, "total": 2}',  # more passed than ran
+        '{"passed": 1.5, "total": 2}',  # a fraction of a test
+        '{"passed": true, "total": 2}',  # a boolean is no count
+    ],
+)
+def test_a_json_line_whose_counts_are_not_non_negative_whole_numbers_is_not_counts(line):
+    # §3.7: counts are test counts; such a line is not a report, and the next source decides
+    assert parse_counts(line, "") is None
+    assert parse_counts(line + "\n== 1 failed, 1 passed in 0.1s ==", "") == {
+        "passed": 1,
+        "failed": 1,
+        "errors": 0,
+        "total": 2,
+    }
+    assert parse_counts(line, "Ran 2 tests in 0.001s\n\nOK")["passed"] == 2
+    assert parse_counts('{"passed": 3.0, "failed": 1, "total": 4}', "")["passed"] == 3  # whole floats count
+
+
 SPEC_BASE = {"post_execution_checks": [{"key": "sol", "type": "file_capture", "path": "solution.py"}]}
 TEST_PY = "from solution import add\nr = [add(1, 2) == 3, add(2, 2) == 4, add(0, 0) == 1]\nimport json\nprint(json.dumps({'passed': sum(r), 'failed': len(r) - sum(r), 'total': len(r)}))\n"
 

@@ -170,3 +170,15 @@ def test_directory_structure_reads_config_paths_as_the_returned_paths_are_read()
     bad = one({**tree, "config": {"forbidden_files": ["./pkg/mod.py", "pkg\\__init__.py"]}})
     assert bad.status.value == "FAILED"
     assert "forbidden ./pkg/mod.py present" in bad.evidence and "pkg\\__init__.py present" in bad.evidence
+
+
+def test_a_file_json_schema_ref_to_a_url_is_never_fetched():
+    # the schema is the pack's: a remote $ref is a pack error, and nothing is requested (the
+    # port is closed: a fetch would have been a connection error, an ERROR or a crash)
+    schema = {"$ref": "http://127.0.0.1:9/schema.json"}
+    r = one({"type": "file_json_schema", "target": "file:out", "config": {"schema": schema}})
+    assert (r.status.value, r.outcome_class.value, r.reason_code) == (
+        "NOT_EVALUATED",
+        "pack_error",
+        "invalid_schema",
+    ), r.evidence

@@ -136,6 +136,30 @@ def test_math_unparseable_or_free_expected_is_a_pack_error():
     assert status(run("math_equivalence", "1", "y", {"comparison_mode": "numeric"})) == "NOT_EVALUATED"
 
 
+@pytest.mark.parametrize(
+    ("a", "e", "want"),
+    [
+        # Two values that overflow (or divide by zero) are not equal: both were "undefined"
+        # and the symbolic test skipped the point, so 10^400 passed for -10^400.
+        ("10^400", "-10^400", "NOT_EVALUATED"),
+        ("1/0", "1/0", "NOT_EVALUATED"),
+        ("5", "1/0", "NOT_EVALUATED"),
+        ("sqrt(-x)", "-sqrt(-x)", "NOT_EVALUATED"),  # the expected is defined at no sample
+        ("10^400", "5", "FAILED"),
+        ("1/(x-x)", "x", "FAILED"),
+        # a point where both sides are undefined is still skipped when others decide
+        ("sqrt(x-1)", "sqrt(x-1)", "PASSED"),
+        ("sqrt(x-1)", "-sqrt(x-1)", "FAILED"),
+    ],
+)
+def test_math_symbolic_never_passes_on_undefined_values(a, e, want):
+    r = run("math_equivalence", a, e)
+    assert status(r) == want, r.evidence
+    if want == "NOT_EVALUATED":
+        assert r.outcome_class.value == "pack_error" and r.reason_code == "unparseable_expected"
+        assert "no finite value" in r.evidence, r.evidence
+
+
 def test_math_symbolic_is_deterministic():
     a = run("math_equivalence", "x^2+1", "x^2+1.0000001").evidence
     assert a == run("math_equivalence", "x^2+1", "x^2+1.0000001").evidence

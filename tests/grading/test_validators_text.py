@@ -200,3 +200,124 @@ def test_normalized_match_steps(a, e, config, want):
 
 def test_normalized_match_unknown_step_is_a_pack_error():
     assert status(run("normalized_match", "a", "a", {"pipeline": ["shout"]})) == "NOT_EVALUATED"
+
+
+class _SchemaServer:
+    """A loopback HTTP server that answers every GET with a JSON Schema and records the path."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        hits = self.hits = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                hits.append(self.path)
+                body = b'{"type": "string"}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _SchemaServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def schema_server():
+    with _SchemaServer() as server:
+        yield server
+
+
+@pytest.mark.parametrize("draft", [None, "http://json-schema.org/draft-07/schema#"])
+def test_a_schema_ref_to_a_url_is_never_fetched(schema_server, draft):
+    # jsonschema fetched a remote $ref by default: a pack's schema made the grading worker
+    # request any URL (a cloud metadata address, an internal service, one that never answers)
+    # and graded on the answer. Only references inside the schema are followed; a remote one
+    # is the pack's error.
+    schema = {"$ref": f"{schema_server.url}/secret"}
+    if draft:
+        schema["$schema"] = draft
+    import json
+
+    for answer in ('"text"', "5"):
+        r = run("json_schema", answer, json.dumps(schema))
+        assert (status(r), r.outcome_class.value, r.reason_code) == (
+            "NOT_EVALUATED",
+            "pack_error",
+            "invalid_schema",
+        ), r.evidence
+        assert "/secret" in r.evidence and "not fetched" in r.evidence, r.evidence
+    assert schema_server.hits == []
+    # references inside the schema, and to the bundled meta-schemas, still resolve
+    local = {"$defs": {"name": {"type": "string"}}, "$ref": "#/$defs/name"}
+    assert status(run("json_schema", '"text"', json.dumps(local))) == "PASSED"
+    assert status(run("json_schema", "5", json.dumps(local))) == "FAILED"
+    meta = {"$ref": "https://json-schema.org/draft/2020-12/schema"}
+    assert status(run("json_schema", '{"type": "object"}', json.dumps(meta))) == "PASSED"
+    assert status(run("json_schema", '{"type": 5}', json.dumps(meta))) == "FAILED"
+
+
+class _NoPythonRe:
+    """Stands in for the ``re`` module inside jsonschema: any use of it fails the test."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"jsonschema used Python's re.{name} on a pack pattern")
+
+
+def test_json_schema_patterns_run_on_re2_never_python_re(monkeypatch):
+    # §3.1: every regular expression uses RE2; a schema's pattern, patternProperties and
+    # additionalProperties went through Python's re (backtracking: "^(a+)+$" against 40 a's
+    # and a "!" held a grading worker for hours; the 5 s limit is read after the check).
+    import json
+
+    import jsonschema
+
+    monkeypatch.setattr(jsonschema._keywords, "re", _NoPythonRe())
+    monkeypatch.setattr(jsonschema._utils, "re", _NoPythonRe())
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}},
+        "patternProperties": {"^x-\\p{Ll}+$": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    ok = {"name": "aaa", "x-tag": 1}
+    assert status(run("json_schema", json.dumps(ok), json.dumps(schema))) == "PASSED"
+    r = run("json_schema", json.dumps({"name": "a" * 40 + "!", "x-tag": "s", "y": 1}), json.dumps(schema))
+    assert status(r) == "FAILED"
+    assert "does not match '^(a+)+$'" in r.evidence and "/x-tag: 's' is not of type 'integer'" in r.evidence
+    assert "'y' does not match any of the regexes" in r.evidence, r.evidence
+
+
+@pytest.mark.parametrize(
+    ("pattern", "answer", "want"),
+    [
+        ("^\\p{L}+$", '"héllo"', "PASSED"),  # RE2 (and JSON Schema's ECMA) syntax, not Python's
+        ("^\\p{L}+$", '"h3llo"', "FAILED"),
+        ("(?<=a)b", '"ab"', "NOT_EVALUATED"),  # a lookbehind is Python's, not RE2's
+        ("(a)\\1", '"aa"', "NOT_EVALUATED"),  # so is a backreference
+    ],
+)
+def test_json_schema_patterns_use_re2_syntax(pattern, answer, want):
+    import json
+
+    r = run("json_schema", answer, json.dumps({"type": "string", "pattern": pattern}))
+    assert status(r) == want, r.evidence
+    if want == "NOT_EVALUATED":
+        assert r.outcome_class.value == "pack_error" and r.reason_code == "invalid_schema"
+        assert "RE2" in r.evidence, r.evidence

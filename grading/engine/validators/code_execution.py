@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -16,7 +17,35 @@ _COUNT_KEYS = ("passed", "failed", "errors", "total")
 
 def _has_counts(obj: object) -> bool:
     """A JSON object reporting at least one count as a number (a null or a string reports none)."""
-    return isinstance(obj, dict) and any(isinstance(obj.get(k), (int, float)) for k in _COUNT_KEYS)
+    return isinstance(obj, dict) and any(
+        isinstance(obj.get(k), (int, float)) and not isinstance(obj.get(k), bool) for k in _COUNT_KEYS
+    )
+
+
+def _object_counts(obj: object) -> dict[str, int] | None:
+    """The counts of a JSON object that reports them: every numeric count key a whole number
+    >= 0 (NaN, infinities, fractions, negatives and booleans are no test counts: int() of the
+    first two raised, a negative failed count made 2 of 1 pass) and ``total`` not below the
+    others' sum; else None (not a counts report, the next source decides)."""
+    if not _has_counts(obj):
+        return None
+    assert isinstance(obj, dict)
+    counts: dict[str, int] = {}
+    for k in _COUNT_KEYS:
+        v = obj.get(k)
+        if v is None or isinstance(v, str):  # not reported
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+            return None
+        if v < 0:
+            return None
+        counts[k] = int(v)
+    c = _complete(counts)
+    if c["total"] < c["passed"] + c["failed"] + c["errors"]:
+        return None
+    return c
 
 
 def _json_counts(text: str) -> dict[str, int] | None:
@@ -28,28 +57,14 @@ def _json_counts(text: str) -> dict[str, int] | None:
             obj = jsontext.loads(line)
         except ValueError:
             continue
-        if _has_counts(obj):
-            counts = {
-                k: int(obj.get(k) or 0)
-                for k in ("passed", "failed", "errors")
-                if isinstance(obj.get(k, 0), (int, float))
-            }
-            if isinstance(obj.get("total"), (int, float)):
-                counts["total"] = int(obj["total"])
-            return _complete(counts)
+        counts = _object_counts(obj)
+        if counts is not None:
+            return counts
     try:
         obj = jsontext.loads(text)
     except ValueError:
         return None
-    if _has_counts(obj):
-        return _complete(
-            {
-                k: int(obj[k])
-                for k in ("passed", "failed", "errors", "total")
-                if isinstance(obj.get(k), (int, float))
-            }
-        )
-    return None
+    return _object_counts(obj)
 
 
 def _complete(c: dict[str, int]) -> dict[str, int]:

@@ -172,7 +172,10 @@ class Preparable:
         self.__name__ = name
 
     def __call__(self, actual: Any, expected: Any, config: Any, env: Env) -> VResult:
-        r = self.prepare(config)(actual, expected, env)
+        try:
+            r = self.prepare(config)(actual, expected, env)
+        except InputOverLimits as exc:
+            return over_limits(exc)
         return VResult(*r) if type(r) is tuple else r  # a plain verdict as a VResult
 
     def __repr__(self) -> str:
@@ -279,6 +282,16 @@ def json_depth(value: Any) -> int:
         level = [c for v in containers for c in (v.values() if isinstance(v, dict) else v)]
 
 
+class InputOverLimits(Exception):
+    """Input a check cannot read within its limits (a JSON text nested deeper than the parser
+    recurses, an integer of more digits than Python converts): grading.md §2's input over
+    limits, ERROR / evaluator_error ``input_too_large`` (``over_limits``), never "not JSON"."""
+
+
+def over_limits(exc: InputOverLimits) -> VResult:
+    return error(f"ERROR: input over limits: {exc}", "input_too_large")
+
+
 def too_deep(evidence: str) -> VResult:
     """ERROR / evaluator_error ``input_too_large`` (grading.md §2, input over limits) for a
     check that went past the interpreter's recursion limit on a deeply nested document."""
@@ -308,8 +321,15 @@ def parse_json_text(text: str) -> tuple[Any, int | None]:
         return None, exc.pos
     except _NonFinite:
         return None, _constant_offset(text)
-    except (ValueError, RecursionError):
-        return None, 0
+    except RecursionError:
+        raise InputOverLimits(
+            f"the JSON text is nested more deeply than the parser reads (about"
+            f" {sys.getrecursionlimit()} levels)"
+        ) from None
+    except ValueError:  # an integer beyond sys.get_int_max_str_digits()
+        raise InputOverLimits(
+            f"the JSON text holds an integer of more than {sys.get_int_max_str_digits()} digits"
+        ) from None
 
 
 def _has_long_digit_run(text: str) -> bool:

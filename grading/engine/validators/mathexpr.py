@@ -341,8 +341,14 @@ def math_equivalence(actual: Resolved, expected: Resolved | None, config: Any, e
     names = sorted(a_vars | e_vars)
     rng = random.Random(_seed(env.context.seed, env.key))
     points = [{n: rng.uniform(0.5, 2.5) for n in names} for _ in range(5 if names else 1)]
-    for point in points:
-        a, e = evaluate(a_node, point), evaluate(e_node, point)
+    e_values = [evaluate(e_node, point) for point in points]
+    if all(e is None for e in e_values):
+        # Nothing to agree with: two overflowing or undefined sides are not equal (10^400
+        # passed for -10^400); an expected without a value is the pack's, as in numeric mode.
+        at = f" at any of the {len(points)} seeded points" if names else ""
+        return pack_error(f"expected {quote(e_norm, 80)} has no finite value{at}", "unparseable_expected")
+    for point, e in zip(points, e_values, strict=True):
+        a = evaluate(a_node, point)
         if a is None and e is None:
             continue
         where = (" at " + ", ".join(f"{k}={v:.4f}" for k, v in point.items())) if point else ""

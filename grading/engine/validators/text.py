@@ -9,6 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import jsonschema
+from jsonschema.exceptions import ValidationError
+from jsonschema_specifications import REGISTRY as META_SCHEMAS
+from referencing.exceptions import Unresolvable
 
 from ..configs.models import DEFAULT_PIPELINE
 from ..refs import Resolved
@@ -16,12 +19,14 @@ from ..types import Status, canonical_json
 from .common import (
     NOT_FOUND,
     Env,
+    PatternError,
     PlainVerdict,
     PreparedGrader,
     VResult,
     binary,
     cfg,
     compile_pattern,
+    compile_re2,
     deep_equal,
     failed,
     flags_prefix,
@@ -178,10 +183,107 @@ def boolean_assert(actual: Resolved, expected: Resolved | None, config: Any, env
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _SCHEMA_CACHE: dict[str, Any] = {}
 
+# Where a schema's $ref may lead: inside the schema, or to the draft meta-schemas jsonschema
+# bundles. Nothing is ever fetched (this registry's retrieve refuses): without it jsonschema
+# requested any URL a pack's $ref named, from the grading worker (a cloud metadata address,
+# an internal service, one that never answers) and graded on the reply.
+SCHEMA_REFS = META_SCHEMAS
+
+
+def unresolvable_ref(exc: Unresolvable) -> str:
+    """The message of a $ref the schema does not hold (grading.md §2: the pack's error)."""
+    ref = getattr(exc, "ref", None) or str(exc)
+    return f"the schema's $ref {quote(str(ref), 200)} is not inside the schema; remote references are not fetched"
+
 
 def extract_fence(text: str) -> str:
     m = _FENCE.search(text)
     return m.group(1) if m else text
+
+
+# A schema's regular expressions (pattern, patternProperties, and additionalProperties beside
+# them) run on RE2 like every other pattern (§3.1); jsonschema's own keywords use Python's re,
+# which backtracks ("^(a+)+$" against 40 a's and a "!" held a grading worker for hours, the
+# 5 s limit being read after the check) and reads Python's syntax (a lookbehind passed,
+# ECMA's \p{L} was "not a regex"). The "regex" format of the meta-schema compiles with RE2 too.
+
+
+def _re2(pattern: str) -> Any:
+    try:
+        return compile_re2(pattern)
+    except PatternError as exc:  # check_schema refused it already; a schema built otherwise
+        raise jsonschema.SchemaError(f"pattern {pattern!r} is not a valid RE2 pattern: {exc}") from None
+
+
+def _re2_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "string") and search_span(_re2(pattern), instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _re2_pattern_properties(validator: Any, pattern_properties: Any, instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        rx = _re2(pattern)
+        for k, v in instance.items():
+            if search_span(rx, k) is not None:
+                yield from validator.descend(v, subschema, path=k, schema_path=pattern)
+
+
+def _re2_additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Any:
+    """jsonschema's additionalProperties, its patternProperties test on RE2."""
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = [_re2(p) for p in schema.get("patternProperties", {})]
+    extras = {
+        k
+        for k in instance
+        if k not in properties and not any(search_span(rx, k) is not None for rx in patterns)
+    }
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if "patternProperties" in schema:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(each) for each in sorted(extras))
+            shown = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+            yield ValidationError(f"{joined} {verb} not match any of the regexes: {shown}")
+        else:
+            listed = ", ".join(repr(each) for each in sorted(extras, key=str))
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
+
+
+_RE2_KEYWORDS = {
+    "pattern": _re2_pattern,
+    "patternProperties": _re2_pattern_properties,
+    "additionalProperties": _re2_additional_properties,
+}
+DRAFT7 = jsonschema.validators.extend(jsonschema.Draft7Validator, _RE2_KEYWORDS)
+DRAFT2020 = jsonschema.validators.extend(jsonschema.Draft202012Validator, _RE2_KEYWORDS)
+RE2_FORMATS = jsonschema.FormatChecker()
+
+
+@RE2_FORMATS.checks("regex", raises=PatternError)
+def _is_re2(instance: object) -> bool:
+    if isinstance(instance, str):
+        compile_re2(instance)
+    return True
+
+
+def check_schema(cls: Any, schema: Any) -> None:
+    """``cls.check_schema`` with the meta-schema's "regex" format read as RE2."""
+    try:
+        cls.check_schema(schema, format_checker=RE2_FORMATS)
+    except jsonschema.SchemaError as exc:
+        if isinstance(exc.cause, PatternError):
+            where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+            raise jsonschema.SchemaError(
+                f"{where}: {exc.instance!r} is not a valid RE2 pattern: {exc.cause}"
+            ) from None
+        raise
 
 
 def schema_validator(schema: Any) -> Any:
@@ -193,9 +295,9 @@ def schema_validator(schema: Any) -> Any:
     if not isinstance(schema, (dict, bool)):
         raise jsonschema.SchemaError("a JSON Schema must be an object or a boolean")
     dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
-    cls = jsonschema.Draft7Validator if "draft-07" in str(dialect) else jsonschema.Draft202012Validator
-    cls.check_schema(schema)
-    v = cls(schema)
+    cls = DRAFT7 if "draft-07" in str(dialect) else DRAFT2020
+    check_schema(cls, schema)
+    v = cls(schema, registry=SCHEMA_REFS)
     if len(_SCHEMA_CACHE) > 512:
         _SCHEMA_CACHE.clear()
     _SCHEMA_CACHE[key] = v
@@ -238,6 +340,8 @@ def validate_json_text(text: str, validator: Any, what: str = "actual") -> VResu
 def schema_verdict(validator: Any, instance: Any, what: str = "actual") -> VResult:
     try:
         errors = schema_errors(validator, instance)
+    except Unresolvable as exc:
+        return pack_error(unresolvable_ref(exc), "invalid_schema")
     except RecursionError:  # a recursive $ref follows the document down
         return too_deep(f"{what} nested {json_depth(instance)} levels deep, too deep to validate")
     if not errors:

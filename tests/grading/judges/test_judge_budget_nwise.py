@@ -149,6 +149,24 @@ def test_rank_case_borda_position_debiased(fake):
     assert "lane-x" not in prompt and "dep" not in prompt  # opaque labels only
 
 
+def test_rank_case_reads_upstream_boolean_debiasing_in_a_raw_declaration(fake):
+    # §6.1: upstream's true means shuffle, false none. The spec model converts them, but
+    # rank_case also takes a raw declaration, where str(False) read as "False": a shuffle.
+    texts = {"lane-x": "Paris", "lane-y": "Lyon", "lane-z": "I do not know"}
+    label_of = {"A": "Paris", "B": "Lyon", "C": "I do not know"}
+    fake.default = rank(_by_text(label_of, ["Paris", "Lyon", "I do not know"]))
+    with make_judge(fake) as judge:
+        rank_case(judge, dict(NWISE, position_debiasing=False, samples=4), _answers(texts))
+    shown = [[b[0] for b in blocks(body)] for body in fake.requests]
+    assert shown == [["A/final_output", "B/final_output", "C/final_output"]] * 4
+    fake.requests.clear()
+    with make_judge(fake) as judge:
+        rank_case(judge, dict(NWISE, position_debiasing=True, samples=4), _answers(texts))
+    wanted = label_orders("ABC", 4, "shuffle", ("r1", case().challenge_key, "c1", "best"))
+    # the samples' calls run concurrently: compare the orders shown, not the arrival order
+    assert sorted([b[0].split("/")[0] for b in blocks(body)] for body in fake.requests) == sorted(wanted)
+
+
 def test_rank_case_invalid_ranking_and_single_lane(fake):
     fake.default = rank(lambda labels: labels[:1])  # omits a label: invalid, retried once
     with make_judge(fake) as judge:

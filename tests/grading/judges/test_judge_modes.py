@@ -321,6 +321,43 @@ def test_judge_crash_in_output_schema_is_contained(fake):
     _ = evidence
 
 
+def test_an_output_schema_ref_to_a_url_is_never_fetched(fake):
+    # the pack's output_schema is applied to every judge answer; jsonschema fetched a remote
+    # $ref in it from the grading worker. It is never fetched: the schema is unusable.
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        fake.default = verdict({"pass": True})
+        url = f"http://127.0.0.1:{server.server_address[1]}/schema"
+        j = assertion(samples=1, output_schema={"$ref": url})
+        with make_judge(fake) as judge:
+            r = judge_result(grade(judge, spec(j)))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert hits == []
+    assert r.status.value == "ERROR" and "not inside the schema" in r.evidence, r.evidence
+
+
 def test_deeply_nested_json_is_invalid_not_a_crash(fake):
     fake.default = content("[" * 100_000)
     with make_judge(fake) as judge:
