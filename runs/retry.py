@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 BASE_DELAY_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
@@ -130,3 +131,32 @@ def transient_error_in_body(reply: object) -> tuple[int, str] | None:
         return None
     message = error.get("message")
     return status, (message if isinstance(message, str) else "")[:300]
+
+
+def failed_generation(reply: dict[str, Any]) -> dict[str, Any] | None:
+    """The error of a reply whose first choice says the generation failed, or None.
+
+    OpenRouter and other gateways answer HTTP 200 when the model fails mid-generation, with
+    ``finish_reason: "error"`` and the error on the choice (a partial message beside it):
+    that text is no answer of the model's. ``{}`` when no error object says more."""
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    error = choices[0].get("error")
+    if isinstance(error, str) and error:
+        return {"message": error}
+    if isinstance(error, dict) and error:
+        return error
+    return {} if choices[0].get("finish_reason") == "error" else None
+
+
+def stated_status(error: dict[str, Any]) -> int | None:
+    """The HTTP status an error object states (``code``, ``status`` or ``status_code``)."""
+    for key in ("code", "status", "status_code"):
+        value = error.get(key)
+        if isinstance(value, bool):
+            continue
+        stated = isinstance(value, int) or (isinstance(value, str) and value.isdigit() and len(value) == 3)
+        if stated and 100 <= int(value) <= 599:
+            return int(value)
+    return None

@@ -477,11 +477,13 @@ class OutboundResponse:
         return self.body.decode("utf-8", errors=errors)
 
     def json(self) -> Any:
-        """The body as JSON; raises ``ValueError`` when it is not, or when it is nested too
-        deeply to parse (``json`` raises ``RecursionError`` then: one such agent reply took
-        down a whole lane dispatcher)."""
+        """The body as JSON; raises ``ValueError`` when it is not, when it is not UTF-8 text
+        (``json.loads`` of bytes also guesses UTF-16 and UTF-32; JSON between systems is UTF-8,
+        RFC 8259 §8.1, a byte order mark ignored), or when it is nested too deeply to parse
+        (``json`` raises ``RecursionError`` then: one such agent reply took down a whole lane
+        dispatcher)."""
         try:
-            return json.loads(self.body)
+            return json.loads(self.body.decode("utf-8-sig"))
         except RecursionError:
             raise ValueError("the body's JSON is nested too deeply to read") from None
 

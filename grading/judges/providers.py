@@ -23,7 +23,7 @@ from typing import Any
 
 from agentclash_site.lib.outbound import OutboundClient, OutboundError, url_path_endswith, url_with_path
 from grading.engine.evidence import MAX_TOKEN_COUNT
-from runs.retry import parse_retry_after, transient_error_in_body
+from runs.retry import failed_generation, parse_retry_after, stated_status, transient_error_in_body
 
 PROVIDER_KINDS = ("openai", "anthropic")
 ANTHROPIC_VERSION = "2023-06-01"
@@ -183,7 +183,7 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
             text = "".join(
                 str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
             )
-        result = ChatResult(text=text, model=str(data.get("model") or model))
+        result = ChatResult(text=text, model=_reported_model(data, model))
         return _usage(result, usage, "input_tokens", "output_tokens")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -192,8 +192,15 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
         raise ProviderError("chat completion has no message content", "evaluator_error", "judge_bad_response")
-    result = ChatResult(text=content, model=str(data.get("model") or model))
+    result = ChatResult(text=content, model=_reported_model(data, model))
     return _usage(result, usage, "prompt_tokens", "completion_tokens")
+
+
+def _reported_model(data: dict[str, Any], asked: str) -> str:
+    """The model the provider says answered, when it names one as a string (a ``{"name": ...}``
+    object was recorded as its Python repr), else the one asked for."""
+    reported = data.get("model")
+    return reported if isinstance(reported, str) and reported else asked
 
 
 def backoff_delay(
@@ -278,6 +285,26 @@ async def complete(
                         retries=attempt - 1,
                     ) from exc
                 passing = transient_error_in_body(data) if config.kind != "anthropic" else None
+                failed = (
+                    failed_generation(data) if config.kind != "anthropic" and isinstance(data, dict) else None
+                )
+                if passing is None and failed is not None:
+                    # A gateway's 200 for a generation that failed upstream (finish_reason
+                    # "error"): its partial text is no verdict. Retried as a 5xx, unless its
+                    # error states a 4xx that will not pass.
+                    said = failed.get("message") if isinstance(failed.get("message"), str) else ""
+                    stated = stated_status(failed)
+                    if stated is not None and stated < 500 and stated not in RETRIED_4XX:
+                        detail = _without_key(f"HTTP 200 with an error {stated}: {said}", config)[:300]
+                        raise ProviderError(
+                            f"judge provider rejected the request ({detail})",
+                            "evaluator_error",
+                            "judge_request_rejected",
+                            status=stated,
+                            retries=attempt - 1,
+                        )
+                    passes = stated is not None and (stated >= 500 or stated in RETRIED_4XX)
+                    passing = (stated if passes else 500, said or "the generation failed")
                 if passing is None:
                     result = parse_completion(config, data, model)
                     result.retries = attempt - 1

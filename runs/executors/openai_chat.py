@@ -20,7 +20,7 @@ from agentclash_site.lib.outbound import OutboundClient, url_with_path
 from grading.engine import jsontext
 from runs.executors.base import AttemptCategory, AttemptOutcome, AttemptTimer, ExecutionRequest, Executor
 from runs.executors.evidence import ProtocolError, build_evidence
-from runs.retry import transient_error_in_body
+from runs.retry import failed_generation, stated_status, transient_error_in_body
 
 
 def chat_completions_url(base_url: str) -> str:
@@ -143,35 +143,6 @@ def protocol_response(request: ExecutionRequest, reply: dict[str, Any]) -> dict[
     return out
 
 
-def failed_generation(reply: dict[str, Any]) -> dict[str, Any] | None:
-    """The error of a reply whose first choice says the generation failed, or None.
-
-    OpenRouter and other gateways answer HTTP 200 when the model fails mid-generation, with
-    ``finish_reason: "error"`` and the error on the choice (a partial message beside it):
-    that text is no answer of the model's. ``{}`` when no error object says more."""
-    choices = reply.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
-    error = choices[0].get("error")
-    if isinstance(error, str) and error:
-        return {"message": error}
-    if isinstance(error, dict) and error:
-        return error
-    return {} if choices[0].get("finish_reason") == "error" else None
-
-
-def _stated_status(error: dict[str, Any]) -> int | None:
-    """The HTTP status an error object states (``code``, ``status`` or ``status_code``)."""
-    for key in ("code", "status", "status_code"):
-        value = error.get(key)
-        if isinstance(value, bool):
-            continue
-        stated = isinstance(value, int) or (isinstance(value, str) and value.isdigit() and len(value) == 3)
-        if stated and 100 <= int(value) <= 599:
-            return int(value)
-    return None
-
-
 class OpenAIChatExecutor(Executor):
     kind = "openai_chat"
 
@@ -240,7 +211,7 @@ class OpenAIChatExecutor(Executor):
             return self._passing_error(passing, timer, common)
         message = error.get("message")
         said = f": {message[:300]}" if isinstance(message, str) and message else ""
-        status = _stated_status(error)
+        status = stated_status(error)
         if status is not None and 400 <= status < 500:
             return self.outcome(
                 AttemptCategory.CONFIG_ERROR,

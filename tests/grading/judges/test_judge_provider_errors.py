@@ -100,3 +100,63 @@ def test_a_judge_provider_host_that_does_not_exist_is_not_retried():
     assert lookups == ["judge.example.invalid"]
     assert info.value.outcome_class == "infra_error" and info.value.retries == 0
     assert "judge.example.invalid does not resolve" in str(info.value)
+
+
+def _complete_against(fake, max_retries=2):
+    config = ProviderConfig(
+        kind="openai", base_url=fake.base_url, api_key=KEY, allow_private=True, backoff_base_seconds=0.001
+    )
+
+    async def go():
+        async with OutboundClient() as client:
+            return await complete(client, config, model="m", system="s", user="u", max_retries=max_retries)
+
+    return asyncio.run(go())
+
+
+def _choice(content, **extra):
+    return {"choices": [{"message": {"role": "assistant", "content": content}, **extra}], "model": "m"}
+
+
+def test_a_generation_the_gateway_reports_failed_is_retried_not_read_as_the_verdict():
+    # OpenRouter answers 200 with finish_reason "error" when the model fails mid-generation;
+    # its partial text was parsed as the judge's verdict.
+    failed = json.dumps(
+        _choice('{"score": 1', finish_reason="error", error={"message": "upstream died"})
+    ).encode()
+    with FakeJudgeProvider() as fake:
+        fake.default = status(200, failed, {"Content-Type": "application/json"})
+        with pytest.raises(ProviderError) as info:
+            _complete_against(fake)
+        assert fake.calls == 3
+    assert info.value.outcome_class == "infra_error" and "upstream died" in str(info.value)
+
+
+def test_a_failed_generation_stating_a_4xx_is_rejected_at_once():
+    failed = json.dumps(
+        _choice("", finish_reason="error", error={"code": 400, "message": "bad prompt"})
+    ).encode()
+    with FakeJudgeProvider() as fake:
+        fake.default = status(200, failed, {"Content-Type": "application/json"})
+        with pytest.raises(ProviderError) as info:
+            _complete_against(fake)
+        assert fake.calls == 1
+    assert info.value.outcome_class == "evaluator_error" and "400: bad prompt" in str(info.value)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32-le"])
+def test_a_judge_reply_that_is_not_utf8_is_a_bad_response(encoding):
+    # json.loads(bytes) guesses UTF-16 and UTF-32: such a body was read as the verdict.
+    body = json.dumps(_choice('{"score": 1}')).encode(encoding)
+    with FakeJudgeProvider() as fake:
+        fake.default = status(200, body, {"Content-Type": "application/json"})
+        with pytest.raises(ProviderError) as info:
+            _complete_against(fake)
+    assert info.value.reason_code == "judge_bad_response"
+
+
+def test_a_model_named_by_an_object_is_recorded_as_the_model_asked_for():
+    body = json.dumps({**_choice('{"score": 1}'), "model": {"name": "gpt"}}).encode()
+    with FakeJudgeProvider() as fake:
+        fake.default = status(200, body, {"Content-Type": "application/json"})
+        assert _complete_against(fake).model == "m"
