@@ -655,3 +655,16 @@ def test_critique_shares_are_between_zero_and_one():
     assert issues_of(spec_with(critique={"unavailable_share_max": 2})) == {
         ("critique.unavailable_share_max", "must be between 0 and 1")
     }
+
+
+def test_a_ranged_integer_beyond_a_float_is_checked_against_its_bounds_not_an_overflow():
+    # math.isfinite(10**400) raised OverflowError out of the range check: a crash where a
+    # caller (not the YAML loader, which refuses such numbers first) passed a huge int.
+    from pydantic import TypeAdapter, ValidationError
+
+    from grading.engine.configs.fields import Ranged
+
+    bounded = TypeAdapter(Ranged(int, 0, 10))
+    with pytest.raises(ValidationError, match="must be between 0 and 10"):
+        bounded.validate_python(10**400)
+    assert TypeAdapter(Ranged(int, 0)).validate_python(10**400) == 10**400

@@ -67,7 +67,8 @@ def _range_rule(
         message = f"must be at most {_fmt(high)}"  # type: ignore[arg-type]
 
     def check(value: Any) -> Any:
-        if not _is_number(value) or not math.isfinite(value):
+        # an int is finite however large (math.isfinite raised OverflowError past a float)
+        if not _is_number(value) or (isinstance(value, float) and not math.isfinite(value)):
             return value
         if low is not None and (value <= low if low_exclusive else value < low):
             raise fail(message)
