@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, OuterRef, Subquery, Sum, TextField, Value, When
 from django.http import StreamingHttpResponse
 
-from runs.documents import display_status
+from runs.documents import display_status, run_url
 from runs.models import Attempt, Run, RunItem, RunLane
 
 FORMATS = ("jsonl", "csv", "junit", "grading")
@@ -212,6 +212,7 @@ def export_junit(run: Run) -> Iterator[str]:
     run not ``completed`` is a partial report: its unfinished cases are ``pending``) and
     ``scoring_revision``."""
     status, revision = Run.objects.filter(pk=run.pk).values_list("status", "scoring_revision").get()
+    url = run_url(run)
     lanes = list(RunLane.objects.filter(run=run).order_by("position").values_list("id", "deployment_name"))
     counts: dict[Any, Counter[str | None]] = {lane_id: Counter() for lane_id, _ in lanes}
     ms: dict[Any, float] = dict.fromkeys(counts, 0.0)
@@ -226,7 +227,12 @@ def export_junit(run: Run) -> Iterator[str]:
         ms[lane_id] += lane_ms or 0.0
     properties = "".join(
         f"      <property name={_attr(name)} value={_attr(str(value))}/>\n"
-        for name, value in (("run_id", run.pk), ("run_status", status), ("scoring_revision", revision))
+        for name, value in (
+            ("run_id", run.pk),
+            ("run_status", status),
+            ("scoring_revision", revision),
+            ("url", url),
+        )
     )
     yield '<?xml version="1.0" encoding="UTF-8"?>\n'
     everything = sum(counts.values(), Counter())
@@ -240,12 +246,12 @@ def export_junit(run: Run) -> Iterator[str]:
             RunItem.objects.filter(lane_id=lane_id)
             .annotate(**_LAST_ATTEMPT_ERROR)
             .order_by("id")
-            .values_list("challenge_key", "case_key", "repetition", "status", "state", "last_category",
+            .values_list("id", "challenge_key", "case_key", "repetition", "status", "state", "last_category",
                          "reason_code", "latency_ms", "grade", "attempt_count", "error_code", "error")
         )  # fmt: skip
         parts: list[str] = []
         for (
-            ch, case, rep, item_status, state, category, reason, latency, grade, attempts, error_code, error
+            pk, ch, case, rep, item_status, state, category, reason, latency, grade, attempts, error_code, error
         ) in qs.iterator(chunk_size=CHUNK):  # fmt: skip
             name = case if rep == 1 else f"{case} #{rep}"
             seconds = f"{(latency or 0) / 1000:.3f}"
@@ -273,7 +279,10 @@ def export_junit(run: Run) -> Iterator[str]:
                 element += ">" + _text("\n".join(lines)) + f"</{kind}>"
             else:
                 element += "/>"
-            parts.append(head + f">\n      {element}\n    </testcase>\n")
+            link = _text(f"case page: {url}cases/{pk}/")
+            parts.append(
+                head + f">\n      {element}\n      <system-out>{link}</system-out>\n    </testcase>\n"
+            )
             if len(parts) >= 200:
                 yield "".join(parts)
                 parts = []

@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 from django.db import connection, transaction
 from django.db.models import F
+from django.test import override_settings
 
 from runs.exports import FORMATS, export_stream
 from runs.models import RunItem, RunLane
@@ -80,6 +81,7 @@ def test_junit_totals_match_the_testcases_when_a_result_is_recorded_during_the_d
     assert _kinds(again.find("testsuite")) == {"passed": 1, "failure": 1, "skipped": 1}
 
 
+@override_settings(PUBLIC_BASE_URL="http://testserver")
 def test_junit_has_schema_attributes_run_properties_and_evidence_for_errors(personas):
     run = _two_lane_run(personas, repetitions=2)
     _upload(
@@ -121,8 +123,17 @@ def test_junit_has_schema_attributes_run_properties_and_evidence_for_errors(pers
             "run_id": str(run.pk),
             "run_status": run.status,
             "scoring_revision": str(run.scoring_revision),
+            "url": f"http://testserver/runs/{run.pk}/",
         }
-    error = next(c for c in ci.iter("testcase") if c.get("name") == "c1").find("error")
+    testcases = {c.get("name"): c for c in ci.iter("testcase")}
+    assert [child.tag for child in testcases["c0"]] == []  # a pass: nothing to add
+    assert [child.tag for child in testcases["c0 #2"]] == ["failure", "system-out"]
+    c1 = RunItem.objects.get(run=run, lane__deployment_name="ci", case_key="c1", repetition=1)
+    assert (
+        testcases["c1"].find("system-out").text
+        == f"case page: http://testserver/runs/{run.pk}/cases/{c1.pk}/"
+    )
+    error = testcases["c1"].find("error")
     assert (error.get("type"), error.get("message")) == ("ERROR", "timeout")
     assert error.text == "answer: ERROR: " + grade["expectations"][0]["text"] + (
         "\n  evidence: validator ran past its 5 s limit on 𝔘nicode ]]> text"
