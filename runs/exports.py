@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import math
 import re
 from collections import Counter
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -94,14 +96,29 @@ def export_jsonl(run: Run) -> Iterator[str]:
         yield _lines(buf)
 
 
+def _cell(value: Any) -> Any:
+    """A CSV cell: null (and a non-finite float, null in JSONL) is empty; a float is written
+    in positional notation, its shortest round-trip digits (a cost of 1.23e-05 dollars is
+    0.0000123, as the JSONL has it), never localised; text is kept as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        return format(Decimal(repr(value)), "f")
+    return value
+
+
 def export_csv(run: Run) -> Iterator[str]:
-    """One row per case per deployment (per repetition)."""
+    """One row per case per deployment (per repetition), ``CSV_COLUMNS`` in that order after a
+    header row; RFC 4180 (CRLF, fields quoted when they hold a comma, a quote, CR or LF);
+    UTF-8 without a byte order mark (``BOM``)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180: a field holding CR or LF is quoted
     writer.writerow(CSV_COLUMNS)
     for count, v in enumerate(_rows(run, *_ROW_FIELDS), start=1):
         flat = _flat(v)
-        writer.writerow(["" if flat[c] is None else flat[c] for c in CSV_COLUMNS])
+        writer.writerow([_cell(flat[c]) for c in CSV_COLUMNS])
         if count % CHUNK == 0:
             yield out.getvalue()
             out.seek(0)
