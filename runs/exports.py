@@ -4,6 +4,13 @@ Each writer is a generator of text chunks over ``.iterator(chunk_size=...)`` of 
 so a run of any size is exported without loading it. ``export_stream(run, format)`` picks
 one; ``CONTENT_TYPES`` and ``FILE_SUFFIX`` serve HTTP responses and files. Shared by the run
 API, the ``run export`` command and the run pages.
+
+Every format lists the run's items in one order (their ids: lane by lane, each in input-set
+order and repetition), read in one snapshot (``_snapshot``). A run not finished is exported
+as it stands: its unfinished cases are ``pending`` (JSONL, CSV, a ``<skipped>`` JUnit
+testcase) and absent from ``grading``, which holds graded cases only; the JUnit file names
+the run's status. A re-scored run exports each item's current grade (the archived revisions
+stay in ``GradeRevision``); while a re-score runs, items not yet re-graded keep the previous one.
 """
 
 from __future__ import annotations
