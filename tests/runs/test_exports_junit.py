@@ -185,3 +185,26 @@ def test_the_page_downloads_every_format_to_members_only_and_its_csv_opens_in_ex
     assert [json.loads(line)["status"] for line in lines] == ["PASSED", "pending", "pending"] + [
         "pending"
     ] * 3
+
+
+@pytest.mark.parametrize("status", ["completed", "running"])
+def test_a_seeded_runs_junit_totals_match_its_testcases_and_run_status(personas, status):
+    from runs.seeding import seed_run
+
+    done = 1.0 if status == "completed" else 0.5
+    run = seed_run(
+        workspace=personas.workspace,
+        items=120,
+        lanes=3,
+        infra_error_rate=0.2,
+        status=status,
+        done_fraction=done,
+    )
+    root = ET.fromstring("".join(export_stream(run, "junit")))
+    _assert_totals_match(root)
+    assert int(root.get("tests")) == RunItem.objects.filter(run=run).count() == 120
+    kinds = _kinds(root)
+    assert kinds["error"] and kinds["failure"] and kinds["passed"]
+    assert bool(kinds["skipped"]) == (status == "running")
+    statuses = {p.get("value") for p in root.iter("property") if p.get("name") == "run_status"}
+    assert statuses == {status}
