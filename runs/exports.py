@@ -148,6 +148,10 @@ def export_grading(run: Run) -> Iterator[str]:
         yield _lines(buf)
 
 
+def _cut(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 4] + " […]"
+
+
 def _expectation_lines(grade: dict[str, Any] | None, statuses: tuple[str, ...]) -> list[str]:
     """``key: STATUS: text`` and the evidence (cut at 2,000 characters) of the grade's
     expectations with one of ``statuses``: the body of a ``<failure>``, ``<error>`` or
@@ -160,7 +164,7 @@ def _expectation_lines(grade: dict[str, Any] | None, statuses: tuple[str, ...]) 
         evidence = e.get("evidence")
         if evidence:
             text = evidence if isinstance(evidence, str) else orjson.dumps(evidence).decode()
-            lines.append("  evidence: " + text[:2000])
+            lines.append("  evidence: " + _cut(text, 2000))
     return lines
 
 
@@ -209,10 +213,6 @@ _JUNIT_KIND = {
 
 def _junit_kind(shown: str) -> str | None:
     return _JUNIT_KIND.get(shown, "skipped")  # NOT_EVALUATED, UNAVAILABLE, cancelled, pending
-
-
-def _cut(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[: limit - 4] + " […]"
 
 
 def _totals(counts: Counter[str | None], ms: float) -> str:

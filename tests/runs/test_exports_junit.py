@@ -105,6 +105,11 @@ def test_junit_has_schema_attributes_run_properties_and_evidence_for_errors(pers
         latency_ms=1500
     )
 
+    failed = RunItem.objects.get(run=run, lane__deployment_name="ci", case_key="c0", repetition=2)
+    long = dict(failed.grade)
+    long["expectations"] = [dict(e, evidence="x" * 3000) for e in long["expectations"]]
+    RunItem.objects.filter(pk=failed.pk).update(grade=long)
+
     root = ET.fromstring("".join(export_stream(run, "junit")))
     _assert_totals_match(root)
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == (
@@ -133,6 +138,8 @@ def test_junit_has_schema_attributes_run_properties_and_evidence_for_errors(pers
         testcases["c1"].find("system-out").text
         == f"case page: http://testserver/runs/{run.pk}/cases/{c1.pk}/"
     )
+    # long evidence is cut, and says so
+    assert testcases["c0 #2"].find("failure").text.endswith("\n  evidence: " + "x" * 1996 + " […]")
     error = testcases["c1"].find("error")
     assert (error.get("type"), error.get("message")) == ("ERROR", "timeout")
     assert error.text == "answer: ERROR: " + grade["expectations"][0]["text"] + (
