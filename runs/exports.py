@@ -29,6 +29,7 @@ from xml.sax.saxutils import escape, quoteattr
 import orjson
 from django.db import connection, transaction
 from django.db.models import Case, Count, OuterRef, Subquery, Sum, TextField, Value, When
+from django.db.models.fields.json import KeyTransform
 from django.http import StreamingHttpResponse
 
 from runs.documents import display_status, run_url
@@ -152,12 +153,12 @@ def _cut(text: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 4] + " […]"
 
 
-def _expectation_lines(grade: dict[str, Any] | None, statuses: tuple[str, ...]) -> list[str]:
+def _expectation_lines(expectations: Any, statuses: tuple[str, ...]) -> list[str]:
     """``key: STATUS: text`` and the evidence (cut at 2,000 characters) of the grade's
     expectations with one of ``statuses``: the body of a ``<failure>``, ``<error>`` or
     ``<skipped>``, which CI pages show as the test's details."""
     lines: list[str] = []
-    for e in (grade or {}).get("expectations") or []:
+    for e in expectations if isinstance(expectations, list) else []:
         if not isinstance(e, dict) or e.get("status") not in statuses:
             continue
         lines.append(f"{e.get('key')}: {e.get('status')}: {e.get('text') or ''}")
@@ -168,11 +169,9 @@ def _expectation_lines(grade: dict[str, Any] | None, statuses: tuple[str, ...]) 
     return lines
 
 
-def _keys(grade: dict[str, Any] | None, statuses: tuple[str, ...]) -> str:
-    expectations = (grade or {}).get("expectations") or []
-    return ", ".join(
-        str(e.get("key")) for e in expectations if isinstance(e, dict) and e.get("status") in statuses
-    )
+def _keys(expectations: Any, statuses: tuple[str, ...]) -> str:
+    listed = expectations if isinstance(expectations, list) else []
+    return ", ".join(str(e.get("key")) for e in listed if isinstance(e, dict) and e.get("status") in statuses)
 
 
 # Characters XML 1.0 does not allow (C0 controls but tab and newlines, lone surrogates,
@@ -198,6 +197,9 @@ def _last_attempt(column: str) -> Case:
 
 
 _LAST_ATTEMPT_ERROR = {"error_code": _last_attempt("error_code"), "error": _last_attempt("error")}
+# Only the grade's expectations are read (not its claims, eval feedback, metrics...): a
+# chunk of items holds less.
+_EXPECTATIONS = {"expectations": KeyTransform("expectations", "grade")}
 
 
 # What a display status (runs.documents.display_status) is in JUnit: None for a pass, else
@@ -268,14 +270,15 @@ def export_junit(run: Run) -> Iterator[str]:
         )
         qs = (
             RunItem.objects.filter(lane_id=lane_id)
-            .annotate(**_LAST_ATTEMPT_ERROR)
+            .annotate(**_LAST_ATTEMPT_ERROR, **_EXPECTATIONS)
             .order_by("id")
             .values_list("id", "challenge_key", "case_key", "repetition", "status", "state", "last_category",
-                         "reason_code", "latency_ms", "grade", "attempt_count", "error_code", "error")
+                         "reason_code", "latency_ms", "expectations", "attempt_count", "error_code", "error")
         )  # fmt: skip
         parts: list[str] = []
         for (
-            pk, ch, case, rep, item_status, state, category, reason, latency, grade, attempts, error_code, error
+            pk, ch, case, rep, item_status, state, category, reason, latency, expectations, attempts, error_code,
+            error
         ) in qs.iterator(chunk_size=CHUNK):  # fmt: skip
             name = case if rep == 1 else f"{case} #{rep}"
             seconds = f"{(latency or 0) / 1000:.3f}"
@@ -291,11 +294,11 @@ def export_junit(run: Run) -> Iterator[str]:
                 message = told
                 lines = [told, f"{attempts} attempt{'' if attempts == 1 else 's'}"]
             elif shown == "FAILED":
-                message = "failed: " + (_keys(grade, ("FAILED", "ERROR")) or reason or "failed")
-                lines = _expectation_lines(grade, ("FAILED", "ERROR"))
+                message = "failed: " + (_keys(expectations, ("FAILED", "ERROR")) or reason or "failed")
+                lines = _expectation_lines(expectations, ("FAILED", "ERROR"))
             else:
                 message = reason or shown
-                lines = _expectation_lines(grade, (shown,))
+                lines = _expectation_lines(expectations, (shown,))
             element = f"<{kind} message={_attr(_cut(message))}" + (
                 "" if kind == "skipped" else f" type={_attr(shown)}"
             )
