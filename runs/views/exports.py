@@ -1,4 +1,5 @@
-"""Export downloads of a run (streamed): the browser side of ``runs.exports``."""
+"""Export downloads of a run (streamed): the browser side of ``runs.exports``. The CSV
+starts with a UTF-8 byte order mark here, for Excel (``runs.exports.BOM``)."""
 
 from __future__ import annotations
 
@@ -19,4 +20,4 @@ def run_export(request: HttpRequest, run_id: Any, fmt: str) -> HttpResponse:
     run = run_for_user(request, run_id)
     from runs.exports import export_response
 
-    return export_response(run, fmt)
+    return export_response(run, fmt, excel=True)

@@ -12,13 +12,15 @@ publish`` exits 3 for its conflicts."""
 
 from __future__ import annotations
 
+import stat
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandParser
 
-from agentclash_site.lib.cli import CliError, JsonCommand, refuse_empty_output
+from agentclash_site.lib.cli import CliError, JsonCommand, StdoutClosed, refuse_empty_output
 from runs.documents import run_document
 from runs.exports import FORMATS, export_stream
 from runs.management.commands.eval import render_text
@@ -83,18 +85,53 @@ class Command(JsonCommand):
             return
         stream = export_stream(run, options["format"])
         if options.get("output"):
-            path = Path(options["output"])
-            try:
-                with path.open("w", encoding="utf-8", newline="") as handle:
-                    for chunk in stream:
-                        handle.write(chunk)
-            except OSError as exc:
-                raise CliError(
-                    "io_error", f"cannot write {path}: {exc.strerror or exc}", field="output"
-                ) from exc
+            _write_file(Path(options["output"]), stream)
             return
-        for chunk in stream:
-            self.stdout.write(chunk, ending="")
+        binary = getattr(self.stdout, "buffer", None)  # a process's stdout (not a StringIO)
+        if binary is None:
+            for chunk in stream:
+                self.stdout.write(chunk, ending="")
+            return
+        # The export is UTF-8 bytes whatever stdout's encoding and newline translation are
+        # (a Windows console or a PYTHONIOENCODING): a cp1252 stdout ended the export of a
+        # name in another script in an internal error, and text mode turned the CSV's CRLF
+        # into CR CR LF.
+        self.stdout.flush()
+        try:
+            for chunk in stream:
+                binary.write(chunk.encode())
+            binary.flush()
+        except BrokenPipeError as exc:
+            raise StdoutClosed from exc
+
+
+def _write_file(path: Path, stream: Iterator[str]) -> None:
+    """``stream`` into ``path`` as UTF-8. An export that fails on the way (the database, a
+    full disk, Ctrl-C) removes the part it wrote: a truncated JSONL or CSV file read as a
+    whole one (a shorter run), and a CI step read a truncated report. Only a regular file
+    is removed, never what a symbolic link, a device or a pipe given as the output is."""
+    try:
+        removable = stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        removable = True  # created here (or refused by open below)
+    try:
+        handle = path.open("w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise CliError("io_error", f"cannot write {path}: {exc.strerror or exc}", field="output") from exc
+    try:
+        with handle:
+            for chunk in stream:
+                handle.write(chunk)
+    except BaseException as exc:
+        stream.close()  # type: ignore[attr-defined]
+        if removable:
+            path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            reason = exc.strerror or exc
+            raise CliError(
+                "io_error", f"cannot write {path}: {reason}; nothing was kept", field="output"
+            ) from exc
+        raise
 
 
 def _operate(action: str, run: Run) -> tuple[dict[str, Any], str]:
