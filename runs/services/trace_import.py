@@ -240,10 +240,16 @@ def _span(span: Any, path: str) -> _Span:
     )
 
 
-def _traces(document: Mapping[str, Any]) -> dict[str, tuple[dict[str, Any], list[_Span]]]:
+_Traces = dict[str, tuple[dict[str, Any], list[_Span]]]
+
+
+def _traces(document: Mapping[str, Any], traces: _Traces | None = None) -> _Traces:
     """The document's spans by trace id (in order of appearance), each trace with the
-    attributes of the resource of its first span; :class:`OtlpError` on a wrong shape."""
-    traces: dict[str, tuple[dict[str, Any], list[_Span]]] = {}
+    attributes of the resource of its first span, added to ``traces`` (the spans of the
+    documents read before, in OTLP JSON Lines: a trace may go on in a later document);
+    :class:`OtlpError` on a wrong shape."""
+    if traces is None:
+        traces = {}
     for r, resource_spans in enumerate(_list(document.get("resourceSpans"), "resourceSpans")):
         at = f"resourceSpans[{r}]"
         resource_spans = _object(resource_spans, at, element=True)
@@ -343,8 +349,12 @@ def otlp_to_lines(document: Mapping[str, Any]) -> list[tuple[dict[str, Any] | No
     (``trace <id>``); ``None`` with a message when a trace cannot be converted.
 
     Raises :class:`OtlpError` (naming the place) when the document is not shaped as OTLP."""
+    return _converted(_traces(document))
+
+
+def _converted(traces: _Traces) -> list[tuple[dict[str, Any] | None, str]]:
     out: list[tuple[dict[str, Any] | None, str]] = []
-    for trace_id, (resource, spans) in _traces(document).items():
+    for trace_id, (resource, spans) in traces.items():
         label = f"trace {trace_id or '(no traceId)'}"
         try:
             out.append(_trace_line(resource, spans, label))
@@ -356,14 +366,56 @@ def otlp_to_lines(document: Mapping[str, Any]) -> list[tuple[dict[str, Any] | No
 # --- the import ---------------------------------------------------------------------------
 
 
-def _otlp_lines(document: Mapping[str, Any]) -> list[tuple[int, bytes | None, str]]:
+OTLP_FIX = (
+    "send the OTLP/JSON encoding of ExportTraceServiceRequest (one document, or one a line as "
+    "the OpenTelemetry Collector's file exporter writes them), or JSONL of agent responses"
+)
+
+
+def _is_otlp(document: Any) -> bool:
+    return isinstance(document, Mapping) and "resourceSpans" in document
+
+
+def _otlp_json_lines(data: bytes) -> _Traces:
+    """The traces of OTLP JSON Lines (an ``ExportTraceServiceRequest`` a line; blank lines
+    skipped), a trace's spans gathered from every line; a :class:`RunError` naming the first
+    line that is not such a document, or not shaped as OTLP."""
+    traces: _Traces = {}
+    for number, raw in iter_lines(data):
+        if not raw.strip():
+            continue
+        try:
+            document = jsontext.loads(raw)
+        except ValueError as exc:
+            raise RunError(
+                "parse_error", f"line {number}: not JSON ({exc}); {OTLP_FIX}", field=f"line {number}"
+            ) from None
+        if not _is_otlp(document):
+            raise RunError(
+                "parse_error",
+                f"line {number}: not an OTLP JSON document (no resourceSpans), while line 1 is "
+                f"one: {OTLP_FIX}",
+                field=f"line {number}",
+            )
+        try:
+            _traces(document, traces)
+        except OtlpError as exc:
+            raise RunError(
+                "parse_error", f"line {number}: {exc.path} {exc.problem}; {OTLP_FIX}", field=exc.path
+            ) from None
+    return traces
+
+
+def _otlp_lines(
+    convert: Callable[[], list[tuple[dict[str, Any] | None, str]]],
+) -> list[tuple[int, bytes | None, str]]:
+    """The numbered response-shaped lines ``convert`` makes of an OTLP document."""
     try:
-        converted = otlp_to_lines(document)
+        converted = convert()
     except OtlpError as exc:
         raise RunError(
             "parse_error",
-            f"the body is OTLP JSON (it has resourceSpans) but {exc.path} {exc.problem}; send the "
-            "OTLP/JSON encoding of ExportTraceServiceRequest, or JSONL of agent responses",
+            f"the body is OTLP JSON (it has resourceSpans) but {exc.path} {exc.problem}; {OTLP_FIX}",
             field=exc.path,
         ) from None
     out: list[tuple[int, bytes | None, str]] = []
@@ -393,10 +445,20 @@ def _lines(data: bytes) -> LineSource:
             document = jsontext.loads(stripped)
         except ValueError:
             document = None
-        if isinstance(document, Mapping) and "resourceSpans" in document:
-            converted = _otlp_lines(document)
+        if _is_otlp(document):
+            converted = _otlp_lines(lambda: otlp_to_lines(document))
             del document
             return lambda: iter(converted)
+        if document is None and b"\n" in stripped.rstrip():  # OTLP JSON Lines, when its first is
+            first = next(iter_lines(stripped))[1]
+            try:
+                first_document = jsontext.loads(first)
+            except ValueError:
+                first_document = None
+            if _is_otlp(first_document):
+                del first_document
+                converted = _otlp_lines(lambda: _converted(_otlp_json_lines(stripped)))
+                return lambda: iter(converted)
     return lambda: ((number, raw, "") for number, raw in iter_lines(data) if raw.strip())
 
 

@@ -1,0 +1,111 @@
+"""Trace import as a user meets it: OTLP JSON Lines (one ExportTraceServiceRequest per line, as
+the OpenTelemetry Collector's file exporter writes them), error messages that say what to set
+for an OTLP trace, and a line sent again that says what to do."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runs.models import RunItem
+from runs.services.deployments import deployment_create
+from runs.services.runs import RunError
+from runs.services.trace_import import run_import_results
+from tests.runs.runfactory import create_run, publish
+
+pytestmark = pytest.mark.django_db
+
+
+def _trace_run(personas, cases=3):
+    version = publish(personas.workspace, cases=cases)
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    return create_run(personas.workspace, version, [dep])
+
+
+def _attr(key, value):
+    kind = "intValue" if isinstance(value, int) else "stringValue"
+    return {"key": key, "value": {kind: value}}
+
+
+def _span(trace, span, parent="", name="invoke_agent", attrs=(), start="1"):
+    return {
+        "traceId": trace,
+        "spanId": span,
+        "parentSpanId": parent,
+        "name": name,
+        "startTimeUnixNano": start,
+        "attributes": list(attrs),
+    }
+
+
+def _request(*spans, resource=()):
+    """One ExportTraceServiceRequest, on one line."""
+    return json.dumps(
+        {
+            "resourceSpans": [
+                {"resource": {"attributes": list(resource)}, "scopeSpans": [{"spans": list(spans)}]}
+            ]
+        }
+    )
+
+
+T1, T2 = "a" * 32, "b" * 32
+
+
+def test_otlp_json_lines_are_read_as_one_otlp_document(personas):
+    """The collector's file exporter writes a request per line, a trace's spans spread over
+    lines as they were batched: each line was read as a response line ('case_key is required;
+    final_output is required' for every one)."""
+    run = _trace_run(personas, cases=2)
+    tool = _span(
+        T1,
+        "s2",
+        parent="s1",
+        name="execute_tool lookup",
+        attrs=[_attr("gen_ai.operation.name", "execute_tool"), _attr("gen_ai.tool.name", "lookup")],
+        start="2",
+    )
+    data = (
+        "\n".join(
+            [
+                _request(
+                    _span(T1, "s1", attrs=[_attr("agentclash.final_output", "answer-0")]),
+                    resource=[_attr("agentclash.case_key", "c0")],
+                ),
+                "",
+                _request(tool, resource=[_attr("agentclash.case_key", "c0")]),
+                _request(
+                    _span(
+                        T2,
+                        "s3",
+                        attrs=[_attr("agentclash.case_key", "c1"), _attr("agentclash.final_output", "x")],
+                    )
+                ),
+            ]
+        ).encode()
+        + b"\r\n"
+    )
+    outcome = run_import_results(run=run, data=data)
+    assert (outcome.accepted, outcome.bad_lines) == (2, [])
+    items = {i.case_key: i for i in RunItem.objects.filter(run=run)}
+    assert [c["name"] for c in items["c0"].evidence["response"]["tool_calls"]] == ["lookup"]
+    assert (items["c0"].status, items["c1"].status) == ("PASSED", "FAILED")
+
+
+def test_otlp_json_lines_with_a_line_that_is_not_otlp_is_refused_naming_the_line(personas):
+    run = _trace_run(personas, cases=2)
+    good = _request(
+        _span(T1, "s1", attrs=[_attr("agentclash.case_key", "c0"), _attr("agentclash.final_output", "a")])
+    )
+    for bad, problem in (
+        ('{"resourceSpans": [', "not JSON"),
+        (json.dumps({"case_key": "c1", "final_output": "x"}), "not an OTLP JSON document"),
+        (json.dumps({"resourceSpans": {"x": 1}}), "resourceSpans must be a list"),
+    ):
+        with pytest.raises(RunError) as caught:
+            run_import_results(run=run, data=f"{good}\n{bad}\n".encode())
+        assert caught.value.code == "parse_error"
+        assert caught.value.message.startswith("line 2: "), caught.value.message
+        assert problem in caught.value.message, caught.value.message
+    assert not RunItem.objects.filter(run=run).exclude(state="pending").exists()
