@@ -465,6 +465,9 @@ def _lines(data: bytes) -> LineSource:
 def _bad(number: int, message: str, field_name: str | None = None, *, label: str = "") -> dict[str, Any]:
     """A bad line as grade reports it (interfaces.md §5), plus the field when it is one; an
     OTLP trace's message starts with its label (``trace <id>: ...``)."""
+    if label and field_name in ROUTING_FIELDS and message.startswith(f"{field_name} "):
+        # its value is at fault: an OTLP exporter sets it with an attribute, not a field
+        message += f" (set the agentclash.{field_name} attribute on the resource or the root span)"
     bad: dict[str, Any] = {"line": number, "message": f"{label}: {message}" if label else message}
     if field_name is not None:
         bad["field"] = field_name
@@ -489,7 +492,12 @@ class _Raced(Exception):
         self.bad_lines = bad_lines
 
 
-ALREADY_DONE = "this case and repetition already has a result (or was cancelled)"
+ALREADY_DONE = (
+    "this case and repetition already has a result (an earlier upload stored it, or it was "
+    "cancelled): leave this line out"
+)
+# The routing fields an OTLP trace sets with attributes (agent-protocol.md).
+ROUTING_FIELDS = ("case_key", "challenge_key", "deployment", "repetition")
 
 
 class _Router:

@@ -109,3 +109,50 @@ def test_otlp_json_lines_with_a_line_that_is_not_otlp_is_refused_naming_the_line
         assert caught.value.message.startswith("line 2: "), caught.value.message
         assert problem in caught.value.message, caught.value.message
     assert not RunItem.objects.filter(run=run).exclude(state="pending").exists()
+
+
+def test_an_otlp_trace_without_its_routing_attribute_is_told_which_attribute_to_set(personas):
+    """'trace ...: case_key is required' named a JSONL field an OTLP exporter has no way to
+    set: the message says which attribute, and where."""
+    run = _trace_run(personas, cases=2)
+    data = _request(
+        _span(T1, "s1", attrs=[_attr("agentclash.final_output", "a")]),
+        _span(
+            T2,
+            "s2",
+            attrs=[
+                _attr("agentclash.case_key", "c0"),
+                _attr("agentclash.repetition", "1"),
+                _attr("agentclash.final_output", "a"),
+            ],
+        ),
+    ).encode()
+    outcome = run_import_results(run=run, data=data)
+    assert [(b["line"], b["field"]) for b in outcome.bad_lines] == [(1, "case_key"), (2, "repetition")]
+    for bad, attribute in zip(
+        outcome.bad_lines, ("agentclash.case_key", "agentclash.repetition"), strict=True
+    ):
+        assert f"set the {attribute} attribute on the resource or the root span" in bad["message"], bad
+
+
+def test_a_line_whose_case_already_has_a_result_says_to_leave_it_out(personas):
+    """A file sent again (a retry after a timeout) answered every line 'already has a result'
+    under 'fix every listed line': the line says what the fix is."""
+    run = _trace_run(personas, cases=2)
+    line = json.dumps({"case_key": "c0", "final_output": "answer-0"}).encode()
+    assert run_import_results(run=run, data=line).accepted == 1
+    again = run_import_results(
+        run=run, data=line + b"\n" + json.dumps({"case_key": "c1", "final_output": "x"}).encode()
+    )
+    assert again.accepted == 0 and [b["line"] for b in again.bad_lines] == [1]
+    assert "already has a result" in again.bad_lines[0]["message"]
+    assert "leave this line out" in again.bad_lines[0]["message"], again.bad_lines
+
+
+def test_an_otlp_trace_for_an_unknown_case_is_not_told_to_set_the_attribute(personas):
+    run = _trace_run(personas, cases=2)
+    data = _request(
+        _span(T1, "s1", attrs=[_attr("agentclash.case_key", "zz"), _attr("agentclash.final_output", "a")])
+    )
+    (bad,) = run_import_results(run=run, data=data.encode()).bad_lines
+    assert bad["message"] == f"trace {T1}: case 'zz' is not in the input set"
