@@ -29,7 +29,7 @@ from runs.exports import FORMATS, export_response
 from runs.models import Run, RunItem
 from runs.services.operations import run_cancel, run_rescore, run_retry_failed
 from runs.services.runs import RunError, pack_version_for, run_create
-from runs.services.trace_import import MAX_RESULTS_BYTES, run_import_results
+from runs.services.trace_import import MAX_RESULTS_BYTES, READ_ENCODINGS, TOO_LARGE, run_import_results
 
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
@@ -251,7 +251,7 @@ class _RawParser(BaseParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:
         data = stream.read(MAX_RESULTS_BYTES + 1) if stream is not None else b""
         if len(data) > MAX_RESULTS_BYTES:
-            raise ApiError("payload_too_large", "results are limited to 64 MB per upload", status_code=413)
+            raise ApiError("payload_too_large", TOO_LARGE.format(what=""), status_code=413)
         return data
 
 
@@ -269,7 +269,7 @@ class RunResultsErrorDetail(serializers.Serializer):
         help_text="`invalid_results` (nothing stored; `lines` lists every bad line), `parse_error` "
         "(an OTLP document of the wrong shape, `field` naming the place, or a broken gzip), `no_results` "
         "(no result line: an empty or blank body, or OTLP without spans), `payload_too_large`, "
-        "`run_not_accepting_results`, `no_trace_import_lane`, ..."
+        "`run_not_accepting_results`, `no_trace_import_lane`, `unsupported_content_encoding`, ..."
     )
     message = serializers.CharField()
     field = serializers.CharField(required=False, allow_null=True)
@@ -309,19 +309,35 @@ class RunResultsApi(ApiView):
                 RunResultsError,
                 description="The run does not accept results (finished, or no trace_import lane)",
             ),
-            413: OpenApiResponse(RunResultsError, description="More than 64 MB (a gzip body: decompressed)"),
+            413: OpenApiResponse(
+                RunResultsError,
+                description="More than 64 MB (a gzip body: decompressed): split the file into several uploads",
+            ),
+            415: OpenApiResponse(
+                RunResultsError, description="A Content-Encoding other than gzip or identity"
+            ),
         },
         summary="Upload results for trace_import lanes: JSONL of the response shape, or OTLP JSON",
         description=(
             "All or nothing: when any line is bad nothing is stored, and the 400 `invalid_results` "
             "lists every bad line (its number, message and the field at fault); fix them and send "
             "the whole upload again. A gzip body (`Content-Encoding: gzip`, or the bytes alone) is "
-            "read decompressed. A body without a result line is a 400 `no_results`."
+            "read decompressed; another Content-Encoding is a 415. A body without a result line is a "
+            "400 `no_results`."
         ),
         operation_id="run_results_upload",
     )
     def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
         run = get_run_for_user(request, run_id, workspace_slug=ws, write=True)
+        encoding = request.headers.get("Content-Encoding", "").strip()
+        if encoding.lower() not in READ_ENCODINGS:
+            raise ApiError(
+                "unsupported_content_encoding",
+                f"Content-Encoding {encoding!r} is not read: send the body as it is, or gzip "
+                "(Content-Encoding: gzip)",
+                status_code=415,
+                field="Content-Encoding",
+            )
         data = request.data if isinstance(request.data, bytes) else b""
         try:
             outcome = run_import_results(run=run, data=data)

@@ -65,6 +65,13 @@ from runs.states import transition_lane, transition_run
 from runs.storable import storable_json
 
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
+TOO_LARGE = (
+    "results are limited to 64 MB per upload{what}: split the file into several uploads (each is "
+    "all or nothing on its own)"
+)
+# Content-Encoding values an upload may carry: a gzip body is inflated (it is recognised by its
+# bytes, with or without the header).
+READ_ENCODINGS = ("", "identity", "gzip", "x-gzip")
 # Uploaded lines graded per loaded batch of cases (below the per-process case cache's 4,096).
 GRADE_BATCH = 500
 
@@ -623,7 +630,7 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     from runs.dispatch import lane_context_for
 
     if len(data) > MAX_RESULTS_BYTES:
-        raise RunError("payload_too_large", "results are limited to 64 MB per upload", status_code=413)
+        raise RunError("payload_too_large", TOO_LARGE.format(what=""), status_code=413)
     if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
         raise RunError(
             "run_not_accepting_results", f"a {run.status} run does not accept results", status_code=409
@@ -644,7 +651,7 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
         data = gunzipped(data, MAX_RESULTS_BYTES)
     except ResultsTooLarge:
         raise RunError(
-            "payload_too_large", "results are limited to 64 MB per upload, decompressed", status_code=413
+            "payload_too_large", TOO_LARGE.format(what=", decompressed"), status_code=413
         ) from None
     except ValueError as exc:
         raise RunError("parse_error", f"the body is gzip but cannot be read: {exc}") from None

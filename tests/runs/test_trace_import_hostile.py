@@ -4,11 +4,13 @@ for an OTLP trace, and a line sent again that says what to do."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
 
 from runs.models import RunItem
+from runs.services import trace_import
 from runs.services.deployments import deployment_create
 from runs.services.runs import RunError
 from runs.services.trace_import import run_import_results
@@ -156,3 +158,55 @@ def test_an_otlp_trace_for_an_unknown_case_is_not_told_to_set_the_attribute(pers
     )
     (bad,) = run_import_results(run=run, data=data.encode()).bad_lines
     assert bad["message"] == f"trace {T1}: case 'zz' is not in the input set"
+
+
+BASE = "/api/v1/workspaces/acme/runs"
+
+
+def _post(personas, run, body, **headers):
+    api = personas.api(personas.editor)
+    api.raise_request_exception = False
+    return api.generic(
+        "POST", f"{BASE}/{run.pk}/results", body, content_type="application/x-ndjson", **headers
+    )
+
+
+def test_an_upload_over_the_limit_is_told_the_limit_and_what_to_do(personas, monkeypatch):
+    """The 413 said 'results are limited to 64 MB per upload' and no more: the fix is to split
+    the file, every part being all or nothing on its own."""
+    from runs.api import runs as run_api
+
+    run = _trace_run(personas)
+    body = "\n".join(json.dumps({"case_key": f"c{i}", "final_output": f"answer-{i}"}) for i in range(3))
+    for where in (run_api, trace_import):
+        monkeypatch.setattr(where, "MAX_RESULTS_BYTES", len(body) - 1)
+        response = _post(personas, run, body)
+        assert response.status_code == 413
+        message = response.json()["error"]["message"]
+        assert message.startswith("results are limited to 64 MB per upload"), message
+        assert "split the file into several uploads" in message, message
+        monkeypatch.undo()
+    assert not RunItem.objects.filter(run=run).exclude(state="pending").exists()
+
+
+@pytest.mark.parametrize("encoding", ["br", "deflate", "zstd", "gzip, br"])
+def test_a_body_in_an_encoding_not_read_is_a_415_naming_the_encodings_read(personas, encoding):
+    """A body compressed otherwise than gzip was read as text: every line a bad line 'not
+    UTF-8 text' (or 'not JSON'), the header that says why never named."""
+    run = _trace_run(personas)
+    response = _post(personas, run, b"\x28\xb5\x2f\xfd compressed", HTTP_CONTENT_ENCODING=encoding)
+    assert response.status_code == 415, response.content
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_content_encoding"
+    assert error["field"] == "Content-Encoding"
+    assert f"Content-Encoding {encoding!r} is not read: send the body as it is, or gzip" in error["message"]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "identity", "GZIP", ""])
+def test_the_encodings_read_are_accepted(personas, encoding):
+    run = _trace_run(personas, cases=1)
+    line = json.dumps({"case_key": "c0", "final_output": "answer-0"}).encode()
+    body = gzip.compress(line) if "gzip" in encoding.lower() else line
+    response = _post(personas, run, body, HTTP_CONTENT_ENCODING=encoding)
+    assert response.status_code == 200, response.content
+    assert response.json()["accepted"] == 1
