@@ -269,7 +269,7 @@ class RunResultsErrorDetail(serializers.Serializer):
         help_text="`invalid_results` (nothing stored; `lines` lists every bad line), `parse_error` "
         "(an OTLP document of the wrong shape, `field` naming the place, or a broken gzip), `no_results` "
         "(no result line: an empty or blank body, or OTLP without spans), `payload_too_large`, "
-        "`run_not_accepting_results`, `no_trace_import_lane`, `unsupported_content_encoding`, ..."
+        "`run_not_accepting_results`, `no_trace_import_lane`, `unsupported_content_encoding`, `unsupported_media_type`, ..."
     )
     message = serializers.CharField()
     field = serializers.CharField(required=False, allow_null=True)
@@ -314,7 +314,9 @@ class RunResultsApi(ApiView):
                 description="More than 64 MB (a gzip body: decompressed): split the file into several uploads",
             ),
             415: OpenApiResponse(
-                RunResultsError, description="A Content-Encoding other than gzip or identity"
+                RunResultsError,
+                description="A Content-Encoding other than gzip or identity, or a multipart form "
+                "(the file is sent as the body)",
             ),
         },
         summary="Upload results for trace_import lanes: JSONL of the response shape, or OTLP JSON",
@@ -337,6 +339,14 @@ class RunResultsApi(ApiView):
                 "(Content-Encoding: gzip)",
                 status_code=415,
                 field="Content-Encoding",
+            )
+        if request.content_type.partition(";")[0].strip().lower() == "multipart/form-data":
+            raise ApiError(
+                "unsupported_media_type",
+                "a form upload (curl -F) is not read: send the file itself as the body (curl "
+                "--data-binary @results.jsonl), Content-Type application/x-ndjson or application/json",
+                status_code=415,
+                field="Content-Type",
             )
         data = request.data if isinstance(request.data, bytes) else b""
         try:

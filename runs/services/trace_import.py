@@ -503,6 +503,11 @@ ALREADY_DONE = (
     "this case and repetition already has a result (an earlier upload stored it, or it was "
     "cancelled): leave this line out"
 )
+# Said of a JSONL line holding more than one JSON value: most often a file whose newlines went.
+RUN_TOGETHER = (
+    " (more than one JSON value on the line: put each response on a line of its own; curl -d "
+    "drops a file's newlines: send it with --data-binary)"
+)
 # The routing fields an OTLP trace sets with attributes (agent-protocol.md).
 ROUTING_FIELDS = ("case_key", "challenge_key", "deployment", "repetition")
 
@@ -538,7 +543,10 @@ class _Router:
             if execution is None:
                 continue
             if isinstance(execution, dict):
-                bad.append(_bad(number, execution["message"], execution.get("field"), label=label))
+                message = execution["message"]
+                if not label and message.startswith("not JSON: Extra data"):
+                    message += RUN_TOGETHER
+                bad.append(_bad(number, message, execution.get("field"), label=label))
                 continue
             name = execution.deployment
             lane = self.lanes.get(name)

@@ -210,3 +210,36 @@ def test_the_encodings_read_are_accepted(personas, encoding):
     response = _post(personas, run, body, HTTP_CONTENT_ENCODING=encoding)
     assert response.status_code == 200, response.content
     assert response.json()["accepted"] == 1
+
+
+def test_a_form_upload_is_a_415_saying_how_to_send_the_file(personas):
+    """``curl -F file=@results.jsonl`` sent a multipart form, read as JSONL: its boundary and
+    part headers were bad lines 'not JSON', the responses shifted to other line numbers."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    run = _trace_run(personas, cases=1)
+    line = json.dumps({"case_key": "c0", "final_output": "answer-0"}).encode()
+    api = personas.api(personas.editor)
+    api.raise_request_exception = False
+    response = api.post(
+        f"{BASE}/{run.pk}/results",
+        {"file": SimpleUploadedFile("results.jsonl", line)},
+        format="multipart",
+    )
+    assert response.status_code == 415, response.content
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("unsupported_media_type", "Content-Type")
+    assert "send the file itself as the body (curl --data-binary @results.jsonl)" in error["message"]
+    assert not RunItem.objects.filter(run=run).exclude(state="pending").exists()
+
+
+def test_lines_run_together_say_how_they_lost_their_newlines(personas):
+    """``curl -d @results.jsonl`` drops the file's newlines: the one line left was 'not JSON:
+    Extra data: line 1 column 47', with no word of why."""
+    run = _trace_run(personas, cases=2)
+    lines = [json.dumps({"case_key": f"c{i}", "final_output": f"answer-{i}"}) for i in range(2)]
+    (bad,) = run_import_results(run=run, data="".join(lines).encode()).bad_lines
+    assert bad["line"] == 1 and bad["message"].startswith("not JSON: Extra data"), bad
+    assert "put each response on a line of its own" in bad["message"]
+    assert "curl -d drops a file's newlines: send it with --data-binary" in bad["message"]
+    assert run_import_results(run=run, data="\n".join(lines).encode()).accepted == 2
