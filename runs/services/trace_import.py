@@ -5,7 +5,11 @@ Input is JSONL in the agent-protocol response shape (one line per case execution
 (``{"resourceSpans": [...]}``) whose traces are converted to the same shape (routing
 attributes ``agentclash.case_key`` / ``challenge_key`` / ``deployment`` / ``repetition`` on the
 resource or the root span; tool calls from ``execute_tool`` spans and ``gen_ai.tool.*``
-attributes; messages from ``gen_ai.input.messages`` / ``gen_ai.output.messages``). An OTLP
+attributes; messages and the answer from ``gen_ai.input.messages`` / ``gen_ai.output.messages``
+of the root span, else of the last span that has output messages, as GenAI instrumentations
+put them on inference spans; token usage from the root span, else summed over the others; the
+root span's duration as the latency). The document may also come as OTLP JSON Lines (one
+``ExportTraceServiceRequest`` a line, as the Collector's file exporter writes). An OTLP
 document whose structure is not OTLP (a list where an object belongs, a time that is not a
 number, ...) is refused whole with :class:`OtlpError`, which names the place
 (``resourceSpans[0].scopeSpans``).
@@ -227,6 +231,7 @@ class _Span:
     parent_id: str
     name: str
     start: int
+    end: int
     attrs: dict[str, Any]
     status_code: Any
 
@@ -242,6 +247,7 @@ def _span(span: Any, path: str) -> _Span:
         parent_id=_string(span.get("parentSpanId"), f"{path}.parentSpanId"),
         name=_string(span.get("name"), f"{path}.name"),
         start=_integer(span.get("startTimeUnixNano") or None, f"{path}.startTimeUnixNano"),
+        end=_integer(span.get("endTimeUnixNano") or None, f"{path}.endTimeUnixNano"),
         attrs=_attrs(span.get("attributes"), f"{path}.attributes"),
         status_code=code,
     )
@@ -314,16 +320,26 @@ def _trace_line(
     resource: dict[str, Any], spans: list[_Span], label: str
 ) -> tuple[dict[str, Any] | None, str]:
     roots = [s for s in spans if not s.parent_id]
-    root_attrs = (roots[0] if roots else spans[0]).attrs
+    root = roots[0] if roots else spans[0]
+    root_attrs = root.attrs
     routing = {**resource, **root_attrs}
     line: dict[str, Any] = {}
     for name in ("case_key", "challenge_key", "deployment", "repetition"):
         value = routing.get(f"agentclash.{name}")
         if value is not None:
             line[name] = value
-    tool_calls = [c for c in (_tool_call(s) for s in sorted(spans, key=lambda s: s.start)) if c is not None]
-    outputs = _message_list(root_attrs.get("gen_ai.output.messages"))
-    messages = _message_list(root_attrs.get("gen_ai.input.messages")) + outputs
+    in_order = sorted(spans, key=lambda s: s.start)
+    tool_calls = [c for c in (_tool_call(s) for s in in_order) if c is not None]
+    # The answer and the transcript: the root span's, else those of the last span that has
+    # output messages (an inference span: GenAI instrumentations put them there, the
+    # conversation so far as its input).
+    said_by = root_attrs
+    if root_attrs.get("gen_ai.output.messages") is None:
+        said_by = next(
+            (s.attrs for s in reversed(in_order) if "gen_ai.output.messages" in s.attrs), root_attrs
+        )
+    outputs = _message_list(said_by.get("gen_ai.output.messages"))
+    messages = _message_list(said_by.get("gen_ai.input.messages")) + outputs
     final = root_attrs.get("agentclash.final_output")
     if final is None:
         said = [m for m in outputs if m["role"] == "assistant"]
@@ -336,19 +352,34 @@ def _trace_line(
         line["messages"] = messages
     if tool_calls:
         line["tool_calls"] = tool_calls
-    metrics = {}
-    for ours, theirs in (
-        ("input_tokens", "gen_ai.usage.input_tokens"),
-        ("output_tokens", "gen_ai.usage.output_tokens"),
-    ):
-        if isinstance(root_attrs.get(theirs), int):
-            metrics[ours] = root_attrs[theirs]
-    model = root_attrs.get("gen_ai.response.model") or root_attrs.get("gen_ai.request.model")
-    if model:
-        metrics["model"] = model
-    if metrics:
-        line["metrics"] = metrics
+    line.update(_trace_metrics(root, in_order))
     return line, label
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _trace_metrics(root: _Span, in_order: list[_Span]) -> dict[str, Any]:
+    """``{"metrics": ...}`` of a trace, or nothing: the token usage the root span reports, else
+    the sum of what the other spans report (inference spans); the model of the root span, else
+    of the last span naming one; the latency is the root span's duration."""
+    metrics: dict[str, Any] = {}
+    others = [s for s in in_order if s is not root]
+    usage = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"))
+    counted = [root] if any(_count(root.attrs.get(theirs)) is not None for _, theirs in usage) else others
+    for ours, theirs in usage:
+        counts = [c for c in (_count(s.attrs.get(theirs)) for s in counted) if c is not None]
+        if counts:
+            metrics[ours] = sum(counts)
+    for attrs in (root.attrs, *(s.attrs for s in reversed(others))):
+        model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+        if model:
+            metrics["model"] = model
+            break
+    if 0 < root.start <= root.end:
+        metrics["latency_ms"] = (root.end - root.start) / 1_000_000
+    return {"metrics": metrics} if metrics else {}
 
 
 def otlp_to_lines(document: Mapping[str, Any]) -> list[tuple[dict[str, Any] | None, str]]:

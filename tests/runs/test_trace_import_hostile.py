@@ -243,3 +243,20 @@ def test_lines_run_together_say_how_they_lost_their_newlines(personas):
     assert "put each response on a line of its own" in bad["message"]
     assert "curl -d drops a file's newlines: send it with --data-binary" in bad["message"]
     assert run_import_results(run=run, data="\n".join(lines).encode()).accepted == 2
+
+
+def test_an_otlp_traces_duration_and_inference_usage_reach_the_case(personas):
+    from tests.runs.test_trace_import_otlp_genai import _chat, _document, _span
+
+    run = _trace_run(personas, cases=1)
+    document = _document(
+        _span("r", start=1_000_000_000, end=3_500_000_000), _chat("b", 2, "answer-0", 150, 30)
+    )
+    assert run_import_results(run=run, data=json.dumps(document).encode()).accepted == 1
+    item = RunItem.objects.get(run=run)
+    assert (item.status, item.latency_ms, item.input_tokens, item.output_tokens) == (
+        "PASSED",
+        2500.0,
+        150,
+        30,
+    )
