@@ -325,7 +325,10 @@ class RunResultsApi(ApiView):
             "lists every bad line (its number, message and the field at fault); fix them and send "
             "the whole upload again. A gzip body (`Content-Encoding: gzip`, or the bytes alone) is "
             "read decompressed; another Content-Encoding is a 415. A body without a result line is a "
-            "400 `no_results`."
+            "400 `no_results`. Up to 64 MB a body (gzip: decompressed), else a 413: split a larger "
+            "file into several uploads. JSONL is read a line at a time; OTLP JSON (a document, or "
+            "OTLP JSON Lines) is parsed whole, the server holding about six times its size while it "
+            "reads it, so a large trace set goes best as several uploads."
         ),
         operation_id="run_results_upload",
     )

@@ -70,7 +70,7 @@ from runs.storable import storable_json
 
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 TOO_LARGE = (
-    "results are limited to 64 MB per upload{what}: split the file into several uploads (each is "
+    f"results are limited to {MAX_RESULTS_BYTES // (1024 * 1024)} MB per upload{{what}}: split the file into several uploads (each is "
     "all or nothing on its own)"
 )
 # Content-Encoding values an upload may carry: a gzip body is inflated (it is recognised by its

@@ -48,6 +48,7 @@ def test_the_pages_curl_command_uploads_the_results(personas, live_server, tmp_p
     command = _code(page, "upload-curl")
     example = json.loads(_code(page, "upload-line"))
     assert command.startswith(f'curl --fail-with-body -X POST "{live_server.url}/api/')
+    assert "Up to 64 MB an upload (decompressed): split a larger file into several uploads." in page
     lines = []
     for i in range(2):  # the page's sample line, filled in for each case
         lines.append(
