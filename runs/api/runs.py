@@ -266,7 +266,8 @@ class BadResultLineSerializer(serializers.Serializer):
 
 class RunResultsErrorDetail(serializers.Serializer):
     code = serializers.CharField(
-        help_text="`invalid_results` (nothing stored; `lines` lists every bad line), `parse_error` "
+        help_text="`invalid_results` (nothing stored; `lines` lists the bad lines, the first 1,000 by "
+        "line, and the message counts them all), `parse_error` "
         "(an OTLP document of the wrong shape, `field` naming the place, or a broken gzip), `no_results` "
         "(no result line: an empty or blank body, or OTLP without spans), `payload_too_large`, "
         "`run_not_accepting_results`, `no_trace_import_lane`, `unsupported_content_encoding`, `unsupported_media_type`, ..."
@@ -302,8 +303,8 @@ class RunResultsApi(ApiView):
             ),
             400: OpenApiResponse(
                 RunResultsError,
-                description="Bad lines (`invalid_results`: nothing was stored, `lines` lists every "
-                "bad line), or an OTLP document of the wrong shape (`parse_error`, `field` names where)",
+                description="Bad lines (`invalid_results`: nothing was stored, `lines` lists the "
+                "first 1,000 bad lines), or an OTLP document of the wrong shape (`parse_error`, `field` names where)",
             ),
             409: OpenApiResponse(
                 RunResultsError,
@@ -322,8 +323,9 @@ class RunResultsApi(ApiView):
         summary="Upload results for trace_import lanes: JSONL of the response shape, or OTLP JSON",
         description=(
             "All or nothing: when any line is bad nothing is stored, and the 400 `invalid_results` "
-            "lists every bad line (its number, message and the field at fault); fix them and send "
-            "the whole upload again. A gzip body (`Content-Encoding: gzip`, or the bytes alone) is "
+            "lists the bad lines (the first 1,000 by line, each with its number, message and the "
+            "field at fault; the message counts them all); fix them and send the whole upload "
+            "again. A gzip body (`Content-Encoding: gzip`, or the bytes alone) is "
             "read decompressed; another Content-Encoding is a 415. A body without a result line is a "
             "400 `no_results`. Up to 64 MB a body (gzip: decompressed), else a 413: split a larger "
             "file into several uploads. JSONL is read a line at a time; OTLP JSON (a document, or "

@@ -17,8 +17,8 @@ number, ...) is refused whole with :class:`OtlpError`, which names the place
 Each line is checked with the engine's results reader (``grading.engine.reader``) and then
 matched to a pending item of a ``trace_import`` lane of the run by deployment, challenge,
 case and repetition. An upload is all or nothing, like the offline ``grade`` command: when
-any line is bad, nothing is graded or stored and every bad line is reported with its number
-and the reason (the caller fixes the file and sends all of it again). Otherwise every line is
+any line is bad, nothing is graded or stored and every bad line is counted, the first
+``MAX_LISTED`` reported with its number and the reason (the caller fixes the file and sends all of it again). Otherwise every line is
 graded (outside any transaction: a judge may be called) into a temporary file, a batch at a
 time, and the batches are recorded from it in one transaction
 (``runs.recording.record_results``, one call per lane and batch): the upload holds one batch
@@ -29,6 +29,7 @@ result (or when it is cancelled by hand).
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 import pickle
 import struct
@@ -80,20 +81,53 @@ READ_ENCODINGS = ("", "identity", "gzip", "x-gzip")
 GRADE_BATCH = 500
 
 
+# Bad lines an upload lists (the first, by line); all of them are counted. Listing every one
+# held ~330 bytes a line and answered with ~80 a line: 64 MB of one-byte lines, ~10 GB.
+MAX_LISTED = 1000
+
+
+class BadLines:
+    """The bad lines of an upload as they are found (not always in line order): every one
+    counted, the ``MAX_LISTED`` of the lowest numbers kept."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._kept: list[tuple[int, int, dict[str, Any]]] = []  # a max-heap: (-line, -seq, bad)
+
+    def append(self, bad: dict[str, Any]) -> None:
+        self.count += 1
+        entry = (-bad["line"], -self.count, bad)
+        if len(self._kept) < MAX_LISTED:
+            heapq.heappush(self._kept, entry)
+        elif entry > self._kept[0]:  # a lower line than the highest kept
+            heapq.heapreplace(self._kept, entry)
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def listed(self) -> list[dict[str, Any]]:
+        """The kept bad lines, by line (found order within a line)."""
+        return [bad for _, _, bad in sorted(self._kept, reverse=True)]
+
+
 @dataclass
 class ImportOutcome:
-    """``accepted`` results were stored, or none were and ``bad_lines`` says why."""
+    """``accepted`` results were stored, or none were and ``bad_lines`` says why (the first
+    ``MAX_LISTED`` bad lines; ``bad_count`` counts them all)."""
 
     accepted: int = 0
     bad_lines: list[dict[str, Any]] = field(default_factory=list)
+    bad_count: int = 0
 
     def error_body(self) -> dict[str, Any]:
         """The 400 body: grade's ``invalid_results`` error (interfaces.md §5), saying that
         nothing was stored."""
+        count = max(self.bad_count, len(self.bad_lines))
+        some = f" (the first {len(self.bad_lines)} listed)" if count > len(self.bad_lines) else ""
         return {
             "error": {
                 "code": "invalid_results",
-                "message": f"{len(self.bad_lines)} bad result lines; nothing was stored: "
+                "message": f"{count} bad result lines{some}; nothing was stored: "
                 "fix every listed line and send the whole upload again",
                 "lines": self.bad_lines,
             }
@@ -525,7 +559,7 @@ class _Line:
 class _Raced(Exception):
     """Items another upload (or a cancel) finished between the check and the write."""
 
-    def __init__(self, bad_lines: list[dict[str, Any]]) -> None:
+    def __init__(self, bad_lines: BadLines) -> None:
         super().__init__(bad_lines)
         self.bad_lines = bad_lines
 
@@ -561,7 +595,7 @@ class _Router:
         self._case_count = len(cases)
         self._first_line: array | None = None
 
-    def routed(self, source: LineSource, bad: list[dict[str, Any]], *, duplicates: bool) -> Iterator[_Line]:
+    def routed(self, source: LineSource, bad: BadLines, *, duplicates: bool) -> Iterator[_Line]:
         """Each good line with its lane; a report of each bad one appended to ``bad``."""
         reader = self.reader
         if duplicates:
@@ -659,7 +693,8 @@ def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
 
 def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     """Grade uploaded results for the run's trace_import lanes, all or nothing: any bad line
-    and nothing is stored, the outcome lists every bad line.
+    and nothing is stored, the outcome lists the first ``MAX_LISTED`` bad lines and counts them
+    all.
 
     Three passes, each holding one batch of ``GRADE_BATCH`` lines at a time: every line is
     checked (and its item found); every line is graded (outside any transaction: a judge may
@@ -708,19 +743,20 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     router = _Router(run, lanes, [c for c, _ in pairs], {(c.challenge_key, c.case_key): x for c, x in pairs})
     del pairs
     outcome = ImportOutcome()
-    _check(router, source, outcome.bad_lines)
-    if not outcome.bad_lines:
+    bad = BadLines()
+    _check(router, source, bad)
+    if not bad:
         try:
             with tempfile.TemporaryFile(prefix="agentclash-trace-import-") as spool:
                 _grade(router, source, spool)
                 outcome.accepted = _record(run, router, spool)
         except _Raced as exc:
-            outcome.bad_lines = exc.bad_lines
-    outcome.bad_lines.sort(key=lambda b: b["line"])
+            bad = exc.bad_lines
+    outcome.bad_lines, outcome.bad_count = bad.listed(), bad.count
     return outcome
 
 
-def _check(router: _Router, source: LineSource, bad: list[dict[str, Any]]) -> None:
+def _check(router: _Router, source: LineSource, bad: BadLines) -> None:
     """Pass 1: every line read, routed and given its pending item; a report of each bad one
     appended to ``bad``."""
     lines = router.routed(source, bad, duplicates=True)
@@ -781,7 +817,7 @@ def _grade(router: _Router, source: LineSource, spool: IO[bytes]) -> None:
 
     run = router.run
     contexts: dict[int, Any] = {}
-    bad: list[dict[str, Any]] = []
+    bad = BadLines()
     for batch in _batches(router.routed(source, bad, duplicates=False)):
         items = _pending_items(run, batch)
         by_lane: dict[int, tuple[list[ItemResult], list[tuple[int, int, str]]]] = {}
@@ -819,7 +855,7 @@ def _record(run: Run, router: _Router, spool: IO[bytes]) -> int:
     lane_ids = sorted(lane.pk for lane in router.lanes.values())
     written = 0
     written_lanes: set[int] = set()
-    raced: list[dict[str, Any]] = []
+    raced = BadLines()
     with transaction.atomic():
         list(_locked(RunLane.objects.filter(pk__in=lane_ids).order_by("pk")).values_list("pk"))
         for lane_id, results, where in _spooled(spool):
@@ -828,9 +864,9 @@ def _record(run: Run, router: _Router, spool: IO[bytes]) -> int:
             )
             if len(done) != len(results):  # rolls back every batch written so far
                 kept = set(done)
-                raced += [
-                    _bad(n, ALREADY_DONE, "case_key", label=label) for pk, n, label in where if pk not in kept
-                ]
+                for pk, n, label in where:
+                    if pk not in kept:
+                        raced.append(_bad(n, ALREADY_DONE, "case_key", label=label))
             written += len(done)
             written_lanes.add(lane_id)
         if raced:

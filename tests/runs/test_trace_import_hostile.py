@@ -260,3 +260,34 @@ def test_an_otlp_traces_duration_and_inference_usage_reach_the_case(personas):
         150,
         30,
     )
+
+
+def test_an_upload_of_many_bad_lines_lists_the_first_thousand_and_counts_them_all(personas):
+    """Every bad line was kept and listed: 1,000,000 lines of 'x' (a 2 MB body) held ~330 MB and
+    answered an 84 MB error; 64 MB of them would take the worker down. The first 1,000 (by
+    line) are listed, the message counts them all."""
+    run = _trace_run(personas, cases=3)
+    good = json.dumps({"case_key": "c0", "final_output": "answer-0"}).encode()
+    data = b"x\n" * 1500 + good + b"\n" + b"[]\n" * 1500
+    outcome = run_import_results(run=run, data=data)
+    assert outcome.accepted == 0
+    assert len(outcome.bad_lines) == 1000
+    assert [b["line"] for b in outcome.bad_lines] == list(range(1, 1001))
+    body = outcome.error_body()["error"]
+    assert body["message"].startswith("3000 bad result lines (the first 1000 listed); nothing was stored")
+    assert len(body["lines"]) == 1000
+    assert not RunItem.objects.filter(run=run).exclude(state="pending").exists()
+
+
+def test_the_listed_bad_lines_are_the_first_by_line_whatever_order_they_are_found_in(personas, monkeypatch):
+    """A line found bad at its batch's end (its case already has a result) comes after bad
+    lines read later in the batch: the kept ones are still the lowest numbers."""
+    monkeypatch.setattr(trace_import, "MAX_LISTED", 3)
+    run = _trace_run(personas, cases=3)
+    assert run_import_results(
+        run=run, data=json.dumps({"case_key": "c0", "final_output": "a"}).encode()
+    ).accepted
+    data = json.dumps({"case_key": "c0", "final_output": "again"}).encode() + b"\nx\n[]\n{\n"
+    outcome = run_import_results(run=run, data=data)
+    assert [b["line"] for b in outcome.bad_lines] == [1, 2, 3]
+    assert outcome.error_body()["error"]["message"].startswith("4 bad result lines (the first 3 listed)")
