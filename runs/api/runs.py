@@ -329,8 +329,9 @@ class RunResultsApi(ApiView):
             "read decompressed; another Content-Encoding is a 415. A body without a result line is a "
             "400 `no_results`. Up to 64 MB a body (gzip: decompressed), else a 413: split a larger "
             "file into several uploads. JSONL is read a line at a time; OTLP JSON (a document, or "
-            "OTLP JSON Lines) is parsed whole, the server holding about six times its size while it "
-            "reads it, so a large trace set goes best as several uploads."
+            "OTLP JSON Lines) is parsed whole, the server holding several times its size while it "
+            "reads it (about 6x for spans with their attributes, up to about 40x for a document of "
+            "many bare spans), so a large trace set goes best as several uploads, or as JSONL."
         ),
         operation_id="run_results_upload",
     )
