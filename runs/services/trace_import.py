@@ -32,6 +32,7 @@ import dataclasses
 import heapq
 import json
 import pickle
+import re
 import struct
 import tempfile
 import zlib
@@ -444,6 +445,10 @@ OTLP_FIX = (
 )
 
 
+# An OTLP document's start: its one key first.
+OTLP_START = re.compile(rb'\{\s*"resourceSpans"\s*:')
+
+
 def _is_otlp(document: Any) -> bool:
     return isinstance(document, Mapping) and "resourceSpans" in document
 
@@ -515,8 +520,9 @@ def _lines(data: bytes) -> LineSource:
     if stripped.startswith(b"{") and b"resourceSpans" in stripped[:4096]:
         try:
             document = jsontext.loads(stripped)
-        except ValueError:
+        except ValueError as exc:
             document = None
+            problem = exc
         if _is_otlp(document):
             converted = _otlp_lines(lambda: otlp_to_lines(document))
             del document
@@ -531,6 +537,11 @@ def _lines(data: bytes) -> LineSource:
                 del first_document
                 converted = _otlp_lines(lambda: _converted(_otlp_json_lines(stripped)))
                 return lambda: iter(converted)
+            if first_document is None and OTLP_START.match(stripped):  # indented OTLP, not JSON
+                raise RunError(
+                    "parse_error",
+                    f"the body is an OTLP JSON document (it has resourceSpans) but not JSON: {problem}",
+                )
     return lambda: ((number, raw, "") for number, raw in iter_lines(data) if raw.strip())
 
 

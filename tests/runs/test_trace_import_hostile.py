@@ -291,3 +291,31 @@ def test_the_listed_bad_lines_are_the_first_by_line_whatever_order_they_are_foun
     outcome = run_import_results(run=run, data=data)
     assert [b["line"] for b in outcome.bad_lines] == [1, 2, 3]
     assert outcome.error_body()["error"]["message"].startswith("4 bad result lines (the first 3 listed)")
+
+
+def test_a_broken_pretty_printed_otlp_document_is_one_error_saying_where(personas):
+    """An indented OTLP document cut short (or with a stray comma) was read as JSONL: each of
+    its lines a bad line 'not JSON', the one place at fault never named."""
+    run = _trace_run(personas, cases=1)
+    document = json.loads(_request(_span(T1, "s1", attrs=[_attr("agentclash.case_key", "c0")])))
+    text = json.dumps(document, indent=2)
+    for broken in (text[: len(text) // 2], text.replace('"spanId"', ', "spanId"', 1)):
+        with pytest.raises(RunError) as caught:
+            run_import_results(run=run, data=broken.encode())
+        assert caught.value.code == "parse_error"
+        assert caught.value.message.startswith(
+            "the body is an OTLP JSON document (it has resourceSpans) but not JSON:"
+        )
+        assert " line " in caught.value.message and " column " in caught.value.message
+    assert not RunItem.objects.filter(run=run).exclude(state="pending").exists()
+
+
+def test_a_jsonl_line_that_mentions_resource_spans_is_still_read_as_jsonl(personas):
+    run = _trace_run(personas, cases=2)
+    data = (
+        b'{"case_key": "c0",\n'
+        + json.dumps({"case_key": "c1", "final_output": 'a {"resourceSpans": []}'}).encode()
+    )
+    outcome = run_import_results(run=run, data=data)
+    assert [b["line"] for b in outcome.bad_lines] == [1]
+    assert outcome.bad_lines[0]["message"].startswith("not JSON")
