@@ -82,6 +82,15 @@ READ_ENCODINGS = ("", "identity", "gzip", "x-gzip")
 GRADE_BATCH = 500
 
 
+# The byte order marks of a file written in UTF-16 or UTF-32 (Windows PowerShell's ``>``
+# writes UTF-16): named, where each line would be a bad line 'not UTF-8 text'.
+WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
 # Bad lines an upload lists (the first, by line); all of them are counted. Listing every one
 # held ~330 bytes a line and answered with ~80 a line: 64 MB of one-byte lines, ~10 GB.
 MAX_LISTED = 1000
@@ -740,6 +749,13 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
         ) from None
     except ValueError as exc:
         raise RunError("parse_error", f"the body is gzip but cannot be read: {exc}") from None
+    for bom, name in WIDE_BOMS:
+        if data.startswith(bom):
+            raise RunError(
+                "parse_error",
+                f"the body is {name} (it starts with its byte order mark): send it as UTF-8 "
+                f"(iconv -f {name} -t UTF-8; in PowerShell, Out-File -Encoding utf8)",
+            )
     source = _lines(data)
     if next(source(), None) is None:
         raise RunError(

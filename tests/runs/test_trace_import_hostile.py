@@ -319,3 +319,23 @@ def test_a_jsonl_line_that_mentions_resource_spans_is_still_read_as_jsonl(person
     outcome = run_import_results(run=run, data=data)
     assert [b["line"] for b in outcome.bad_lines] == [1]
     assert outcome.bad_lines[0]["message"].startswith("not JSON")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_a_utf16_file_is_one_error_saying_to_send_utf8(personas, encoding):
+    """Windows PowerShell's ``>`` writes UTF-16: every line of such a file was a bad line 'not
+    UTF-8 text' (or 'not JSON'), nothing said what the file's encoding was."""
+    run = _trace_run(personas, cases=2)
+    lines = [json.dumps({"case_key": f"c{i}", "final_output": f"answer-{i}"}) for i in range(2)]
+    text = "\n".join(lines)
+    data = text.encode(encoding)
+    if not encoding.endswith(("le", "be")):
+        assert data[:2] in (b"\xff\xfe", b"\xfe\xff")
+    else:
+        data = ("\ufeff" + text).encode(encoding)
+    with pytest.raises(RunError) as caught:
+        run_import_results(run=run, data=data)
+    assert caught.value.code == "parse_error"
+    assert caught.value.message.startswith("the body is UTF-"), caught.value.message
+    assert "send it as UTF-8" in caught.value.message
+    assert run_import_results(run=run, data=text.encode()).accepted == 2
