@@ -268,7 +268,8 @@ class RunResultsErrorDetail(serializers.Serializer):
     code = serializers.CharField(
         help_text="`invalid_results` (nothing stored; `lines` lists the bad lines, the first 1,000 by "
         "line, and the message counts them all), `parse_error` "
-        "(an OTLP document of the wrong shape, `field` naming the place, or a broken gzip), `no_results` "
+        "(an OTLP document of the wrong shape, `field` naming the place, or not JSON; a broken gzip; a "
+        "UTF-16 or UTF-32 body), `no_results` "
         "(no result line: an empty or blank body, or OTLP without spans), `payload_too_large`, "
         "`run_not_accepting_results`, `no_trace_import_lane`, `unsupported_content_encoding`, `unsupported_media_type`, ..."
     )
