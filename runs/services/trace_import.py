@@ -725,10 +725,7 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
 
     if len(data) > MAX_RESULTS_BYTES:
         raise RunError("payload_too_large", TOO_LARGE.format(what=""), status_code=413)
-    if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-        raise RunError(
-            "run_not_accepting_results", f"a {run.status} run does not accept results", status_code=409
-        )
+    _check_accepting(run.status)
     lanes = {
         lane.deployment_name: lane
         for lane in RunLane.objects.filter(
@@ -779,8 +776,17 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
                 outcome.accepted = _record(run, router, spool)
         except _Raced as exc:
             bad = exc.bad_lines
+    if bad:  # items no longer pending because the run was cancelled meanwhile: the run's answer
+        _check_accepting(Run.objects.filter(pk=run.pk).values_list("status", flat=True).get())
     outcome.bad_lines, outcome.bad_count = bad.listed(), bad.count
     return outcome
+
+
+def _check_accepting(status: str) -> None:
+    if status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+        raise RunError(
+            "run_not_accepting_results", f"a {status} run does not accept results", status_code=409
+        )
 
 
 def _check(router: _Router, source: LineSource, bad: BadLines) -> None:

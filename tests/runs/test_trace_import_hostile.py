@@ -339,3 +339,27 @@ def test_a_utf16_file_is_one_error_saying_to_send_utf8(personas, encoding):
     assert caught.value.message.startswith("the body is UTF-"), caught.value.message
     assert "send it as UTF-8" in caught.value.message
     assert run_import_results(run=run, data=text.encode()).accepted == 2
+
+
+def test_an_upload_the_run_was_cancelled_under_is_told_so_not_to_leave_its_lines_out(personas, monkeypatch):
+    """A cancel landing while the upload grades ends every pending item: the upload was
+    refused with each line 'already has a result ...: leave this line out', as if the file
+    were at fault; it is the run's 409, as for an upload after the cancel."""
+    from runs.services.operations import run_cancel
+
+    run = _trace_run(personas, cases=2)
+    grade = trace_import.grade_outcomes
+    cancelled = []
+
+    def grade_while_the_run_is_cancelled(*args, **kwargs):
+        if not cancelled:
+            cancelled.append(run_cancel(run=run))
+        return grade(*args, **kwargs)
+
+    monkeypatch.setattr(trace_import, "grade_outcomes", grade_while_the_run_is_cancelled)
+    data = "\n".join(json.dumps({"case_key": f"c{i}", "final_output": f"answer-{i}"}) for i in range(2))
+    with pytest.raises(RunError) as caught:
+        run_import_results(run=run, data=data.encode())
+    assert (caught.value.code, caught.value.status_code) == ("run_not_accepting_results", 409)
+    assert caught.value.message == "a cancelled run does not accept results"
+    assert not RunItem.objects.filter(run=run, state="done").exists()
