@@ -29,7 +29,7 @@ from runs.exports import FORMATS, export_response
 from runs.models import Run, RunItem
 from runs.services.operations import run_cancel, run_rescore, run_retry_failed
 from runs.services.runs import RunError, pack_version_for, run_create
-from runs.services.trace_import import MAX_RESULTS_BYTES, run_import_results
+from runs.services.trace_import import MAX_RESULTS_BYTES, READ_ENCODINGS, TOO_LARGE, run_import_results
 
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
@@ -251,7 +251,7 @@ class _RawParser(BaseParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:
         data = stream.read(MAX_RESULTS_BYTES + 1) if stream is not None else b""
         if len(data) > MAX_RESULTS_BYTES:
-            raise ApiError("payload_too_large", "results are limited to 64 MB per upload", status_code=413)
+            raise ApiError("payload_too_large", TOO_LARGE.format(what=""), status_code=413)
         return data
 
 
@@ -266,10 +266,12 @@ class BadResultLineSerializer(serializers.Serializer):
 
 class RunResultsErrorDetail(serializers.Serializer):
     code = serializers.CharField(
-        help_text="`invalid_results` (nothing stored; `lines` lists every bad line), `parse_error` "
-        "(an OTLP document of the wrong shape, `field` naming the place, or a broken gzip), `no_results` "
+        help_text="`invalid_results` (nothing stored; `lines` lists the bad lines, the first 1,000 by "
+        "line, and the message counts them all), `parse_error` "
+        "(an OTLP document of the wrong shape, `field` naming the place, or not JSON; a broken gzip; a "
+        "UTF-16 or UTF-32 body), `no_results` "
         "(no result line: an empty or blank body, or OTLP without spans), `payload_too_large`, "
-        "`run_not_accepting_results`, `no_trace_import_lane`, ..."
+        "`run_not_accepting_results`, `no_trace_import_lane`, `unsupported_content_encoding`, `unsupported_media_type`, ..."
     )
     message = serializers.CharField()
     field = serializers.CharField(required=False, allow_null=True)
@@ -302,26 +304,57 @@ class RunResultsApi(ApiView):
             ),
             400: OpenApiResponse(
                 RunResultsError,
-                description="Bad lines (`invalid_results`: nothing was stored, `lines` lists every "
-                "bad line), or an OTLP document of the wrong shape (`parse_error`, `field` names where)",
+                description="Bad lines (`invalid_results`: nothing was stored, `lines` lists the "
+                "first 1,000 bad lines), or an OTLP document of the wrong shape (`parse_error`, `field` names where)",
             ),
             409: OpenApiResponse(
                 RunResultsError,
                 description="The run does not accept results (finished, or no trace_import lane)",
             ),
-            413: OpenApiResponse(RunResultsError, description="More than 64 MB (a gzip body: decompressed)"),
+            413: OpenApiResponse(
+                RunResultsError,
+                description="More than 64 MB (a gzip body: decompressed): split the file into several uploads",
+            ),
+            415: OpenApiResponse(
+                RunResultsError,
+                description="A Content-Encoding other than gzip or identity, or a multipart form "
+                "(the file is sent as the body)",
+            ),
         },
         summary="Upload results for trace_import lanes: JSONL of the response shape, or OTLP JSON",
         description=(
             "All or nothing: when any line is bad nothing is stored, and the 400 `invalid_results` "
-            "lists every bad line (its number, message and the field at fault); fix them and send "
-            "the whole upload again. A gzip body (`Content-Encoding: gzip`, or the bytes alone) is "
-            "read decompressed. A body without a result line is a 400 `no_results`."
+            "lists the bad lines (the first 1,000 by line, each with its number, message and the "
+            "field at fault; the message counts them all); fix them and send the whole upload "
+            "again. A gzip body (`Content-Encoding: gzip`, or the bytes alone) is "
+            "read decompressed; another Content-Encoding is a 415. A body without a result line is a "
+            "400 `no_results`. Up to 64 MB a body (gzip: decompressed), else a 413: split a larger "
+            "file into several uploads. JSONL is read a line at a time; OTLP JSON (a document, or "
+            "OTLP JSON Lines) is parsed whole, the server holding several times its size while it "
+            "reads it (about 6x for spans with their attributes, up to about 40x for a document of "
+            "many bare spans), so a large trace set goes best as several uploads, or as JSONL."
         ),
         operation_id="run_results_upload",
     )
     def post(self, request: Request, ws: str, run_id: Any) -> HttpResponse:
         run = get_run_for_user(request, run_id, workspace_slug=ws, write=True)
+        encoding = request.headers.get("Content-Encoding", "").strip()
+        if encoding.lower() not in READ_ENCODINGS:
+            raise ApiError(
+                "unsupported_content_encoding",
+                f"Content-Encoding {encoding!r} is not read: send the body as it is, or gzip "
+                "(Content-Encoding: gzip)",
+                status_code=415,
+                field="Content-Encoding",
+            )
+        if request.content_type.partition(";")[0].strip().lower() == "multipart/form-data":
+            raise ApiError(
+                "unsupported_media_type",
+                "a form upload (curl -F) is not read: send the file itself as the body (curl "
+                "--data-binary @results.jsonl), Content-Type application/x-ndjson or application/json",
+                status_code=415,
+                field="Content-Type",
+            )
         data = request.data if isinstance(request.data, bytes) else b""
         try:
             outcome = run_import_results(run=run, data=data)

@@ -5,7 +5,11 @@ Input is JSONL in the agent-protocol response shape (one line per case execution
 (``{"resourceSpans": [...]}``) whose traces are converted to the same shape (routing
 attributes ``agentclash.case_key`` / ``challenge_key`` / ``deployment`` / ``repetition`` on the
 resource or the root span; tool calls from ``execute_tool`` spans and ``gen_ai.tool.*``
-attributes; messages from ``gen_ai.input.messages`` / ``gen_ai.output.messages``). An OTLP
+attributes; messages and the answer from ``gen_ai.input.messages`` / ``gen_ai.output.messages``
+of the root span, else of the last span that has output messages, as GenAI instrumentations
+put them on inference spans; token usage from the root span, else summed over the others; the
+root span's duration as the latency). The document may also come as OTLP JSON Lines (one
+``ExportTraceServiceRequest`` a line, as the Collector's file exporter writes). An OTLP
 document whose structure is not OTLP (a list where an object belongs, a time that is not a
 number, ...) is refused whole with :class:`OtlpError`, which names the place
 (``resourceSpans[0].scopeSpans``).
@@ -13,8 +17,8 @@ number, ...) is refused whole with :class:`OtlpError`, which names the place
 Each line is checked with the engine's results reader (``grading.engine.reader``) and then
 matched to a pending item of a ``trace_import`` lane of the run by deployment, challenge,
 case and repetition. An upload is all or nothing, like the offline ``grade`` command: when
-any line is bad, nothing is graded or stored and every bad line is reported with its number
-and the reason (the caller fixes the file and sends all of it again). Otherwise every line is
+any line is bad, nothing is graded or stored and every bad line is counted, the first
+``MAX_LISTED`` reported with its number and the reason (the caller fixes the file and sends all of it again). Otherwise every line is
 graded (outside any transaction: a judge may be called) into a temporary file, a batch at a
 time, and the batches are recorded from it in one transaction
 (``runs.recording.record_results``, one call per lane and batch): the upload holds one batch
@@ -25,8 +29,10 @@ result (or when it is cancelled by hand).
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 import pickle
+import re
 import struct
 import tempfile
 import zlib
@@ -65,24 +71,73 @@ from runs.states import transition_lane, transition_run
 from runs.storable import storable_json
 
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
+TOO_LARGE = (
+    f"results are limited to {MAX_RESULTS_BYTES // (1024 * 1024)} MB per upload{{what}}: split the file into several uploads (each is "
+    "all or nothing on its own)"
+)
+# Content-Encoding values an upload may carry: a gzip body is inflated (it is recognised by its
+# bytes, with or without the header).
+READ_ENCODINGS = ("", "identity", "gzip", "x-gzip")
 # Uploaded lines graded per loaded batch of cases (below the per-process case cache's 4,096).
 GRADE_BATCH = 500
 
 
+# The byte order marks of a file written in UTF-16 or UTF-32 (Windows PowerShell's ``>``
+# writes UTF-16): named, where each line would be a bad line 'not UTF-8 text'.
+WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+# Bad lines an upload lists (the first, by line); all of them are counted. Listing every one
+# held ~330 bytes a line and answered with ~80 a line: 64 MB of one-byte lines, ~10 GB.
+MAX_LISTED = 1000
+
+
+class BadLines:
+    """The bad lines of an upload as they are found (not always in line order): every one
+    counted, the ``MAX_LISTED`` of the lowest numbers kept."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._kept: list[tuple[int, int, dict[str, Any]]] = []  # a max-heap: (-line, -seq, bad)
+
+    def append(self, bad: dict[str, Any]) -> None:
+        self.count += 1
+        entry = (-bad["line"], -self.count, bad)
+        if len(self._kept) < MAX_LISTED:
+            heapq.heappush(self._kept, entry)
+        elif entry > self._kept[0]:  # a lower line than the highest kept
+            heapq.heapreplace(self._kept, entry)
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def listed(self) -> list[dict[str, Any]]:
+        """The kept bad lines, by line (found order within a line)."""
+        return [bad for _, _, bad in sorted(self._kept, reverse=True)]
+
+
 @dataclass
 class ImportOutcome:
-    """``accepted`` results were stored, or none were and ``bad_lines`` says why."""
+    """``accepted`` results were stored, or none were and ``bad_lines`` says why (the first
+    ``MAX_LISTED`` bad lines; ``bad_count`` counts them all)."""
 
     accepted: int = 0
     bad_lines: list[dict[str, Any]] = field(default_factory=list)
+    bad_count: int = 0
 
     def error_body(self) -> dict[str, Any]:
         """The 400 body: grade's ``invalid_results`` error (interfaces.md §5), saying that
         nothing was stored."""
+        count = max(self.bad_count, len(self.bad_lines))
+        some = f" (the first {len(self.bad_lines)} listed)" if count > len(self.bad_lines) else ""
         return {
             "error": {
                 "code": "invalid_results",
-                "message": f"{len(self.bad_lines)} bad result lines; nothing was stored: "
+                "message": f"{count} bad result lines{some}; nothing was stored: "
                 "fix every listed line and send the whole upload again",
                 "lines": self.bad_lines,
             }
@@ -220,6 +275,7 @@ class _Span:
     parent_id: str
     name: str
     start: int
+    end: int
     attrs: dict[str, Any]
     status_code: Any
 
@@ -235,15 +291,22 @@ def _span(span: Any, path: str) -> _Span:
         parent_id=_string(span.get("parentSpanId"), f"{path}.parentSpanId"),
         name=_string(span.get("name"), f"{path}.name"),
         start=_integer(span.get("startTimeUnixNano") or None, f"{path}.startTimeUnixNano"),
+        end=_integer(span.get("endTimeUnixNano") or None, f"{path}.endTimeUnixNano"),
         attrs=_attrs(span.get("attributes"), f"{path}.attributes"),
         status_code=code,
     )
 
 
-def _traces(document: Mapping[str, Any]) -> dict[str, tuple[dict[str, Any], list[_Span]]]:
+_Traces = dict[str, tuple[dict[str, Any], list[_Span]]]
+
+
+def _traces(document: Mapping[str, Any], traces: _Traces | None = None) -> _Traces:
     """The document's spans by trace id (in order of appearance), each trace with the
-    attributes of the resource of its first span; :class:`OtlpError` on a wrong shape."""
-    traces: dict[str, tuple[dict[str, Any], list[_Span]]] = {}
+    attributes of the resource of its first span, added to ``traces`` (the spans of the
+    documents read before, in OTLP JSON Lines: a trace may go on in a later document);
+    :class:`OtlpError` on a wrong shape."""
+    if traces is None:
+        traces = {}
     for r, resource_spans in enumerate(_list(document.get("resourceSpans"), "resourceSpans")):
         at = f"resourceSpans[{r}]"
         resource_spans = _object(resource_spans, at, element=True)
@@ -301,16 +364,26 @@ def _trace_line(
     resource: dict[str, Any], spans: list[_Span], label: str
 ) -> tuple[dict[str, Any] | None, str]:
     roots = [s for s in spans if not s.parent_id]
-    root_attrs = (roots[0] if roots else spans[0]).attrs
+    root = roots[0] if roots else spans[0]
+    root_attrs = root.attrs
     routing = {**resource, **root_attrs}
     line: dict[str, Any] = {}
     for name in ("case_key", "challenge_key", "deployment", "repetition"):
         value = routing.get(f"agentclash.{name}")
         if value is not None:
             line[name] = value
-    tool_calls = [c for c in (_tool_call(s) for s in sorted(spans, key=lambda s: s.start)) if c is not None]
-    outputs = _message_list(root_attrs.get("gen_ai.output.messages"))
-    messages = _message_list(root_attrs.get("gen_ai.input.messages")) + outputs
+    in_order = sorted(spans, key=lambda s: s.start)
+    tool_calls = [c for c in (_tool_call(s) for s in in_order) if c is not None]
+    # The answer and the transcript: the root span's, else those of the last span that has
+    # output messages (an inference span: GenAI instrumentations put them there, the
+    # conversation so far as its input).
+    said_by = root_attrs
+    if root_attrs.get("gen_ai.output.messages") is None:
+        said_by = next(
+            (s.attrs for s in reversed(in_order) if "gen_ai.output.messages" in s.attrs), root_attrs
+        )
+    outputs = _message_list(said_by.get("gen_ai.output.messages"))
+    messages = _message_list(said_by.get("gen_ai.input.messages")) + outputs
     final = root_attrs.get("agentclash.final_output")
     if final is None:
         said = [m for m in outputs if m["role"] == "assistant"]
@@ -323,19 +396,34 @@ def _trace_line(
         line["messages"] = messages
     if tool_calls:
         line["tool_calls"] = tool_calls
-    metrics = {}
-    for ours, theirs in (
-        ("input_tokens", "gen_ai.usage.input_tokens"),
-        ("output_tokens", "gen_ai.usage.output_tokens"),
-    ):
-        if isinstance(root_attrs.get(theirs), int):
-            metrics[ours] = root_attrs[theirs]
-    model = root_attrs.get("gen_ai.response.model") or root_attrs.get("gen_ai.request.model")
-    if model:
-        metrics["model"] = model
-    if metrics:
-        line["metrics"] = metrics
+    line.update(_trace_metrics(root, in_order))
     return line, label
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _trace_metrics(root: _Span, in_order: list[_Span]) -> dict[str, Any]:
+    """``{"metrics": ...}`` of a trace, or nothing: the token usage the root span reports, else
+    the sum of what the other spans report (inference spans); the model of the root span, else
+    of the last span naming one; the latency is the root span's duration."""
+    metrics: dict[str, Any] = {}
+    others = [s for s in in_order if s is not root]
+    usage = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"))
+    counted = [root] if any(_count(root.attrs.get(theirs)) is not None for _, theirs in usage) else others
+    for ours, theirs in usage:
+        counts = [c for c in (_count(s.attrs.get(theirs)) for s in counted) if c is not None]
+        if counts:
+            metrics[ours] = sum(counts)
+    for attrs in (root.attrs, *(s.attrs for s in reversed(others))):
+        model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+        if model:
+            metrics["model"] = model
+            break
+    if 0 < root.start <= root.end:
+        metrics["latency_ms"] = (root.end - root.start) / 1_000_000
+    return {"metrics": metrics} if metrics else {}
 
 
 def otlp_to_lines(document: Mapping[str, Any]) -> list[tuple[dict[str, Any] | None, str]]:
@@ -343,8 +431,12 @@ def otlp_to_lines(document: Mapping[str, Any]) -> list[tuple[dict[str, Any] | No
     (``trace <id>``); ``None`` with a message when a trace cannot be converted.
 
     Raises :class:`OtlpError` (naming the place) when the document is not shaped as OTLP."""
+    return _converted(_traces(document))
+
+
+def _converted(traces: _Traces) -> list[tuple[dict[str, Any] | None, str]]:
     out: list[tuple[dict[str, Any] | None, str]] = []
-    for trace_id, (resource, spans) in _traces(document).items():
+    for trace_id, (resource, spans) in traces.items():
         label = f"trace {trace_id or '(no traceId)'}"
         try:
             out.append(_trace_line(resource, spans, label))
@@ -356,14 +448,60 @@ def otlp_to_lines(document: Mapping[str, Any]) -> list[tuple[dict[str, Any] | No
 # --- the import ---------------------------------------------------------------------------
 
 
-def _otlp_lines(document: Mapping[str, Any]) -> list[tuple[int, bytes | None, str]]:
+OTLP_FIX = (
+    "send the OTLP/JSON encoding of ExportTraceServiceRequest (one document, or one a line as "
+    "the OpenTelemetry Collector's file exporter writes them), or JSONL of agent responses"
+)
+
+
+# An OTLP document's start: its one key first.
+OTLP_START = re.compile(rb'\{\s*"resourceSpans"\s*:')
+
+
+def _is_otlp(document: Any) -> bool:
+    return isinstance(document, Mapping) and "resourceSpans" in document
+
+
+def _otlp_json_lines(data: bytes) -> _Traces:
+    """The traces of OTLP JSON Lines (an ``ExportTraceServiceRequest`` a line; blank lines
+    skipped), a trace's spans gathered from every line; a :class:`RunError` naming the first
+    line that is not such a document, or not shaped as OTLP."""
+    traces: _Traces = {}
+    for number, raw in iter_lines(data):
+        if not raw.strip():
+            continue
+        try:
+            document = jsontext.loads(raw)
+        except ValueError as exc:
+            raise RunError(
+                "parse_error", f"line {number}: not JSON ({exc}); {OTLP_FIX}", field=f"line {number}"
+            ) from None
+        if not _is_otlp(document):
+            raise RunError(
+                "parse_error",
+                f"line {number}: not an OTLP JSON document (no resourceSpans), while line 1 is "
+                f"one: {OTLP_FIX}",
+                field=f"line {number}",
+            )
+        try:
+            _traces(document, traces)
+        except OtlpError as exc:
+            raise RunError(
+                "parse_error", f"line {number}: {exc.path} {exc.problem}; {OTLP_FIX}", field=exc.path
+            ) from None
+    return traces
+
+
+def _otlp_lines(
+    convert: Callable[[], list[tuple[dict[str, Any] | None, str]]],
+) -> list[tuple[int, bytes | None, str]]:
+    """The numbered response-shaped lines ``convert`` makes of an OTLP document."""
     try:
-        converted = otlp_to_lines(document)
+        converted = convert()
     except OtlpError as exc:
         raise RunError(
             "parse_error",
-            f"the body is OTLP JSON (it has resourceSpans) but {exc.path} {exc.problem}; send the "
-            "OTLP/JSON encoding of ExportTraceServiceRequest, or JSONL of agent responses",
+            f"the body is OTLP JSON (it has resourceSpans) but {exc.path} {exc.problem}; {OTLP_FIX}",
             field=exc.path,
         ) from None
     out: list[tuple[int, bytes | None, str]] = []
@@ -391,18 +529,37 @@ def _lines(data: bytes) -> LineSource:
     if stripped.startswith(b"{") and b"resourceSpans" in stripped[:4096]:
         try:
             document = jsontext.loads(stripped)
-        except ValueError:
+        except ValueError as exc:
             document = None
-        if isinstance(document, Mapping) and "resourceSpans" in document:
-            converted = _otlp_lines(document)
+            problem = exc
+        if _is_otlp(document):
+            converted = _otlp_lines(lambda: otlp_to_lines(document))
             del document
             return lambda: iter(converted)
+        if document is None and b"\n" in stripped.rstrip():  # OTLP JSON Lines, when its first is
+            first = next(iter_lines(stripped))[1]
+            try:
+                first_document = jsontext.loads(first)
+            except ValueError:
+                first_document = None
+            if _is_otlp(first_document):
+                del first_document
+                converted = _otlp_lines(lambda: _converted(_otlp_json_lines(stripped)))
+                return lambda: iter(converted)
+            if first_document is None and OTLP_START.match(stripped):  # indented OTLP, not JSON
+                raise RunError(
+                    "parse_error",
+                    f"the body is an OTLP JSON document (it has resourceSpans) but not JSON: {problem}",
+                )
     return lambda: ((number, raw, "") for number, raw in iter_lines(data) if raw.strip())
 
 
 def _bad(number: int, message: str, field_name: str | None = None, *, label: str = "") -> dict[str, Any]:
     """A bad line as grade reports it (interfaces.md §5), plus the field when it is one; an
     OTLP trace's message starts with its label (``trace <id>: ...``)."""
+    if label and field_name in ROUTING_FIELDS and message.startswith(f"{field_name} "):
+        # its value is at fault: an OTLP exporter sets it with an attribute, not a field
+        message += f" (set the agentclash.{field_name} attribute on the resource or the root span)"
     bad: dict[str, Any] = {"line": number, "message": f"{label}: {message}" if label else message}
     if field_name is not None:
         bad["field"] = field_name
@@ -422,12 +579,22 @@ class _Line:
 class _Raced(Exception):
     """Items another upload (or a cancel) finished between the check and the write."""
 
-    def __init__(self, bad_lines: list[dict[str, Any]]) -> None:
+    def __init__(self, bad_lines: BadLines) -> None:
         super().__init__(bad_lines)
         self.bad_lines = bad_lines
 
 
-ALREADY_DONE = "this case and repetition already has a result (or was cancelled)"
+ALREADY_DONE = (
+    "this case and repetition already has a result (an earlier upload stored it, or it was "
+    "cancelled): leave this line out"
+)
+# Said of a JSONL line holding more than one JSON value: most often a file whose newlines went.
+RUN_TOGETHER = (
+    " (more than one JSON value on the line: put each response on a line of its own; curl -d "
+    "drops a file's newlines: send it with --data-binary)"
+)
+# The routing fields an OTLP trace sets with attributes (agent-protocol.md).
+ROUTING_FIELDS = ("case_key", "challenge_key", "deployment", "repetition")
 
 
 class _Router:
@@ -448,7 +615,7 @@ class _Router:
         self._case_count = len(cases)
         self._first_line: array | None = None
 
-    def routed(self, source: LineSource, bad: list[dict[str, Any]], *, duplicates: bool) -> Iterator[_Line]:
+    def routed(self, source: LineSource, bad: BadLines, *, duplicates: bool) -> Iterator[_Line]:
         """Each good line with its lane; a report of each bad one appended to ``bad``."""
         reader = self.reader
         if duplicates:
@@ -461,7 +628,10 @@ class _Router:
             if execution is None:
                 continue
             if isinstance(execution, dict):
-                bad.append(_bad(number, execution["message"], execution.get("field"), label=label))
+                message = execution["message"]
+                if not label and message.startswith("not JSON: Extra data"):
+                    message += RUN_TOGETHER
+                bad.append(_bad(number, message, execution.get("field"), label=label))
                 continue
             name = execution.deployment
             lane = self.lanes.get(name)
@@ -543,7 +713,8 @@ def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
 
 def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     """Grade uploaded results for the run's trace_import lanes, all or nothing: any bad line
-    and nothing is stored, the outcome lists every bad line.
+    and nothing is stored, the outcome lists the first ``MAX_LISTED`` bad lines and counts them
+    all.
 
     Three passes, each holding one batch of ``GRADE_BATCH`` lines at a time: every line is
     checked (and its item found); every line is graded (outside any transaction: a judge may
@@ -553,11 +724,8 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     from runs.dispatch import lane_context_for
 
     if len(data) > MAX_RESULTS_BYTES:
-        raise RunError("payload_too_large", "results are limited to 64 MB per upload", status_code=413)
-    if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-        raise RunError(
-            "run_not_accepting_results", f"a {run.status} run does not accept results", status_code=409
-        )
+        raise RunError("payload_too_large", TOO_LARGE.format(what=""), status_code=413)
+    _check_accepting(run.status)
     lanes = {
         lane.deployment_name: lane
         for lane in RunLane.objects.filter(
@@ -574,10 +742,17 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
         data = gunzipped(data, MAX_RESULTS_BYTES)
     except ResultsTooLarge:
         raise RunError(
-            "payload_too_large", "results are limited to 64 MB per upload, decompressed", status_code=413
+            "payload_too_large", TOO_LARGE.format(what=", decompressed"), status_code=413
         ) from None
     except ValueError as exc:
         raise RunError("parse_error", f"the body is gzip but cannot be read: {exc}") from None
+    for bom, name in WIDE_BOMS:
+        if data.startswith(bom):
+            raise RunError(
+                "parse_error",
+                f"the body is {name} (it starts with its byte order mark): send it as UTF-8 "
+                f"(iconv -f {name} -t UTF-8; in PowerShell, Out-File -Encoding utf8)",
+            )
     source = _lines(data)
     if next(source(), None) is None:
         raise RunError(
@@ -592,19 +767,29 @@ def run_import_results(*, run: Run, data: bytes) -> ImportOutcome:
     router = _Router(run, lanes, [c for c, _ in pairs], {(c.challenge_key, c.case_key): x for c, x in pairs})
     del pairs
     outcome = ImportOutcome()
-    _check(router, source, outcome.bad_lines)
-    if not outcome.bad_lines:
+    bad = BadLines()
+    _check(router, source, bad)
+    if not bad:
         try:
             with tempfile.TemporaryFile(prefix="agentclash-trace-import-") as spool:
                 _grade(router, source, spool)
                 outcome.accepted = _record(run, router, spool)
         except _Raced as exc:
-            outcome.bad_lines = exc.bad_lines
-    outcome.bad_lines.sort(key=lambda b: b["line"])
+            bad = exc.bad_lines
+    if bad:  # items no longer pending because the run was cancelled meanwhile: the run's answer
+        _check_accepting(Run.objects.filter(pk=run.pk).values_list("status", flat=True).get())
+    outcome.bad_lines, outcome.bad_count = bad.listed(), bad.count
     return outcome
 
 
-def _check(router: _Router, source: LineSource, bad: list[dict[str, Any]]) -> None:
+def _check_accepting(status: str) -> None:
+    if status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+        raise RunError(
+            "run_not_accepting_results", f"a {status} run does not accept results", status_code=409
+        )
+
+
+def _check(router: _Router, source: LineSource, bad: BadLines) -> None:
     """Pass 1: every line read, routed and given its pending item; a report of each bad one
     appended to ``bad``."""
     lines = router.routed(source, bad, duplicates=True)
@@ -665,7 +850,7 @@ def _grade(router: _Router, source: LineSource, spool: IO[bytes]) -> None:
 
     run = router.run
     contexts: dict[int, Any] = {}
-    bad: list[dict[str, Any]] = []
+    bad = BadLines()
     for batch in _batches(router.routed(source, bad, duplicates=False)):
         items = _pending_items(run, batch)
         by_lane: dict[int, tuple[list[ItemResult], list[tuple[int, int, str]]]] = {}
@@ -703,7 +888,7 @@ def _record(run: Run, router: _Router, spool: IO[bytes]) -> int:
     lane_ids = sorted(lane.pk for lane in router.lanes.values())
     written = 0
     written_lanes: set[int] = set()
-    raced: list[dict[str, Any]] = []
+    raced = BadLines()
     with transaction.atomic():
         list(_locked(RunLane.objects.filter(pk__in=lane_ids).order_by("pk")).values_list("pk"))
         for lane_id, results, where in _spooled(spool):
@@ -712,9 +897,9 @@ def _record(run: Run, router: _Router, spool: IO[bytes]) -> int:
             )
             if len(done) != len(results):  # rolls back every batch written so far
                 kept = set(done)
-                raced += [
-                    _bad(n, ALREADY_DONE, "case_key", label=label) for pk, n, label in where if pk not in kept
-                ]
+                for pk, n, label in where:
+                    if pk not in kept:
+                        raced.append(_bad(n, ALREADY_DONE, "case_key", label=label))
             written += len(done)
             written_lanes.add(lane_id)
         if raced:

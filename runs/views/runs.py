@@ -47,6 +47,7 @@ from runs.results import (
     summary_is_current,
     summary_of,
 )
+from runs.services.trace_import import MAX_RESULTS_BYTES
 
 TEMPLATES = "runs/"
 POLL_SECONDS = 2
@@ -337,6 +338,7 @@ def _awaiting_upload(
     if can_write:
         path = reverse("api-run-results", kwargs={"ws": run.workspace.slug, "run_id": run.id})
         found["url"] = request.build_absolute_uri(path)
+        found["limit_mb"] = MAX_RESULTS_BYTES // (1024 * 1024)
         line: dict[str, Any] = {"case_key": "CASE_KEY", "deployment": waiting[0]["name"]}
         if run.repetitions > 1:
             line["repetition"] = 1
