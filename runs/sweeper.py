@@ -5,7 +5,8 @@
 2. Lanes with pending work and no live dispatcher (lease ``dispatch_until`` lapsed) get a
    new dispatch task.
 3. Runs whose counters say every item finished are finalised; runs stuck in ``scoring``
-   (a worker died while scoring) are scored again.
+   (a worker died while scoring) are scored again; a cancelled run without its figures (the
+   broker did not take its cancel's ``check_run``) gets them.
 A lane or run whose step raises is logged and counted (``errors``); the sweep goes on.
 The last sweep's time and counts are stored in ``SweeperStatus`` (the ops page reads it).
 """
@@ -320,6 +321,12 @@ def _close_runs(now: Any, errors: _Errors, run_ids: Any) -> int:
         status__in=[RunStatus.QUEUED, RunStatus.RUNNING], items_open__lte=0
     ).values_list("id", flat=True)[:100]:
         closed += int(errors.guard(f"closing run {run_id}", False, check_run, run_id))
+    # A cancel's own check_run (on commit) computes the figures over what was graded; one the
+    # broker did not take leaves the cancelled run without them.
+    for run_id in runs.filter(status=RunStatus.CANCELLED, items_open__lte=0, stats__isnull=True).values_list(
+        "id", flat=True
+    )[:100]:
+        errors.guard(f"computing the figures of cancelled run {run_id}", False, check_run, run_id)
     stuck_before = now - timedelta(seconds=STUCK_SCORING_SECONDS)
     for run in runs.filter(status=RunStatus.SCORING, items_open__lte=0)[:20]:
         last = run.transitions.filter(entity="run").order_by("-at").values_list("at", flat=True).first()

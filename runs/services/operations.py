@@ -108,7 +108,15 @@ def run_cancel(*, run: Run, reason: str = "cancelled by a user") -> Run:
 def _enqueue_check(run_id: Any) -> None:
     from runs import tasks
 
-    tasks.check_run.delay(str(run_id))
+    try:
+        tasks.check_run.delay(str(run_id))
+    except BrokerError as exc:
+        # The cancel is committed: the sweeper computes a cancelled run's figures it lacks.
+        raise BrokerUnavailable(
+            str(exc),
+            after=f"Run {run_id} is cancelled; its figures over the graded cases are computed once the "
+            f"broker is back (run status {run_id})",
+        ) from exc
 
 
 RETRYABLE = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.RUNNING)
@@ -171,11 +179,23 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
         RunComparison.objects.filter(Q(baseline=run) | Q(candidate=run)).delete()
         record_item_transitions(moved, reason="retry failed items")
         if enqueue:
-            from runs.services.runs import enqueue_run
-
             run_id = run.pk
-            transaction.on_commit(lambda: enqueue_run(run_id))
+            transaction.on_commit(functools.partial(_enqueue_retry, run_id, total))
     return total
+
+
+def _enqueue_retry(run_id: Any, total: int) -> None:
+    from runs.services.runs import enqueue_run
+
+    try:
+        enqueue_run(run_id)
+    except BrokerError as exc:
+        # The items are pending again: the sweeper dispatches the run's lanes once it can.
+        raise BrokerUnavailable(
+            getattr(exc, "reason", str(exc)),
+            after=f"Run {run_id} is running again ({total} failed item{'s' if total != 1 else ''} sent "
+            f"again); they are dispatched once the broker is back (run status {run_id})",
+        ) from exc
 
 
 def _check_same_kind(lane_ids: Any) -> None:
