@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from runs.lane_settings import CallSettings
@@ -34,6 +34,7 @@ from runs.models import (
     RunLane,
     RunStatus,
     SweeperStatus,
+    Transition,
 )
 from runs.states import record_item_transitions
 
@@ -327,12 +328,27 @@ def _close_runs(now: Any, errors: _Errors, run_ids: Any) -> int:
         "id", flat=True
     )[:100]:
         errors.guard(f"computing the figures of cancelled run {run_id}", False, check_run, run_id)
+    # Stuck: in scoring for STUCK_SCORING_SECONDS, and no live process's scoring lease on it
+    # (finalize_run would leave such a run alone). Chosen in the query, longest stuck first:
+    # picking 20 runs in scoring and then asking which were stuck left a stuck run behind 20
+    # that live workers score for long (re-scores, n_wise passes), sweep after sweep.
     stuck_before = now - timedelta(seconds=STUCK_SCORING_SECONDS)
-    for run in runs.filter(status=RunStatus.SCORING, items_open__lte=0)[:20]:
-        last = run.transitions.filter(entity="run").order_by("-at").values_list("at", flat=True).first()
-        if last is not None and last < stuck_before:
-            # finalize_run marks the run failed when its scoring raises: it is not retried
-            closed += errors.guard(f"scoring run {run.pk} again", 0, _finalize, finalize_run, run)
+    last_move = (
+        Transition.objects.filter(run_id=OuterRef("pk"), entity=Transition.Entity.RUN)
+        .order_by("-at")
+        .values("at")[:1]
+    )
+    stuck = (
+        runs.light()
+        .filter(status=RunStatus.SCORING, items_open__lte=0)
+        .filter(Q(scoring_until__isnull=True) | Q(scoring_until__lt=now))
+        .annotate(last_move=Subquery(last_move))
+        .filter(last_move__lt=stuck_before)
+        .order_by("last_move")
+    )
+    for run in stuck[:20]:
+        # finalize_run marks the run failed when its scoring raises: it is not retried
+        closed += errors.guard(f"scoring run {run.pk} again", 0, _finalize, finalize_run, run)
     return closed
 
 
