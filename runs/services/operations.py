@@ -171,6 +171,11 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
             if lane.status != LaneStatus.RUNNING:
                 transition_lane(lane, LaneStatus.RUNNING, reason="retry failed items")
             moved.append((run.pk, lane.pk, ItemState.DONE, ItemState.PENDING, n))
+        # A run whose scoring failed is scored again as a whole: its lanes without a retried
+        # item wait in scoring (as a lane that finished before the others), and complete with
+        # the run; left failed, a completed run kept failed lanes.
+        for lane in RunLane.objects.filter(run=run, status=LaneStatus.FAILED).exclude(pk__in=list(per_lane)):
+            transition_lane(lane, LaneStatus.SCORING, reason="retry failed items: scored again with the run")
         Run.objects.filter(pk=run.pk).update(items_open=F("items_open") + total, stats=None)
         # What was computed from the finished items (gates, assertion health, comparisons)
         # is computed again once the retried items are done: the scoring revision does not
