@@ -357,11 +357,12 @@ def _awaiting_upload(
 def _operations(run: Run, lanes: list[RunLane]) -> dict[str, bool]:
     """Which run operations the page offers (to members who may write): the same states
     the services accept, so a button is never shown only to be refused."""
-    from runs.services.operations import RETRYABLE
+    from runs.services.operations import RETRYABLE, rescore_pending
 
     failed = sum(lane.infra_error + lane.config_error for lane in lanes)
     return {
-        "cancel": not run.is_finished,
+        # a cancel is refused while a re-score's items wait for their re-grade
+        "cancel": not run.is_finished and not (run.status == RunStatus.SCORING and rescore_pending(run)),
         "retry": run.status in RETRYABLE and failed > 0,
         "rescore": run.status in (RunStatus.COMPLETED, RunStatus.FAILED),
     }
