@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -40,10 +41,12 @@ from runs.models import (
     RunStatus,
 )
 from runs.probing import load_stored_findings
-from runs.recording import STATUS_COLUMNS, ItemKey, grade_evidence, rebuild_evidence
+from runs.recording import STATUS_COLUMNS, ItemKey, grade_context, grade_evidence, rebuild_evidence
 from runs.services.runs import RunError
 from runs.states import FINISHED_RUN, record_item_transitions, transition_lane, transition_run
 from runs.storable import storable
+
+log = logging.getLogger(__name__)
 
 FAILED_CATEGORIES = ("infra_error", "config_error")
 
@@ -308,7 +311,27 @@ def run_rescore_execute(*, run_id: Any, revision: int) -> int:
     # sweeper then enqueued the re-grade again; the second task re-graded the same items
     # beside the first. Now it (and the sweeper's finalize) finds the lock held and leaves.
     with scoring_lock(run_id) as mine:
-        return _rescore_execute(run_id, revision) if mine else 0
+        if not mine:
+            return 0
+        try:
+            return _rescore_execute(run_id, revision)
+        except Exception as exc:
+            # Sent again by the sweeper, it raised again every 5 minutes, and the run stayed
+            # in scoring for good (a cancel is refused while its re-grade is pending).
+            _rescore_failed(run_id, revision, exc)
+            raise
+
+
+def _rescore_failed(run_id: Any, revision: int, exc: Exception) -> None:
+    """The re-grade of ``revision`` stopped on an error: the run ends ``failed`` saying why
+    (a failed scoring's end), so it can be re-scored again once the cause is fixed."""
+    from runs.scoring import fail_scoring
+
+    log.error("run %s: re-scoring (revision %s) failed: %s", run_id, revision, exc)
+    run = Run.objects.light().filter(pk=run_id, scoring_revision=revision, status=RunStatus.SCORING).first()
+    if run is not None:
+        reason = f"re-scoring failed (revision {revision}): {type(exc).__name__}: {exc}"
+        fail_scoring(run, error=reason, reason=reason)
 
 
 def _rescore_execute(run_id: Any, revision: int) -> int:
@@ -367,18 +390,26 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int | None:
     ctx.data.load((item.challenge_key, item.case_key) for item in items)  # the batch's cases: one query
     for item in items:
         key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
-        _case, base = ctx.data.case(item.challenge_key, item.case_key)
-        evidence = rebuild_evidence(ctx, base, item.evidence)
-        result = grade_evidence(
-            ctx, key, evidence, item.evidence.get("response") or {}, attempt=item.attempt_count
-        )
-        if result.grade is None or result.record is None:
-            raise RuntimeError(f"item {item.pk}: the engine returned no grade")
-        item.grade = storable(result.grade)  # a judge's text may hold NUL characters
-        item.status = result.grade.get("status") or ""
-        item.outcome_class = result.grade.get("outcome_class") or ""
-        item.reason_code = (result.grade.get("reason_code") or "")[:100]
-        item.score = result.record.score
+        case, base = ctx.data.case(item.challenge_key, item.case_key)
+        try:
+            evidence = rebuild_evidence(ctx, base, item.evidence)
+            result = grade_evidence(
+                ctx, key, evidence, item.evidence.get("response") or {}, attempt=item.attempt_count
+            )
+            if result.grade is None or result.record is None:
+                raise RuntimeError("the engine returned no grade")
+            grade, score = result.grade, result.record.score
+        except Exception as exc:
+            # One item's recorded evidence that cannot be read or graded again (recorded by
+            # another version, a response the reader refuses now) costs that item, not the
+            # re-score: ERROR / evaluator_error saying why, its evidence kept.
+            log.exception("run %s: item %s could not be re-graded", ctx.run_id, item.pk)
+            grade, score = _not_regraded(ctx, key, case, base, exc)
+        item.grade = storable(grade)  # a judge's text may hold NUL characters
+        item.status = grade.get("status") or ""
+        item.outcome_class = grade.get("outcome_class") or ""
+        item.reason_code = (grade.get("reason_code") or "")[:100]
+        item.score = score
         item.scoring_revision = revision
         item.evidence = None  # not written; frees the batch's evidence early
     with transaction.atomic():
@@ -390,6 +421,15 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int | None:
             batch_size=RESCORE_BATCH,
         )  # fmt: skip
     return len(items)
+
+
+def _not_regraded(ctx: Any, key: ItemKey, case: Any, base: Any, exc: Exception) -> tuple[dict[str, Any], Any]:
+    """The grade document and score of an item whose recorded evidence could not be re-graded."""
+    from grading.engine import CaseGrade
+
+    context = grade_context(ctx, key, base, attempt=key.attempt_count, findings=[])
+    doc = CaseGrade.crashed(case, context, exc, what="the recorded evidence could not be re-graded").to_dict()
+    return doc, record_from_grade(doc, metrics=None, content_hash=case.content_hash).score
 
 
 def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> bool:

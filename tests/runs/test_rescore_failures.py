@@ -1,0 +1,71 @@
+"""A re-score that cannot re-grade. The task raised out of its first item whose recorded
+evidence could not be rebuilt (a timing document of another shape, a response the current
+reader refuses) and the run stayed in ``scoring`` for good: the sweeper sent the re-grade
+again every 5 minutes, it raised again, and a cancel was refused ("wait for the rescore to
+finish"). Now such an item is graded ERROR / evaluator_error saying why (its evidence is
+kept for a later re-score), as a grade that crashes is during a run; anything else that
+stops the re-grade ends the run ``failed`` with the reason, as a failed scoring does, and
+it can be re-scored again."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs import tasks
+from runs.models import Run, RunItem, RunLane
+from runs.services import operations
+from runs.services.operations import run_rescore
+from tests.fakes.agent_server import FakeAgent, ok
+from tests.runs.runfactory import create_run, drive, echo_answer, hosted, publish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def completed(personas):
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        run = drive(create_run(personas.workspace, version, [hosted(personas.workspace, agent.url)]))
+    assert run.status == "completed"
+    return run
+
+
+def test_an_item_whose_evidence_cannot_be_rebuilt_is_an_evaluator_error_and_the_rescore_completes(completed):
+    item = RunItem.objects.get(run=completed, case_key="c1")
+    evidence = {**item.evidence, "timing": {"recorded_by": "a later version"}}
+    RunItem.objects.filter(pk=item.pk).update(evidence=evidence)
+    run_rescore(run=completed, enqueue=False)
+
+    assert tasks.rescore_run(str(completed.pk), 2) == 3
+
+    run = Run.objects.get(pk=completed.pk)
+    assert (run.status, run.scoring_revision) == ("completed", 2)
+    item.refresh_from_db()
+    assert (item.status, item.outcome_class, item.scoring_revision) == ("ERROR", "evaluator_error", 2)
+    assert "could not be re-graded" in item.reason_code or "could not be re-graded" in str(item.grade)
+    assert item.evidence == evidence  # kept: a later re-score reads it again
+    lane = RunLane.objects.get(run=run)
+    assert (lane.passed, lane.errored, lane.status) == (2, 1, "completed")
+
+
+def test_a_regrade_that_raises_ends_the_run_failed_and_it_can_be_rescored_again(completed, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the re-grade broke")
+
+    monkeypatch.setattr(operations, "_regrade_batch", broken)
+    run_rescore(run=completed, enqueue=False)
+    with pytest.raises(RuntimeError, match="the re-grade broke"):
+        tasks.rescore_run(str(completed.pk), 2)
+
+    run = Run.objects.get(pk=completed.pk)
+    assert run.status == "failed"
+    assert "re-scoring failed" in run.status_reason and "the re-grade broke" in run.status_reason
+    assert set(RunLane.objects.filter(run=run).values_list("status", flat=True)) == {"failed"}
+
+    monkeypatch.undo()
+    run_rescore(run=run, enqueue=False)
+    assert tasks.rescore_run(str(run.pk), 3) == 3
+    run.refresh_from_db()
+    assert (run.status, run.scoring_revision) == ("completed", 3)
+    assert set(RunItem.objects.filter(run=run).values_list("scoring_revision", flat=True)) == {3}
