@@ -224,6 +224,23 @@ def _check_same_kind(lane_ids: Any) -> None:
         )
 
 
+# What to do instead of re-scoring a run in each status that cannot be.
+_NOT_RESCORABLE = {
+    RunStatus.SCORING: "wait for its scoring to finish, then re-score it",
+    RunStatus.CANCELLED: "a cancelled run stays as it was cancelled; start a new run",
+}
+
+
+def _check_rescorable(run: Run) -> None:
+    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
+        todo = _NOT_RESCORABLE.get(run.status, "wait for it to finish, then re-score it")
+        raise RunError(
+            "run_not_rescorable",
+            f"only a completed or failed run can be re-scored (this one is {run.status}); {todo}",
+            status_code=409,
+        )
+
+
 RESCORE_BATCH = 500
 RESCORE_STALL = timedelta(minutes=5)
 
@@ -234,20 +251,10 @@ def run_rescore(*, run: Run, enqueue: bool = True) -> Run:
     The run (and its lanes) move to ``scoring`` now; the task re-grades the recorded evidence
     of every graded item (no agent is called), rebuilds the lane counters and completes the
     run (:func:`run_rescore_execute`)."""
-    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
-        raise RunError(
-            "run_not_rescorable",
-            f"only a completed or failed run can be re-scored (this one is {run.status})",
-            status_code=409,
-        )
+    _check_rescorable(run)
     with transaction.atomic():
         run = lock_run(run)
-        if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
-            raise RunError(
-                "run_not_rescorable",
-                f"only a completed or failed run can be re-scored (this one is {run.status})",
-                status_code=409,
-            )
+        _check_rescorable(run)  # again under the lock: a retry or a cancel may have come in between
         # above every item's revision: the n_wise pass numbers a ranked grade one past the
         # pre-rank grade it archives
         top = RunItem.objects.filter(run_id=run.pk).aggregate(top=Max("scoring_revision"))["top"] or 0
