@@ -251,12 +251,15 @@ def _fenced(run: Run) -> Iterator[bool]:
 
 def fail_scoring(run: Run, *, error: str, reason: str) -> bool:
     """The run (in ``scoring``, under this thread's lease) and its scoring lanes end
-    ``failed``, ``error`` in its stats and ``reason`` as its status reason; False (nothing
+    ``failed``, ``error`` in its stats and ``reason`` as its status reason, the lanes' stored
+    figures dropped (the run document reads their counters); False (nothing
     written) when it was cancelled or taken over meanwhile. It can be re-scored, or its
     failed items retried."""
     with _fenced(run) as mine:
         if mine:
             Run.objects.filter(pk=run.pk).update(stats={"error": error[:500]})
+            # a re-scored run's lanes held the figures of the revision before
+            RunLane.objects.filter(run_id=run.pk).update(stats=None)
             for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
                 transition_lane(lane, LaneStatus.FAILED, reason="scoring failed")
             transition_run(run, RunStatus.FAILED, reason=reason[:500])

@@ -337,6 +337,14 @@ def _rescore_failed(run_id: Any, revision: int, exc: Exception) -> None:
     log.error("run %s: re-scoring (revision %s) failed: %s", run_id, revision, exc)
     run = Run.objects.light().filter(pk=run_id, scoring_revision=revision, status=RunStatus.SCORING).first()
     if run is not None:
+        # The lanes' counts and counters follow the grades written so far (some of this
+        # revision, the rest of the one before), as the case list shows them; each lane is
+        # its own try: an error of the database itself stops there.
+        for lane in RunLane.objects.filter(run_id=run.pk):
+            try:
+                _rebuild_lane_counters(lane, run.repetitions)
+            except Exception:
+                log.exception("run %s: the counters of lane %s were not rebuilt", run_id, lane.pk)
         reason = f"re-scoring failed (revision {revision}): {type(exc).__name__}: {exc}"
         fail_scoring(run, error=reason, reason=reason)
 

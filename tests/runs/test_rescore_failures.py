@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from runs import tasks
+from runs.documents import run_document
 from runs.models import Run, RunItem, RunLane
 from runs.services import operations
 from runs.services.operations import run_rescore
@@ -69,3 +70,31 @@ def test_a_regrade_that_raises_ends_the_run_failed_and_it_can_be_rescored_again(
     run.refresh_from_db()
     assert (run.status, run.scoring_revision) == ("completed", 3)
     assert set(RunItem.objects.filter(run=run).values_list("scoring_revision", flat=True)) == {3}
+
+
+def test_a_failed_rescore_leaves_counts_that_agree_with_the_case_list(completed, monkeypatch):
+    # The grades as an earlier engine gave them: every case FAILED.
+    RunItem.objects.filter(run=completed).update(status="FAILED")
+    RunLane.objects.filter(run=completed).update(passed=0, failed=3)
+    monkeypatch.setattr(operations, "RESCORE_BATCH", 2)
+    real, batches = operations._regrade_batch, []
+
+    def second_batch_breaks(ctx, items, revision):
+        if batches:
+            raise RuntimeError("the re-grade broke")
+        batches.append(len(items))
+        return real(ctx, items, revision)
+
+    monkeypatch.setattr(operations, "_regrade_batch", second_batch_breaks)
+    run_rescore(run=completed, enqueue=False)
+    with pytest.raises(RuntimeError):
+        tasks.rescore_run(str(completed.pk), 2)
+
+    run = Run.objects.get(pk=completed.pk)
+    assert run.status == "failed"
+    statuses = sorted(RunItem.objects.filter(run=run).values_list("status", flat=True))
+    assert statuses == ["FAILED", "PASSED", "PASSED"]  # the first batch was re-graded
+    doc = run_document(run)["lanes"][0]
+    assert (doc["counts"]["PASSED"], doc["counts"]["FAILED"]) == (2, 1)
+    # the figures come from the same grades (the counters), not the earlier revision's stats
+    assert RunLane.objects.get(run=run).stats is None and doc["mean_score_interval"] is None
