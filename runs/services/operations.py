@@ -199,11 +199,13 @@ def _enqueue_retry(run_id: Any, total: int) -> None:
         enqueue_run(run_id)
     except BrokerError as exc:
         # The items are pending again: the sweeper dispatches the run's lanes once it can.
-        raise BrokerUnavailable(
+        unavailable = BrokerUnavailable(
             getattr(exc, "reason", str(exc)),
             after=f"Run {run_id} is running again ({total} failed item{'s' if total != 1 else ''} sent "
             f"again); they are dispatched once the broker is back (run status {run_id})",
-        ) from exc
+        )
+        unavailable.retried = total  # type: ignore[attr-defined]  # what the admin's action counts
+        raise unavailable from exc
 
 
 def _check_same_kind(lane_ids: Any) -> None:
