@@ -23,7 +23,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
@@ -244,6 +245,9 @@ def _check_rescorable(run: Run) -> None:
 
 
 RESCORE_BATCH = 500
+# What cuts a re-grade short without being its error: the task's soft time limit (a big run's
+# re-grade takes more than one task) and a lost database connection.
+RESUMABLE = (SoftTimeLimitExceeded, OperationalError, InterfaceError)
 RESCORE_STALL = timedelta(minutes=5)
 
 
@@ -324,6 +328,8 @@ def run_rescore_execute(*, run_id: Any, revision: int) -> int:
             return 0
         try:
             return _rescore_execute(run_id, revision)
+        except RESUMABLE:
+            raise  # the sweeper sends the re-grade again; it resumes where it stopped
         except Exception as exc:
             # Sent again by the sweeper, it raised again every 5 minutes, and the run stayed
             # in scoring for good (a cancel is refused while its re-grade is pending).

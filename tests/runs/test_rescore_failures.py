@@ -98,3 +98,38 @@ def test_a_failed_rescore_leaves_counts_that_agree_with_the_case_list(completed,
     assert (doc["counts"]["PASSED"], doc["counts"]["FAILED"]) == (2, 1)
     # the figures come from the same grades (the counters), not the earlier revision's stats
     assert RunLane.objects.get(run=run).stats is None and doc["mean_score_interval"] is None
+
+
+@pytest.mark.parametrize("stop", ["soft_time_limit", "connection_lost"])
+def test_a_regrade_cut_short_by_its_time_limit_or_a_lost_connection_stays_to_be_resumed(
+    completed, monkeypatch, stop
+):
+    # A big run's re-grade outlasts the task's soft time limit (15 minutes), or the database
+    # goes away for a moment: the sweeper sends it again and it resumes where it stopped, as
+    # before; neither is an error of the re-grade that ends the run failed.
+    from celery.exceptions import SoftTimeLimitExceeded
+    from django.db import OperationalError
+
+    error = (
+        SoftTimeLimitExceeded()
+        if stop == "soft_time_limit"
+        else OperationalError("server closed the connection")
+    )
+    monkeypatch.setattr(operations, "RESCORE_BATCH", 2)
+    real, batches = operations._regrade_batch, []
+
+    def cut_short(ctx, items, revision):
+        if batches:
+            raise error
+        batches.append(len(items))
+        return real(ctx, items, revision)
+
+    monkeypatch.setattr(operations, "_regrade_batch", cut_short)
+    run_rescore(run=completed, enqueue=False)
+    with pytest.raises(type(error)):
+        tasks.rescore_run(str(completed.pk), 2)
+    assert Run.objects.get(pk=completed.pk).status == "scoring"
+
+    monkeypatch.setattr(operations, "_regrade_batch", real)
+    assert tasks.rescore_run(str(completed.pk), 2) == 1  # the rest
+    assert Run.objects.get(pk=completed.pk).status == "completed"
