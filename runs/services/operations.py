@@ -422,6 +422,8 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int | None:
             if result.grade is None or result.record is None:
                 raise RuntimeError("the engine returned no grade")
             grade, score = result.grade, result.record.score
+        except RESUMABLE:
+            raise  # the task's time is up, or the database went away: not this item's fault
         except Exception as exc:
             # One item's recorded evidence that cannot be read or graded again (recorded by
             # another version, a response the reader refuses now) costs that item, not the

@@ -133,3 +133,19 @@ def test_a_regrade_cut_short_by_its_time_limit_or_a_lost_connection_stays_to_be_
     monkeypatch.setattr(operations, "_regrade_batch", real)
     assert tasks.rescore_run(str(completed.pk), 2) == 1  # the rest
     assert Run.objects.get(pk=completed.pk).status == "completed"
+
+
+def test_the_soft_time_limit_while_an_item_is_regraded_is_not_that_items_error(completed, monkeypatch):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from runs.services import operations as ops
+
+    def time_is_up(*args, **kwargs):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(ops, "rebuild_evidence", time_is_up)
+    run_rescore(run=completed, enqueue=False)
+    with pytest.raises(SoftTimeLimitExceeded):
+        tasks.rescore_run(str(completed.pk), 2)
+    assert not RunItem.objects.filter(run=completed, status="ERROR").exists()
+    assert Run.objects.get(pk=completed.pk).status == "scoring"  # resumed by the sweeper
