@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from agentclash_site.lib.admin import BigTableAdmin, SlugFilter, related
+from agentclash_site.lib.broker import BrokerError, broker_message
 from agentclash_site.workspaces.models import Membership
 from runs.models import RUN_HEAVY_FIELDS, Attempt, GradeRevision, Run, RunItem, RunLane
 
@@ -147,6 +148,7 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         from runs.services.runs import RunError
 
         done, skipped, refused = 0, [], []
+        unsent: list[BrokerError] = []
         for run in queryset:
             if run.is_finished:
                 skipped.append(str(run))
@@ -156,8 +158,11 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
             except RunError as exc:  # finished meanwhile, or being re-scored
                 refused.append(f"{run}: {exc}")
                 continue
+            except BrokerError as exc:  # cancelled (committed); its check task was not sent
+                unsent.append(exc)
             done += 1
         self.message_user(request, f"Cancelled {done} run(s).", messages.SUCCESS)
+        _say_unsent(self, request, unsent)
         if refused:
             self.message_user(request, f"Not cancelled: {'; '.join(refused)}", messages.WARNING)
         if skipped:
@@ -174,12 +179,17 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         from runs.services.runs import RunError
 
         total = 0
+        unsent: list[BrokerError] = []
         for run in queryset:
             try:
                 total += run_retry_failed(run=run)
             except RunError as exc:
                 self.message_user(request, f"{run}: {exc.message}", messages.ERROR)
+            except BrokerError as exc:  # re-queued (committed); its dispatch was not sent
+                total += getattr(exc, "retried", 0)
+                unsent.append(exc)
         self.message_user(request, f"Re-queued {total} failed item(s).", messages.SUCCESS)
+        _say_unsent(self, request, unsent)
 
     @admin.action(
         description="Requeue stuck items of the selected runs (the sweeper, on these runs now)",
@@ -191,6 +201,13 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         # A subquery, not a list: "select all" may select every run the filter matches.
         result = sweep(run_ids=queryset.order_by().values("pk"))
         self.message_user(request, f"Sweeper ran on the selected runs: {result}", messages.SUCCESS)
+
+
+def _say_unsent(model_admin: Any, request: HttpRequest, unsent: list[Any]) -> None:
+    """One warning per run whose operation was committed but whose task the broker did not
+    take (it raised out of the action: a 500 page, and the other selected runs untouched)."""
+    for exc in unsent:
+        model_admin.message_user(request, broker_message(exc), messages.WARNING)
 
 
 @admin.register(RunLane)

@@ -5,7 +5,8 @@
 2. Lanes with pending work and no live dispatcher (lease ``dispatch_until`` lapsed) get a
    new dispatch task.
 3. Runs whose counters say every item finished are finalised; runs stuck in ``scoring``
-   (a worker died while scoring) are scored again.
+   (a worker died while scoring) are scored again; a cancelled run without its figures (the
+   broker did not take its cancel's ``check_run``) gets them.
 A lane or run whose step raises is logged and counted (``errors``); the sweep goes on.
 The last sweep's time and counts are stored in ``SweeperStatus`` (the ops page reads it).
 """
@@ -19,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from runs.lane_settings import CallSettings
@@ -33,6 +34,7 @@ from runs.models import (
     RunLane,
     RunStatus,
     SweeperStatus,
+    Transition,
 )
 from runs.states import record_item_transitions
 
@@ -320,12 +322,33 @@ def _close_runs(now: Any, errors: _Errors, run_ids: Any) -> int:
         status__in=[RunStatus.QUEUED, RunStatus.RUNNING], items_open__lte=0
     ).values_list("id", flat=True)[:100]:
         closed += int(errors.guard(f"closing run {run_id}", False, check_run, run_id))
+    # A cancel's own check_run (on commit) computes the figures over what was graded; one the
+    # broker did not take leaves the cancelled run without them.
+    for run_id in runs.filter(status=RunStatus.CANCELLED, items_open__lte=0, stats__isnull=True).values_list(
+        "id", flat=True
+    )[:100]:
+        errors.guard(f"computing the figures of cancelled run {run_id}", False, check_run, run_id)
+    # Stuck: in scoring for STUCK_SCORING_SECONDS, and no live process's scoring lease on it
+    # (finalize_run would leave such a run alone). Chosen in the query, longest stuck first:
+    # picking 20 runs in scoring and then asking which were stuck left a stuck run behind 20
+    # that live workers score for long (re-scores, n_wise passes), sweep after sweep.
     stuck_before = now - timedelta(seconds=STUCK_SCORING_SECONDS)
-    for run in runs.filter(status=RunStatus.SCORING, items_open__lte=0)[:20]:
-        last = run.transitions.filter(entity="run").order_by("-at").values_list("at", flat=True).first()
-        if last is not None and last < stuck_before:
-            # finalize_run marks the run failed when its scoring raises: it is not retried
-            closed += errors.guard(f"scoring run {run.pk} again", 0, _finalize, finalize_run, run)
+    last_move = (
+        Transition.objects.filter(run_id=OuterRef("pk"), entity=Transition.Entity.RUN)
+        .order_by("-at")
+        .values("at")[:1]
+    )
+    stuck = (
+        runs.light()
+        .filter(status=RunStatus.SCORING, items_open__lte=0)
+        .filter(Q(scoring_until__isnull=True) | Q(scoring_until__lt=now))
+        .annotate(last_move=Subquery(last_move))
+        .filter(last_move__lt=stuck_before)
+        .order_by("last_move")
+    )
+    for run in stuck[:20]:
+        # finalize_run marks the run failed when its scoring raises: it is not retried
+        closed += errors.guard(f"scoring run {run.pk} again", 0, _finalize, finalize_run, run)
     return closed
 
 

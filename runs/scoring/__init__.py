@@ -249,6 +249,23 @@ def _fenced(run: Run) -> Iterator[bool]:
         yield still_scoring(run.pk)
 
 
+def fail_scoring(run: Run, *, error: str, reason: str) -> bool:
+    """The run (in ``scoring``, under this thread's lease) and its scoring lanes end
+    ``failed``, ``error`` in its stats and ``reason`` as its status reason, the lanes' stored
+    figures dropped (the run document reads their counters); False (nothing
+    written) when it was cancelled or taken over meanwhile. It can be re-scored, or its
+    failed items retried."""
+    with _fenced(run) as mine:
+        if mine:
+            Run.objects.filter(pk=run.pk).update(stats={"error": error[:500]})
+            # a re-scored run's lanes held the figures of the revision before
+            RunLane.objects.filter(run_id=run.pk).update(stats=None)
+            for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
+                transition_lane(lane, LaneStatus.FAILED, reason="scoring failed")
+            transition_run(run, RunStatus.FAILED, reason=reason[:500])
+    return mine
+
+
 def _finalize_run(run: Run) -> bool:
     from runs.judging import rank_run, record_run_judge_usage, still_scoring
     from runs.services.operations import rescore_pending, rescore_stalled
@@ -272,12 +289,7 @@ def _finalize_run(run: Run) -> bool:
             return False
         stats = compute_stats(run, critique=True)
     except Exception as exc:
-        with _fenced(run) as mine:
-            if mine:
-                Run.objects.filter(pk=run.pk).update(stats={"error": str(exc)[:500]})
-                for lane in RunLane.objects.filter(run_id=run.pk, status=LaneStatus.SCORING):
-                    transition_lane(lane, LaneStatus.FAILED, reason="scoring failed")
-                transition_run(run, RunStatus.FAILED, reason=f"scoring failed: {exc}"[:500])
+        fail_scoring(run, error=str(exc), reason=f"scoring failed: {exc}")
         raise
     with _fenced(run) as mine:
         if not mine:

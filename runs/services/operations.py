@@ -19,10 +19,12 @@
 from __future__ import annotations
 
 import functools
+import logging
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
@@ -40,10 +42,12 @@ from runs.models import (
     RunStatus,
 )
 from runs.probing import load_stored_findings
-from runs.recording import STATUS_COLUMNS, ItemKey, grade_evidence, rebuild_evidence
+from runs.recording import STATUS_COLUMNS, ItemKey, grade_context, grade_evidence, rebuild_evidence
 from runs.services.runs import RunError
 from runs.states import FINISHED_RUN, record_item_transitions, transition_lane, transition_run
 from runs.storable import storable
+
+log = logging.getLogger(__name__)
 
 FAILED_CATEGORIES = ("infra_error", "config_error")
 
@@ -108,7 +112,15 @@ def run_cancel(*, run: Run, reason: str = "cancelled by a user") -> Run:
 def _enqueue_check(run_id: Any) -> None:
     from runs import tasks
 
-    tasks.check_run.delay(str(run_id))
+    try:
+        tasks.check_run.delay(str(run_id))
+    except BrokerError as exc:
+        # The cancel is committed: the sweeper computes a cancelled run's figures it lacks.
+        raise BrokerUnavailable(
+            str(exc),
+            after=f"Run {run_id} is cancelled; its figures over the graded cases are computed once the "
+            f"broker is back (run status {run_id})",
+        ) from exc
 
 
 RETRYABLE = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.RUNNING)
@@ -163,6 +175,11 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
             if lane.status != LaneStatus.RUNNING:
                 transition_lane(lane, LaneStatus.RUNNING, reason="retry failed items")
             moved.append((run.pk, lane.pk, ItemState.DONE, ItemState.PENDING, n))
+        # A run whose scoring failed is scored again as a whole: its lanes without a retried
+        # item wait in scoring (as a lane that finished before the others), and complete with
+        # the run; left failed, a completed run kept failed lanes.
+        for lane in RunLane.objects.filter(run=run, status=LaneStatus.FAILED).exclude(pk__in=list(per_lane)):
+            transition_lane(lane, LaneStatus.SCORING, reason="retry failed items: scored again with the run")
         Run.objects.filter(pk=run.pk).update(items_open=F("items_open") + total, stats=None)
         # What was computed from the finished items (gates, assertion health, comparisons)
         # is computed again once the retried items are done: the scoring revision does not
@@ -171,11 +188,25 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
         RunComparison.objects.filter(Q(baseline=run) | Q(candidate=run)).delete()
         record_item_transitions(moved, reason="retry failed items")
         if enqueue:
-            from runs.services.runs import enqueue_run
-
             run_id = run.pk
-            transaction.on_commit(lambda: enqueue_run(run_id))
+            transaction.on_commit(functools.partial(_enqueue_retry, run_id, total))
     return total
+
+
+def _enqueue_retry(run_id: Any, total: int) -> None:
+    from runs.services.runs import enqueue_run
+
+    try:
+        enqueue_run(run_id)
+    except BrokerError as exc:
+        # The items are pending again: the sweeper dispatches the run's lanes once it can.
+        unavailable = BrokerUnavailable(
+            getattr(exc, "reason", str(exc)),
+            after=f"Run {run_id} is running again ({total} failed item{'s' if total != 1 else ''} sent "
+            f"again); they are dispatched once the broker is back (run status {run_id})",
+        )
+        unavailable.retried = total  # type: ignore[attr-defined]  # what the admin's action counts
+        raise unavailable from exc
 
 
 def _check_same_kind(lane_ids: Any) -> None:
@@ -196,7 +227,27 @@ def _check_same_kind(lane_ids: Any) -> None:
         )
 
 
+# What to do instead of re-scoring a run in each status that cannot be.
+_NOT_RESCORABLE = {
+    RunStatus.SCORING: "wait for its scoring to finish, then re-score it",
+    RunStatus.CANCELLED: "a cancelled run stays as it was cancelled; start a new run",
+}
+
+
+def _check_rescorable(run: Run) -> None:
+    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
+        todo = _NOT_RESCORABLE.get(run.status, "wait for it to finish, then re-score it")
+        raise RunError(
+            "run_not_rescorable",
+            f"only a completed or failed run can be re-scored (this one is {run.status}); {todo}",
+            status_code=409,
+        )
+
+
 RESCORE_BATCH = 500
+# What cuts a re-grade short without being its error: the task's soft time limit (a big run's
+# re-grade takes more than one task) and a lost database connection.
+RESUMABLE = (SoftTimeLimitExceeded, OperationalError, InterfaceError)
 RESCORE_STALL = timedelta(minutes=5)
 
 
@@ -206,20 +257,10 @@ def run_rescore(*, run: Run, enqueue: bool = True) -> Run:
     The run (and its lanes) move to ``scoring`` now; the task re-grades the recorded evidence
     of every graded item (no agent is called), rebuilds the lane counters and completes the
     run (:func:`run_rescore_execute`)."""
-    if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
-        raise RunError(
-            "run_not_rescorable",
-            f"only a completed or failed run can be re-scored (this one is {run.status})",
-            status_code=409,
-        )
+    _check_rescorable(run)
     with transaction.atomic():
         run = lock_run(run)
-        if run.status not in (RunStatus.COMPLETED, RunStatus.FAILED):
-            raise RunError(
-                "run_not_rescorable",
-                f"only a completed or failed run can be re-scored (this one is {run.status})",
-                status_code=409,
-            )
+        _check_rescorable(run)  # again under the lock: a retry or a cancel may have come in between
         # above every item's revision: the n_wise pass numbers a ranked grade one past the
         # pre-rank grade it archives
         top = RunItem.objects.filter(run_id=run.pk).aggregate(top=Max("scoring_revision"))["top"] or 0
@@ -283,7 +324,37 @@ def run_rescore_execute(*, run_id: Any, revision: int) -> int:
     # sweeper then enqueued the re-grade again; the second task re-graded the same items
     # beside the first. Now it (and the sweeper's finalize) finds the lock held and leaves.
     with scoring_lock(run_id) as mine:
-        return _rescore_execute(run_id, revision) if mine else 0
+        if not mine:
+            return 0
+        try:
+            return _rescore_execute(run_id, revision)
+        except RESUMABLE:
+            raise  # the sweeper sends the re-grade again; it resumes where it stopped
+        except Exception as exc:
+            # Sent again by the sweeper, it raised again every 5 minutes, and the run stayed
+            # in scoring for good (a cancel is refused while its re-grade is pending).
+            _rescore_failed(run_id, revision, exc)
+            raise
+
+
+def _rescore_failed(run_id: Any, revision: int, exc: Exception) -> None:
+    """The re-grade of ``revision`` stopped on an error: the run ends ``failed`` saying why
+    (a failed scoring's end), so it can be re-scored again once the cause is fixed."""
+    from runs.scoring import fail_scoring
+
+    log.error("run %s: re-scoring (revision %s) failed: %s", run_id, revision, exc)
+    run = Run.objects.light().filter(pk=run_id, scoring_revision=revision, status=RunStatus.SCORING).first()
+    if run is not None:
+        # The lanes' counts and counters follow the grades written so far (some of this
+        # revision, the rest of the one before), as the case list shows them; each lane is
+        # its own try: an error of the database itself stops there.
+        for lane in RunLane.objects.filter(run_id=run.pk):
+            try:
+                _rebuild_lane_counters(lane, run.repetitions)
+            except Exception:
+                log.exception("run %s: the counters of lane %s were not rebuilt", run_id, lane.pk)
+        reason = f"re-scoring failed (revision {revision}): {type(exc).__name__}: {exc}"
+        fail_scoring(run, error=reason, reason=reason)
 
 
 def _rescore_execute(run_id: Any, revision: int) -> int:
@@ -342,18 +413,28 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int | None:
     ctx.data.load((item.challenge_key, item.case_key) for item in items)  # the batch's cases: one query
     for item in items:
         key = ItemKey(item.pk, item.challenge_key, item.case_key, item.repetition, item.attempt_count)
-        _case, base = ctx.data.case(item.challenge_key, item.case_key)
-        evidence = rebuild_evidence(ctx, base, item.evidence)
-        result = grade_evidence(
-            ctx, key, evidence, item.evidence.get("response") or {}, attempt=item.attempt_count
-        )
-        if result.grade is None or result.record is None:
-            raise RuntimeError(f"item {item.pk}: the engine returned no grade")
-        item.grade = storable(result.grade)  # a judge's text may hold NUL characters
-        item.status = result.grade.get("status") or ""
-        item.outcome_class = result.grade.get("outcome_class") or ""
-        item.reason_code = (result.grade.get("reason_code") or "")[:100]
-        item.score = result.record.score
+        case, base = ctx.data.case(item.challenge_key, item.case_key)
+        try:
+            evidence = rebuild_evidence(ctx, base, item.evidence)
+            result = grade_evidence(
+                ctx, key, evidence, item.evidence.get("response") or {}, attempt=item.attempt_count
+            )
+            if result.grade is None or result.record is None:
+                raise RuntimeError("the engine returned no grade")
+            grade, score = result.grade, result.record.score
+        except RESUMABLE:
+            raise  # the task's time is up, or the database went away: not this item's fault
+        except Exception as exc:
+            # One item's recorded evidence that cannot be read or graded again (recorded by
+            # another version, a response the reader refuses now) costs that item, not the
+            # re-score: ERROR / evaluator_error saying why, its evidence kept.
+            log.exception("run %s: item %s could not be re-graded", ctx.run_id, item.pk)
+            grade, score = _not_regraded(ctx, key, case, base, exc)
+        item.grade = storable(grade)  # a judge's text may hold NUL characters
+        item.status = grade.get("status") or ""
+        item.outcome_class = grade.get("outcome_class") or ""
+        item.reason_code = (grade.get("reason_code") or "")[:100]
+        item.score = score
         item.scoring_revision = revision
         item.evidence = None  # not written; frees the batch's evidence early
     with transaction.atomic():
@@ -365,6 +446,15 @@ def _regrade_batch(ctx: Any, items: list[RunItem], revision: int) -> int | None:
             batch_size=RESCORE_BATCH,
         )  # fmt: skip
     return len(items)
+
+
+def _not_regraded(ctx: Any, key: ItemKey, case: Any, base: Any, exc: Exception) -> tuple[dict[str, Any], Any]:
+    """The grade document and score of an item whose recorded evidence could not be re-graded."""
+    from grading.engine import CaseGrade
+
+    context = grade_context(ctx, key, base, attempt=key.attempt_count, findings=[])
+    doc = CaseGrade.crashed(case, context, exc, what="the recorded evidence could not be re-graded").to_dict()
+    return doc, record_from_grade(doc, metrics=None, content_hash=case.content_hash).score
 
 
 def _rebuild_lane_counters(lane: RunLane, repetitions: int) -> bool:

@@ -401,8 +401,10 @@ def enqueue_run(run_id: Any, *, probe: bool = True) -> None:
         tasks.check_run.delay(str(run_id))
     except BrokerError as exc:
         # The run is committed: the sweeper dispatches its lanes once the broker is back.
-        raise BrokerUnavailable(
+        unavailable = BrokerUnavailable(
             str(exc),
             after=f"Run {run_id} is stored and queued; its work is sent once the broker is back "
             f"(run status {run_id})",
-        ) from exc
+        )
+        unavailable.run_id = run_id  # type: ignore[attr-defined]  # the new-run page opens it
+        raise unavailable from exc

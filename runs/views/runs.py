@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseLocation
 
+from agentclash_site.lib.broker import BrokerError, broker_message
 from agentclash_site.lib.pagination import InvalidCursor, keyset_page, query_without
 from agentclash_site.lib.params import BadParameter, choice_param
 from agentclash_site.lib.suggest import suggest
@@ -202,6 +203,14 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 )
             except RunError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            except BrokerError as exc:
+                # The run is stored and queued (its work was to be sent on commit): its page
+                # says so, rather than a 500 error page for a run that exists.
+                run_id = getattr(exc, "run_id", None)
+                if run_id is None:
+                    raise
+                messages.warning(request, broker_message(exc))
+                return redirect("run-detail", run_id=run_id)
             else:
                 return redirect("run-detail", run_id=run.id)
         status = 400
@@ -350,11 +359,12 @@ def _awaiting_upload(
 def _operations(run: Run, lanes: list[RunLane]) -> dict[str, bool]:
     """Which run operations the page offers (to members who may write): the same states
     the services accept, so a button is never shown only to be refused."""
-    from runs.services.operations import RETRYABLE
+    from runs.services.operations import RETRYABLE, rescore_pending
 
     failed = sum(lane.infra_error + lane.config_error for lane in lanes)
     return {
-        "cancel": not run.is_finished,
+        # a cancel is refused while a re-score's items wait for their re-grade
+        "cancel": not run.is_finished and not (run.status == RunStatus.SCORING and rescore_pending(run)),
         "retry": run.status in RETRYABLE and failed > 0,
         "rescore": run.status in (RunStatus.COMPLETED, RunStatus.FAILED),
     }
@@ -412,13 +422,17 @@ def _back_to_run(request: HttpRequest, run: Run) -> HttpResponse:
 
 def _operate(request: HttpRequest, run: Run, operation: Any, refused: str, done: Any) -> HttpResponse:
     """Run ``operation(run=run)`` (a ``runs.services.operations`` function); its outcome, or
-    the service's refusal after ``refused``, is the message the overview shows."""
+    the service's refusal after ``refused``, is the message the overview shows. A broker
+    that cannot be reached is said too: the operation is committed before its task is sent,
+    and the message says what was done (it was a 500 error page)."""
     from runs.services.runs import RunError
 
     try:
         outcome = operation(run=run)
     except RunError as exc:
         messages.error(request, f"{refused}: {exc.message}.")
+    except BrokerError as exc:
+        messages.warning(request, broker_message(exc))
     else:
         messages.success(request, done(outcome))
     return _back_to_run(request, run)

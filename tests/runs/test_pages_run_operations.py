@@ -99,7 +99,10 @@ def test_a_refused_operation_is_a_message_not_an_error_page(personas, completed)
     body = editor.post(ops(completed)["retry"], follow=True).content.decode()
     assert "Nothing retried: a cancelled run cannot retry items; start a new run." in body
     body = editor.post(ops(completed)["rescore"], follow=True).content.decode()
-    assert "Not re-scored: only a completed or failed run can be re-scored (this one is cancelled)." in body
+    assert (
+        "Not re-scored: only a completed or failed run can be re-scored (this one is cancelled); "
+        "a cancelled run stays as it was cancelled; start a new run." in body
+    )
 
 
 def test_retry_with_nothing_to_retry_says_so(personas):
