@@ -426,20 +426,27 @@ def draft_publish(request: HttpRequest, draft_id: Any) -> HttpResponse:
     form = _text_form(request, draft)
     if not _save_text(draft, form):
         return _save_refused(request, draft, form, what="saved or published")
+    strict = request.POST.get("strict") == "on"
     try:
-        result = services.draft_publish(
-            draft=draft, user=request.user, strict=request.POST.get("strict") == "on"
-        )
+        result = services.draft_publish(draft=draft, user=request.user, strict=strict)
     except services.PackInvalid as exc:
-        context = _editor_context(
-            request,
-            draft,
-            publish_error="The pack has errors; fix them before publishing.",
-            publish_issues=exc.report_body["errors"],
-        )
+        issues = exc.report_body["errors"]
+        if strict and all(issue.get("rule") for issue in issues):
+            # Under strict every warning is an error keeping its rule: these are warnings.
+            message = (
+                "Strict mode: warnings block publishing. Fix the warnings below, or publish without strict."
+            )
+        else:
+            message = "The pack has errors; fix them before publishing."
+        context = _editor_context(request, draft, publish_error=message, publish_issues=issues, strict=strict)
         return render(request, "packs/draft_editor.html", context, status=400)
     except services.PublishConflict as exc:
-        context = _editor_context(request, draft, publish_error=exc.message)
+        # The conflicting value's position is at the end of the message; the editor also
+        # offers it as a button that moves the cursor there, as the report's issues do.
+        position = {"field": exc.field, "line": exc.line, "column": exc.column}
+        context = _editor_context(
+            request, draft, publish_error=exc.message, publish_position=position, strict=strict
+        )
         return render(request, "packs/draft_editor.html", context, status=409)
     if result.already_published:
         messages.info(request, f"These exact bytes are already version {result.version.number}.")

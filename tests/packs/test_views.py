@@ -500,3 +500,39 @@ def test_an_uploaded_file_over_the_unpacked_limit_is_refused_without_being_read(
     client.post(editor_url(draft, "draft-file-upload"), {"file": ok, "path": "data/ok.bin"})
     draft.refresh_from_db()
     assert list(draft.files) == ["data/ok.bin"]
+
+
+def _jump_lines(html: str, container_id: str) -> list[str]:
+    """The ``data-line`` of each line button in the element ``container_id`` of the page."""
+    start = html.index(f'id="{container_id}"')
+    block = html[start : html.index("</div>", start)]
+    return re.findall(r'class="issue-jump" data-line="(\d+)"', block)
+
+
+def test_a_strict_publish_refused_for_warnings_says_so_and_where(personas, draft):
+    """Strict mode refused a pack with a warning and said "The pack has errors", listing the
+    warning without its line; the strict box came back unchecked."""
+    text = mental_math().replace("      pass_threshold: 1\n", "")  # implicit_threshold warning
+    response = client_for(personas.editor).post(
+        editor_url(draft, "draft-publish"), {"bundle_text": text, "strict": "on"}
+    )
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "has errors" not in html
+    assert "Strict mode: warnings block publishing" in html
+    assert _jump_lines(html, "publish-error") == [str(text.split("\n").index("      dimensions:") + 1)]
+    assert "implicit_threshold" in html.split('id="publish-error"')[1].split("</div>")[0]
+    assert re.search(r'<input type="checkbox" name="strict"[^>]* checked', html)
+    assert not PackVersion.objects.exists()
+
+
+def test_a_publish_conflict_points_at_the_value_to_change(personas, draft):
+    services.pack_version_publish(
+        workspace=personas.workspace, data=mental_math(extra_case=True).encode(), user=personas.owner
+    )
+    response = client_for(personas.editor).post(editor_url(draft, "draft-publish"), {})
+    assert response.status_code == 409
+    html = response.content.decode()
+    number_line = mental_math().split("\n").index("  number: 1") + 1
+    assert _jump_lines(html, "publish-error") == [str(number_line)]
+    assert "<code>version.number</code>" in html.split('id="publish-error"')[1].split("</div>")[0]
