@@ -176,6 +176,15 @@
     const status = document.getElementById("save-status");
     const form = textarea.form;
 
+    // What the save status (the live region a screen reader hears while typing) says once
+    // the report is in: its badges ("2 errors, 0 warnings"), and where to go from there.
+    function validated() {
+      const badges = Array.from(document.querySelectorAll("#report .report-title .badge"), (b) => b.textContent.trim());
+      if (!badges.length) return "Saved and validated.";
+      const jump = document.querySelector("#report .issue-error .issue-jump") ? " F8 moves to the next one." : "";
+      return `Saved and validated: ${badges.join(", ")}.${jump}`;
+    }
+
     // A refused save answers 400 with the server's message (the editor's save_error
     // partial, naming the field); no answer at all is the connection.
     function refusal(xhr) {
@@ -231,7 +240,7 @@
         if (!status) return;
         const code = event.detail.xhr ? event.detail.xhr.status : 0;
         if (code >= 200 && code < 300) {
-          status.textContent = document.querySelector("#report[data-report-pending]") ? "Saved; validating…" : "Saved and validated.";
+          status.textContent = document.querySelector("#report[data-report-pending]") ? "Saved; validating…" : validated();
           status.classList.replace("error", "muted");
           markInvalid("");
           showConflict(false);
@@ -283,7 +292,7 @@
           else if (status && code && code !== 200) status.textContent = `Saved; the report could not be loaded (the server answered ${code}). Save again to retry.`;
           return;
         }
-        if (code === 200) status.textContent = "Saved and validated.";
+        if (code === 200) status.textContent = validated();
       });
       if (form) form.addEventListener("htmx:afterRequest", loadPendingReport);
       loadPendingReport();
