@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -331,22 +332,26 @@ def draft_report(request: HttpRequest, draft_id: Any) -> HttpResponse:
 def draft_case_form(request: HttpRequest, draft_id: Any) -> HttpResponse:
     """The structured form for one case (``?set=&case=``), or for a new case."""
     draft = get_draft_for_user(request, draft_id=draft_id)
-    set_key, case_key = request.GET.get("set", ""), request.GET.get("case", "")
+    set_key, case_key = request.GET.get("set", ""), request.GET.get("case", "").strip()
     editor = None
+    error = None
     if case_key:
         try:
             case = yaml_edit.find_case(draft.bundle_text, input_set_key=set_key, case_key=case_key)
         except yaml_edit.YamlEditError:
             case = None
         if case is None:
-            raise Http404("No such case in this draft.")
-        editor = CaseEditor.for_case(set_key, case)
-    context = _editor_context(request, draft, case_editor=editor)
+            # A key typed into "open one by key" (or an Edit link the text has moved past):
+            # the editor says so where the form would be, not a bare 404 page.
+            error = f"Input set {set_key} has no case {case_key}; keys are case-sensitive."
+        else:
+            editor = CaseEditor.for_case(set_key, case)
+    context = _editor_context(request, draft, case_editor=editor, case_error=error)
     if request.htmx and context["case_editor"] is not None:  # type: ignore[attr-defined]
         # htmx focuses [autofocus] in swapped content: the keyboard lands in the new form.
         context["case_editor"].form.fields["case_key"].widget.attrs["autofocus"] = True
         return render(request, "packs/draft_editor.html#case_form", context)
-    return render(request, "packs/draft_editor.html", context)
+    return render(request, "packs/draft_editor.html", context, status=404 if error else 200)
 
 
 @login_required
@@ -393,16 +398,31 @@ def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
                 request, f"{path} not added: a bundle unpacks to at most {limit // (1024 * 1024)} MiB."
             )
             return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
+        before = dict(draft.files)
         try:
             services.draft_file_add(
                 draft=draft, path=path, data=upload.read(), user=request.user, media_type=upload.content_type
             )
-            messages.success(request, f"{path} added to the bundle.")
         except services.DraftError as exc:
             messages.error(request, str(exc))
+        else:
+            messages.success(request, _upload_message(draft, before, path, upload.size))
     else:
         messages.error(request, "Choose a file to upload.")
     return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
+
+
+def _upload_message(draft: Draft, before: dict[str, str], path: str, size: int) -> str:
+    """What an upload did: a new file, or one replacing the file at its path (the second
+    upload to a path said "added" and the first file was gone)."""
+    changed = next((p for p, artifact_id in draft.files.items() if before.get(p) != artifact_id), None)
+    if changed is None:
+        return f"{path} is unchanged: the bundle has these exact bytes at that path."
+    if changed not in before:
+        return f"{changed} added to the bundle."
+    old = Artifact.objects.filter(workspace=draft.workspace, public_id=before[changed]).first()
+    was = filesizeformat(old.size) if old is not None else "another file"
+    return f"{changed} replaced (it was {was}, it is {filesizeformat(size)})."
 
 
 @login_required

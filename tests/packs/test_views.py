@@ -536,3 +536,38 @@ def test_a_publish_conflict_points_at_the_value_to_change(personas, draft):
     number_line = mental_math().split("\n").index("  number: 1") + 1
     assert _jump_lines(html, "publish-error") == [str(number_line)]
     assert "<code>version.number</code>" in html.split('id="publish-error"')[1].split("</div>")[0]
+
+
+def test_uploading_over_a_bundle_file_says_it_replaced_it(personas, draft):
+    """The second upload to a path replaced the first file and said "added to the bundle"."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client = client_for(personas.editor)
+    first = SimpleUploadedFile("invoices.json", INVOICES_JSON, content_type="application/json")
+    page = client.post(
+        editor_url(draft, "draft-file-upload"), {"file": first, "path": "data/invoices.json"}, follow=True
+    )
+    assert "data/invoices.json added to the bundle." in page.content.decode()
+    second = SimpleUploadedFile("other.json", b"[]", content_type="application/json")
+    page = client.post(
+        editor_url(draft, "draft-file-upload"), {"file": second, "path": "data/invoices.json"}, follow=True
+    )
+    html = html_unescape(page.content.decode()).replace("\xa0", " ")
+    assert f"data/invoices.json replaced (it was {len(INVOICES_JSON)} bytes, it is 2 bytes)." in html
+    draft.refresh_from_db()
+    assert list(draft.files) == ["data/invoices.json"]
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_opening_a_case_key_the_set_does_not_have_says_so_in_the_editor(personas, draft, htmx):
+    """The "open one by key" box of a long set: a mistyped key was a bare 404 page."""
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = client_for(personas.editor).get(
+        editor_url(draft, "draft-case-form") + "?set=smoke&case=crate", **headers
+    )
+    # htmx swaps a 200 only: the fragment is the form saying what is wrong.
+    assert response.status_code == (200 if htmx else 404)
+    html = html_unescape(response.content.decode())
+    assert "Input set smoke has no case crate; keys are case-sensitive." in html
+    assert 'id="case-form"' in html
+    assert ('id="bundle-text"' in html) is not htmx
