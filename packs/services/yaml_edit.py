@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -377,9 +378,26 @@ def parse_value(text: str) -> Any:
     if not stripped:
         return ""
     try:
-        return jsontext.loads(stripped)
+        value = jsontext.loads(stripped)
     except ValueError:
         return text
+    return value if _finite(value) else text
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in ``value``: Python's JSON reader takes ``NaN``,
+    ``Infinity`` and ``1e400``, which JSON has not (and a pack refuses: "must be a finite
+    number"), so such a cell is text."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 def format_value(value: Any) -> str:
@@ -387,13 +405,9 @@ def format_value(value: Any) -> str:
     a browser drops the line breaks of an input's value, so a text with one is shown as a
     JSON string, and null as ``null``, not as an empty cell that saves as "")."""
     if isinstance(value, str):
-        if "\n" in value or "\r" in value:
-            return json.dumps(value, ensure_ascii=False)
-        try:
-            jsontext.loads(value)
-        except ValueError:
-            return value
-        return json.dumps(value)  # a string that looks like JSON keeps its quotes
+        if "\n" in value or "\r" in value or parse_value(value) != value:
+            return json.dumps(value, ensure_ascii=False)  # "168", "true": kept a string
+        return value
     return json.dumps(value, ensure_ascii=False)
 
 

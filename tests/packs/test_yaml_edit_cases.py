@@ -147,3 +147,12 @@ def _post_data(editor: CaseEditor) -> dict[str, str]:
         for bound in formset.management_form:
             data[bound.html_name] = str(bound.value())
     return data
+
+
+@pytest.mark.parametrize("cell", ["NaN", "Infinity", "-Infinity", "1e400", "[1, NaN]", '{"a": -1e999}'])
+def test_a_cell_json_would_not_write_stays_text(cell):
+    """Python's JSON reader takes NaN, Infinity and 1e400 (inf): the case was written with
+    .nan or .inf and the validator refused it ("must be a finite number")."""
+    assert yaml_edit.parse_value(cell) == cell
+    assert yaml_edit.parse_value(yaml_edit.format_value(cell)) == cell
+    assert yaml_edit.format_value(cell) == cell  # shown as typed, not quoted
