@@ -303,7 +303,30 @@
     root.agentclash = { moveTo, offsetOf: (line, column) => offsetOf(textarea.value, line, column) };
   }
 
-  function init() { document.querySelectorAll("[data-editor]").forEach(setup); }
+  // The case form's "Add a … row" buttons (the form may arrive by htmx): a row from the
+  // formset's empty form, counted in its TOTAL_FORMS, and the focus in its first cell.
+  function showRowButtons() {
+    document.querySelectorAll("[data-add-row][hidden]").forEach((button) => { button.hidden = false; });
+  }
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-add-row]");
+    const fieldset = button && button.closest("fieldset");
+    const total = fieldset && fieldset.querySelector('input[name$="-TOTAL_FORMS"]');
+    const template = fieldset && fieldset.querySelector("template[data-row-template]");
+    if (!total || !template) return;
+    const index = parseInt(total.value, 10) || 0;
+    button.insertAdjacentHTML("beforebegin", template.innerHTML.replace(/__prefix__/g, String(index)));
+    total.value = String(index + 1);
+    const row = button.previousElementSibling;
+    const first = row && row.querySelector("input");
+    if (first) first.focus();
+  });
+  document.addEventListener("htmx:afterSettle", showRowButtons);
+
+  function init() {
+    document.querySelectorAll("[data-editor]").forEach(setup);
+    showRowButtons();
+  }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();

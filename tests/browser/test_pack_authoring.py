@@ -4,6 +4,7 @@ reader user meets it: what the live regions say, where the focus lands, where er
 from __future__ import annotations
 
 import pytest
+import yaml
 from playwright.sync_api import expect
 
 from packs import services
@@ -29,4 +30,41 @@ def test_the_save_status_says_what_the_report_found(personas, login, page):
     expect(status).to_have_text("Saved and validated: valid, 1 warning.")
     editor.fill(mental_math())
     expect(status).to_have_text("Saved and validated: valid, 0 warnings.")
+    assert page.js_errors == []
+
+
+def test_a_case_takes_as_many_rows_as_it_needs_from_the_keyboard(personas, login, page):
+    """A new case had two payload rows, one input and one expectation, and no way to add one."""
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    page.get_by_role("link", name="Add a case").click()
+    form = page.locator("#case-form form")
+    expect(form.get_by_label("Case key")).to_be_focused()
+    page.keyboard.type("pears")
+    for n, (key, value) in enumerate([("question", "How many pears?"), ("unit", "pears"), ("count", "3")]):
+        if n >= form.get_by_label("payload key").count():
+            form.get_by_role("button", name="Add a payload row").press("Enter")
+            expect(form.get_by_label("payload key").nth(n)).to_be_focused()
+        form.get_by_label("payload key").nth(n).fill(key)
+        form.get_by_label("payload value").nth(n).fill(value)
+    form.get_by_label("expectation key").first.fill("result")
+    form.get_by_label("expectation kind").first.fill("number")
+    form.get_by_label("expectation value").first.fill("3")
+    form.get_by_role("button", name="Add an expectation row").click()
+    expect(form.get_by_label("expectation key").nth(1)).to_be_focused()
+    page.keyboard.type("unit")
+    form.get_by_label("expectation value").nth(1).fill("pears")
+    form.get_by_role("button", name="Save case").click()
+
+    expect(page.locator("#structure")).to_contain_text("pears")
+    draft.refresh_from_db()
+    saved = yaml.safe_load(draft.bundle_text)["input_sets"][0]["cases"][-1]
+    assert saved["payload"] == {"question": "How many pears?", "unit": "pears", "count": 3}
+    assert saved["expectations"] == [
+        {"key": "result", "kind": "number", "value": 3},
+        {"key": "unit", "kind": "text", "value": "pears"},
+    ]
     assert page.js_errors == []
