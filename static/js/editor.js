@@ -12,13 +12,18 @@
     return starts;
   }
 
-  // The offset of a 1-based (line, column) position, clamped to the text.
+  // The offset of a 1-based (line, column) position, clamped to its line. The validator
+  // counts columns in characters, the textarea in UTF-16 units: an emoji is two of those.
   function offsetOf(text, line, column) {
     const starts = lineStarts(text);
     const index = Math.min(Math.max(line, 1), starts.length) - 1;
-    const start = starts[index];
     const end = index + 1 < starts.length ? starts[index + 1] - 1 : text.length;
-    return Math.min(start + Math.max(column, 1) - 1, end);
+    let offset = starts[index];
+    for (let n = 1; n < column && offset < end; n++) {
+      const code = text.charCodeAt(offset);
+      offset += code >= 0xd800 && code <= 0xdbff && offset + 1 < end ? 2 : 1;
+    }
+    return offset;
   }
 
   function setup(root) {

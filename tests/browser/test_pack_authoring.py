@@ -68,3 +68,25 @@ def test_a_case_takes_as_many_rows_as_it_needs_from_the_keyboard(personas, login
         {"key": "unit", "kind": "text", "value": "pears"},
     ]
     assert page.js_errors == []
+
+
+def test_an_issue_after_an_emoji_on_its_line_moves_the_cursor_to_its_value(personas, login, page):
+    """Columns count characters; the textarea counts UTF-16 units, two for an emoji: the
+    cursor landed one place early per emoji before the value."""
+    text = mental_math().replace(
+        "title: Solve an arithmetic word problem, category: arithmetic, difficulty: easy",
+        'title: "🎉🎉 Solve", category: arithmetic, difficulty: Easy',
+    )
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=text
+    )
+    login(personas.owner)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    editor = page.locator("#bundle-text")
+    editor.focus()
+    page.keyboard.press("F8")
+    expect(editor).to_be_focused()
+    expected = text.index("Easy") + text[: text.index("Easy")].count("🎉")  # in UTF-16 units
+    assert editor.evaluate("el => el.selectionStart") == expected
+    assert editor.evaluate("el => el.value.slice(el.selectionStart, el.selectionStart + 4)") == "Easy"
+    assert page.js_errors == []
