@@ -227,8 +227,40 @@
     }
     if (conflict) conflict.querySelector("[data-copy-text]").addEventListener("click", copyText);
 
+    // The side panel's forms (save or delete a case, upload or remove a file) post and load
+    // the editor again: text typed since the last autosave would be lost, so it is saved
+    // first and the form is sent once that save is answered (not at all when it is refused:
+    // the status says why).
+    const nameInput = document.getElementById("draft-name");
+    const current = () => `${nameInput ? nameInput.value : ""}\u0000${textarea.value}`;
+    let saved = current();
+    let sending = "";
+    let waiting = null;
+    const dirty = () => current() !== saved;
+    document.addEventListener("submit", (event) => {
+      const side = event.target;
+      if (!form || !window.htmx || textarea.readOnly || side === form || !side.closest(".editor-side") || !dirty()) return;
+      event.preventDefault();
+      waiting = { form: side, submitter: event.submitter };
+      if (status) status.textContent = "Saving your text first…";
+      window.htmx.trigger(form, "acsave");
+    });
+
     if (form) {
-      form.addEventListener("htmx:beforeRequest", () => { if (status) status.textContent = "Saving…"; });
+      form.addEventListener("htmx:beforeRequest", () => {
+        sending = current();
+        if (status) status.textContent = "Saving…";
+      });
+      form.addEventListener("htmx:afterRequest", (event) => {
+        const code = event.detail.xhr ? event.detail.xhr.status : 0;
+        if (code >= 200 && code < 300) saved = sending;
+        if (!waiting) return;
+        if (code < 200 || code >= 300) { waiting = null; return; }
+        if (dirty()) { window.htmx.trigger(form, "acsave"); return; }
+        const { form: side, submitter } = waiting;
+        waiting = null;
+        side.requestSubmit(submitter && submitter.form === side ? submitter : undefined);
+      });
       // A refused save (400 with the reason, 409 on a conflict) is an answer this editor
       // shows in its save status, not an htmx error: nothing is swapped and htmx does not
       // log "Response Status Error" in the console. Other failures stay htmx errors.

@@ -3,6 +3,8 @@ reader user meets it: what the live regions say, where the focus lands, where er
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from playwright.sync_api import expect
@@ -89,4 +91,26 @@ def test_an_issue_after_an_emoji_on_its_line_moves_the_cursor_to_its_value(perso
     expected = text.index("Easy") + text[: text.index("Easy")].count("🎉")  # in UTF-16 units
     assert editor.evaluate("el => el.selectionStart") == expected
     assert editor.evaluate("el => el.value.slice(el.selectionStart, el.selectionStart + 4)") == "Easy"
+    assert page.js_errors == []
+
+
+def test_text_typed_just_before_a_side_panel_action_is_saved_first(personas, login, page):
+    """Deleting a case (or saving one, uploading a file) posts a form and reloads the editor:
+    text typed in the half second before, not autosaved yet, was gone."""
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    editor = page.locator("#bundle-text")
+    editor.focus()
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("# typed just now\n")
+    page.get_by_role("button", name="Delete case train").click()
+
+    expect(page.locator("#structure")).not_to_contain_text("train")
+    expect(editor).to_have_value(re.compile(r"^# typed just now\n# Example A"))
+    draft.refresh_from_db()
+    assert draft.bundle_text.startswith("# typed just now\n# Example A")
+    assert "case_key: train" not in draft.bundle_text
     assert page.js_errors == []
