@@ -118,6 +118,7 @@ def draft_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@member_page("Challenge packs")
 def draft_open_file(request: HttpRequest) -> HttpResponse:
     """A pack file (YAML or zip bundle) the author has, opened as a new draft."""
     workspace = request.workspace  # type: ignore[attr-defined]
