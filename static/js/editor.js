@@ -126,8 +126,11 @@
       const { selectionStart, selectionEnd, value } = textarea;
       const lineStart = value.lastIndexOf("\n", selectionStart - 1) + 1;
       const current = value.slice(lineStart, selectionStart);
-      let lead = current.match(/^\s*/)[0];
-      if (/:\s*$/.test(current)) lead += INDENT; // a mapping key opens a block
+      // The next line lines up with the current one's content: after "- key: a", under
+      // "key" (the item's next key), not under the dash.
+      const [, spaces, dashes] = current.match(/^( *)((?:- +)*)/);
+      let lead = spaces + " ".repeat(dashes.length);
+      if (/:\s*$/.test(current) && !/^\s*#/.test(current)) lead += INDENT; // a mapping key opens a block
       const insert = "\n" + lead;
       const caret = selectionStart + insert.length;
       replaceRange(selectionStart, selectionEnd, insert, caret, caret);

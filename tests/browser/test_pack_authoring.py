@@ -114,3 +114,18 @@ def test_text_typed_just_before_a_side_panel_action_is_saved_first(personas, log
     assert draft.bundle_text.startswith("# typed just now\n# Example A")
     assert "case_key: train" not in draft.bundle_text
     assert page.js_errors == []
+
+
+def test_enter_after_a_list_item_lines_up_with_its_first_key(personas, login, page):
+    """Enter kept the dash's indentation: the next key of the item typed there was a YAML
+    error (or a key of the parent). It lines up under the item's first key, as editors do."""
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="New", bundle_text=""
+    )
+    login(personas.owner)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    editor = page.locator("#bundle-text")
+    editor.focus()
+    page.keyboard.type("cases:\n- key: a\nkind: text\n# note:\nvalue: 1")
+    expect(editor).to_have_value("cases:\n  - key: a\n    kind: text\n    # note:\n    value: 1")
+    assert page.js_errors == []
