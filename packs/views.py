@@ -277,12 +277,26 @@ def _save_refused(request: HttpRequest, draft: Draft, form: DraftTextForm, *, wh
     return render(request, "packs/draft_editor.html", context, status=status)
 
 
+DRAFT_GONE = (
+    "Not saved: this draft is gone (published or deleted, in another tab or by another user). "
+    "Your text is only in this page now: copy it before you leave."
+)
+
+
 @login_required
 @require_POST
 def draft_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
     """Save the text and name and answer the validation report: the debounced htmx POST of
     the editor, or a plain form submit. Both are saved or neither (400 naming the field)."""
-    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    try:
+        draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    except Http404:
+        if not request.htmx:  # type: ignore[attr-defined]
+            raise
+        # An editor still open on a draft published or deleted since (another tab, another
+        # user): its autosave said "the server answered 404 ... try again", which never works.
+        context = {"save_error": DRAFT_GONE, "save_error_field": "", "save_gone": True}
+        return render(request, "packs/draft_editor.html#save_error", context, status=404)
     form = _text_form(request, draft)
     if not _save_text(draft, form):
         return _save_refused(request, draft, form, what="saved")

@@ -213,7 +213,13 @@
     // A save based on an older revision than the draft's (another tab or person saved
     // since) is refused with 409: the text stays here, with a way to reload or copy it.
     const conflict = document.getElementById("save-conflict");
-    function showConflict(shown) { if (conflict) conflict.hidden = !shown; }
+    // A draft published or deleted since (404): nothing to reload, the text can only be copied.
+    function showConflict(shown, gone = false) {
+      if (!conflict) return;
+      conflict.hidden = !shown;
+      const reload = conflict.querySelector("[data-reload]");
+      if (reload) reload.hidden = gone;
+    }
 
     async function copyText() {
       try {
@@ -271,7 +277,7 @@
       document.body.addEventListener("htmx:beforeSwap", (event) => {
         if (!event.detail.requestConfig || event.detail.requestConfig.elt !== form) return;
         const code = event.detail.xhr && event.detail.xhr.status;
-        if (code === 400 || code === 409) {
+        if (code === 400 || code === 404 || code === 409) {
           event.detail.shouldSwap = false;
           event.detail.isError = false;
         }
@@ -290,8 +296,9 @@
         status.textContent = message;
         status.classList.replace("muted", "error");
         markInvalid(field);
-        // A conflict, or a session that ended (401): either way the text is only here now.
-        showConflict(event.detail.xhr && [401, 409].includes(event.detail.xhr.status));
+        // A conflict, a session that ended (401), a draft that is gone (404): either way the
+        // text is only here now.
+        showConflict([401, 404, 409].includes(code), code === 404);
       });
     }
     document.body.addEventListener("htmx:afterSettle", markGutter);

@@ -10,6 +10,7 @@ import yaml
 from playwright.sync_api import expect
 
 from packs import services
+from tests.browser import console_errors
 from tests.packs.publish_fixtures import mental_math
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -129,3 +130,32 @@ def test_enter_after_a_list_item_lines_up_with_its_first_key(personas, login, pa
     page.keyboard.type("cases:\n- key: a\nkind: text\n# note:\nvalue: 1")
     expect(editor).to_have_value("cases:\n  - key: a\n    kind: text\n    # note:\n    value: 1")
     assert page.js_errors == []
+
+
+def test_typing_in_a_draft_published_from_another_tab_says_it_is_gone(personas, login, page):
+    """Publishing deletes the draft: the other tab's autosave said "the server answered 404
+    ... try again" (it never works again) and htmx logged an error."""
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.owner)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    tab_b = page.context.new_page()
+    b_logged = console_errors(tab_b)
+    for tab in (page, tab_b):
+        tab.goto(f"/packs/drafts/{draft.public_id}/")
+    page.locator("#publish-button").click()
+    page.wait_for_url("**/packs/versions/**")
+
+    typed = mental_math() + "# typed in the other tab\n"
+    tab_b.locator("#bundle-text").fill(typed)
+    status = tab_b.locator("#save-status")
+    expect(status).to_contain_text("Not saved: this draft is gone (published or deleted")
+    conflict = tab_b.locator("#save-conflict")
+    expect(conflict.get_by_role("button", name="Copy my text")).to_be_visible()
+    expect(conflict.get_by_role("link", name="Reload the saved draft")).to_be_hidden()
+    conflict.get_by_role("button", name="Copy my text").click()
+    assert tab_b.evaluate("() => navigator.clipboard.readText()") == typed
+    assert tab_b.locator("#bundle-text").input_value() == typed
+    # The 404 is the editor's to show, not an error htmx logs in the console.
+    assert b_logged == []

@@ -571,3 +571,12 @@ def test_opening_a_case_key_the_set_does_not_have_says_so_in_the_editor(personas
     assert "Input set smoke has no case crate; keys are case-sensitive." in html
     assert 'id="case-form"' in html
     assert ('id="bundle-text"' in html) is not htmx
+
+
+def test_an_autosave_to_a_draft_that_is_gone_says_so(personas, draft):
+    url = editor_url(draft, "draft-save")
+    services.draft_delete(draft=draft)
+    answer = client_for(personas.editor).post(url, {"bundle_text": "x"}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 404
+    assert "Not saved: this draft is gone (published or deleted" in html_unescape(answer.content.decode())
+    assert client_for(personas.editor).post(url, {"bundle_text": "x"}).status_code == 404
