@@ -249,6 +249,7 @@
     document.addEventListener("submit", (event) => {
       const side = event.target;
       if (!form || !window.htmx || textarea.readOnly || side === form || !side.closest(".editor-side") || !dirty()) return;
+      if (event.defaultPrevented || side.dataset.confirm) return; // not sent, or deleting the draft
       event.preventDefault();
       waiting = { form: side, submitter: event.submitter };
       if (status) status.textContent = "Saving your text first…";
@@ -349,6 +350,13 @@
     renderGutter();
     root.agentclash = { moveTo, offsetOf: (line, column) => offsetOf(textarea.value, line, column) };
   }
+
+  // A form that cannot be undone (deleting the draft) asks first. Registered before the
+  // editor's own submit listener, which leaves such a form alone.
+  document.addEventListener("submit", (event) => {
+    const question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
 
   // The case form's "Add a … row" buttons (the form may arrive by htmx): a row from the
   // formset's empty form, counted in its TOTAL_FORMS, and the focus in its first cell.

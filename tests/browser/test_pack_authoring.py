@@ -159,3 +159,32 @@ def test_typing_in_a_draft_published_from_another_tab_says_it_is_gone(personas, 
     assert tab_b.locator("#bundle-text").input_value() == typed
     # The 404 is the editor's to show, not an error htmx logs in the console.
     assert b_logged == []
+
+
+def test_deleting_the_draft_asks_first(personas, login, page):
+    """One press of "Delete this draft" (Enter on the focused button) deleted the draft and
+    its files for good, without a question."""
+    from packs.models import Draft
+
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.owner)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    asked: list[str] = []
+
+    def answer(dialog, accept):
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda d: answer(d, False))
+    page.get_by_role("button", name="Delete this draft").press("Enter")
+    expect(page.locator("#bundle-text")).to_be_visible()
+    assert asked == ["Delete the draft Math? Its text and files are deleted for good."]
+    assert Draft.objects.filter(pk=draft.pk).exists()
+
+    page.once("dialog", lambda d: answer(d, True))
+    page.get_by_role("button", name="Delete this draft").click()
+    page.wait_for_url("**/packs/")
+    expect(page.get_by_role("status")).to_contain_text("Draft 'Math' deleted.")
+    assert not Draft.objects.filter(pk=draft.pk).exists()
