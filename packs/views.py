@@ -378,11 +378,19 @@ def draft_case_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
         try:
             services.draft_case_upsert(draft=draft, edit=editor.to_edit())
         except services.DraftError as exc:
-            context = _editor_context(request, draft, case_editor=editor, case_error=str(exc))
-            return render(request, "packs/draft_editor.html", context, status=400)
+            return _case_refused(request, draft, editor, str(exc))
         messages.success(request, f"Case {editor.form.cleaned_data['case_key']!r} saved.")
         return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#structure")
-    context = _editor_context(request, draft, case_editor=editor, case_error="Fix the fields marked below.")
+    return _case_refused(request, draft, editor, "Fix the fields marked below.")
+
+
+def _case_refused(request: HttpRequest, draft: Draft, editor: CaseEditor, message: str) -> HttpResponse:
+    """The editor again (400) with the case form as posted and the focus in it, on the first
+    field with an error (else the case key): the form is far down the side panel."""
+    fields = editor.form.fields
+    first = next((name for name in fields if name in editor.form.errors), "case_key")
+    fields[first].widget.attrs["autofocus"] = True
+    context = _editor_context(request, draft, case_editor=editor, case_error=message)
     return render(request, "packs/draft_editor.html", context, status=400)
 
 

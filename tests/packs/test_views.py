@@ -580,3 +580,27 @@ def test_an_autosave_to_a_draft_that_is_gone_says_so(personas, draft):
     assert answer.status_code == 404
     assert "Not saved: this draft is gone (published or deleted" in html_unescape(answer.content.decode())
     assert client_for(personas.editor).post(url, {"bundle_text": "x"}).status_code == 404
+
+
+def test_a_refused_case_names_its_field_and_takes_the_focus_there(personas, draft):
+    """The field's error was a bare span: the input's aria-describedby (set by Django) named
+    an id nothing had, and the focus was at the top of the page, far from the side panel."""
+    data = {
+        "input_set_key": "smoke",
+        "challenge_key": "word-problem",
+        "case_key": "",
+        "payload-TOTAL_FORMS": "0",
+        "payload-INITIAL_FORMS": "0",
+        "inputs-TOTAL_FORMS": "0",
+        "inputs-INITIAL_FORMS": "0",
+        "expectations-TOTAL_FORMS": "0",
+        "expectations-INITIAL_FORMS": "0",
+    }
+    client = client_for(personas.editor)
+    html = client.post(editor_url(draft, "draft-case-save"), data).content.decode()
+    case_key = re.search(r'<input [^>]*name="case_key"[^>]*>', html).group()
+    assert 'aria-describedby="id_case_key_error"' in case_key and "autofocus" in case_key
+    assert re.search(r'id="id_case_key_error"[^>]*>[^<]*required', html)
+    # Refused by the YAML (a key the set has): the focus is on the case key too.
+    html = client.post(editor_url(draft, "draft-case-save"), {**data, "case_key": "crates"}).content.decode()
+    assert "autofocus" in re.search(r'<input [^>]*name="case_key"[^>]*>', html).group()
