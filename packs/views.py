@@ -7,14 +7,16 @@ for outsiders).
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
@@ -117,10 +119,12 @@ def draft_new(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 @member_page("Challenge packs")
 def draft_open_file(request: HttpRequest) -> HttpResponse:
     """A pack file (YAML or zip bundle) the author has, opened as a new draft."""
+    if request.method == "GET":  # the form lives on the packs page
+        return redirect("pack-list")
     workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
     form = OpenPackFileForm(request.POST, request.FILES)
@@ -148,6 +152,22 @@ def draft_open_file(request: HttpRequest) -> HttpResponse:
 
 
 # --- the draft editor -----------------------------------------------------------------------
+
+
+def post_or_back_to_editor(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A form address of the editor: POST, and a GET (the address a refused form was answered
+    at, typed again; the ``next`` of the login page after the session ended mid-edit) goes
+    back to the editor, which checks access itself; other methods are 405."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, draft_id: Any) -> HttpResponse:
+        if request.method in ("GET", "HEAD"):
+            return redirect("draft-editor", draft_id=draft_id)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        return view(request, draft_id)
+
+    return wrapped
 
 
 # Above this many lines the line-number gutter is left to editor.js, which builds it on load
@@ -284,7 +304,7 @@ DRAFT_GONE = (
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
     """Save the text and name and answer the validation report: the debounced htmx POST of
     the editor, or a plain form submit. Both are saved or neither (400 naming the field)."""
@@ -370,7 +390,7 @@ def draft_case_form(request: HttpRequest, draft_id: Any) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_case_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     editor = CaseEditor(request.POST)
@@ -395,7 +415,7 @@ def _case_refused(request: HttpRequest, draft: Draft, editor: CaseEditor, messag
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_case_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     try:
@@ -408,7 +428,7 @@ def draft_case_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     form = FileUploadForm(request.POST, request.FILES)
@@ -449,7 +469,7 @@ def _upload_message(draft: Draft, before: dict[str, str], path: str, size: int) 
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_file_remove(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     path = request.POST.get("path", "")
@@ -462,7 +482,7 @@ def draft_file_remove(request: HttpRequest, draft_id: Any) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_publish(request: HttpRequest, draft_id: Any) -> HttpResponse:
     """Save the posted text, then publish; the server validates again whatever the button said."""
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
@@ -499,7 +519,7 @@ def draft_publish(request: HttpRequest, draft_id: Any) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     services.draft_delete(draft=draft)

@@ -604,3 +604,30 @@ def test_a_refused_case_names_its_field_and_takes_the_focus_there(personas, draf
     # Refused by the YAML (a key the set has): the focus is on the case key too.
     html = client.post(editor_url(draft, "draft-case-save"), {**data, "case_key": "crates"}).content.decode()
     assert "autofocus" in re.search(r'<input [^>]*name="case_key"[^>]*>', html).group()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "draft-save",
+        "draft-case-save",
+        "draft-case-delete",
+        "draft-file-upload",
+        "draft-file-remove",
+        "draft-publish",
+        "draft-delete",
+    ],
+)
+def test_a_get_of_a_form_address_goes_back_to_the_editor(personas, draft, name):
+    """The address a refused form was answered at (a case in error, a publish refused), typed
+    again or reached through the login page after the session ended (its ``next``), was a
+    blank 405 page."""
+    response = client_for(personas.editor).get(editor_url(draft, name))
+    assert response.status_code == 302 and response["Location"] == editor_url(draft)
+    assert client_for(personas.outsider).get(editor_url(draft, name), follow=True).status_code == 404
+    assert Draft.objects.filter(pk=draft.pk).exists()
+
+
+def test_a_get_of_the_open_file_address_goes_to_the_packs_page(personas):
+    response = client_for(personas.editor).get(reverse("draft-open-file"))
+    assert response.status_code == 302 and response["Location"] == reverse("pack-list")
