@@ -188,3 +188,25 @@ def test_deleting_the_draft_asks_first(personas, login, page):
     page.wait_for_url("**/packs/")
     expect(page.get_by_role("status")).to_contain_text("Draft 'Math' deleted.")
     assert not Draft.objects.filter(pk=draft.pk).exists()
+
+
+def test_a_report_arriving_keeps_the_focus_on_the_case_link_it_had(personas, login, page):
+    """Each "Edit" link read "Edit" alone (which case?), and a report arriving (the side
+    panel swapped with it) dropped the keyboard's focus on one to the top of the page."""
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Math", bundle_text=mental_math()
+    )
+    login(personas.editor)
+    page.goto(f"/packs/drafts/{draft.public_id}/")
+    link = page.get_by_role("link", name="Edit case train")
+    link.focus()
+    # Text typed a moment ago (or in another tab): its report comes in while the focus is here.
+    page.locator("#bundle-text").evaluate(
+        "(el, text) => { el.value = text; el.dispatchEvent(new Event('input', {bubbles: true})); }",
+        mental_math(extra_case=True),
+    )
+    expect(page.locator('#report[data-valid="true"][data-revision="2"]')).to_be_visible()
+    expect(page.locator("#structure")).to_contain_text("apples")
+    expect(link).to_be_focused()
+    expect(page.get_by_role("button", name="Delete case train")).to_be_visible()
+    assert page.js_errors == []
