@@ -434,7 +434,10 @@ def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
     form = FileUploadForm(request.POST, request.FILES)
     if form.is_valid():
         upload = form.cleaned_data["file"]
-        path = form.cleaned_data["path"].strip() or upload.name
+        path = form.cleaned_data["path"].strip()
+        asset_key = ""
+        if not path:
+            asset_key, path = _asset_named(draft, upload.name) or ("", upload.name)
         limit = archive.MAX_UNPACKED_BYTES
         if upload.size > limit:  # no bundle can hold it: refused before it is read into memory
             messages.error(
@@ -449,10 +452,30 @@ def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
         except services.DraftError as exc:
             messages.error(request, str(exc))
         else:
-            messages.success(request, _upload_message(draft, before, path, upload.size))
+            message = _upload_message(draft, before, path, upload.size)
+            if asset_key:
+                message = message.replace(
+                    " added to the bundle.", f" added to the bundle (the path of asset {asset_key})."
+                )
+            messages.success(request, message)
     else:
         messages.error(request, "Choose a file to upload.")
     return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
+
+
+def _asset_named(draft: Draft, filename: str) -> tuple[str, str] | None:
+    """``(key, path)`` of the one asset path of the draft ending in ``filename``
+    (``data/invoices.json`` for ``invoices.json``) that has no file yet, else None: a file
+    uploaded without a path goes there, where it binds, not beside it under its bare name."""
+    found = {
+        path: key
+        for key, path in yaml_edit.asset_paths(draft.bundle_text)
+        if path.rsplit("/", 1)[-1] == filename and path.removeprefix("./") not in draft.files
+    }
+    if len(found) != 1:
+        return None
+    path, key = found.popitem()
+    return key, path
 
 
 def _upload_message(draft: Draft, before: dict[str, str], path: str, size: int) -> str:

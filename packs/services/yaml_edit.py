@@ -462,6 +462,28 @@ def outline(text: str, *, data: Any = None) -> dict[str, Any]:
     return {"challenges": challenges, "input_sets": sets}
 
 
+def asset_paths(text: str) -> list[tuple[str, str]]:
+    """``(key, path)`` of every asset the text declares (the version's, each challenge's and
+    each case's), as far as it parses; ``[]`` when it does not."""
+    try:
+        data = _load_plain(text)
+    except YamlEditError:
+        return []
+    version = data.get("version")
+    holders = [version] if isinstance(version, dict) else []
+    holders += _list(data.get("challenges"))
+    for input_set in _list(data.get("input_sets")):
+        if isinstance(input_set, dict):
+            holders += _list(input_set.get("cases")) + _list(input_set.get("items"))
+    return [
+        (str(asset.get("key") or ""), asset["path"].strip())
+        for holder in holders
+        if isinstance(holder, dict)
+        for asset in _list(holder.get("assets"))
+        if isinstance(asset, dict) and isinstance(asset.get("path"), str) and asset["path"].strip()
+    ]
+
+
 def find_case(text: str, *, input_set_key: str, case_key: str) -> dict[str, Any] | None:
     for input_set in outline(text)["input_sets"]:
         if input_set["key"] == input_set_key:

@@ -631,3 +631,30 @@ def test_a_get_of_a_form_address_goes_back_to_the_editor(personas, draft, name):
 def test_a_get_of_the_open_file_address_goes_to_the_packs_page(personas):
     response = client_for(personas.editor).get(reverse("draft-open-file"))
     assert response.status_code == 302 and response["Location"] == reverse("pack-list")
+
+
+def test_a_file_uploaded_without_a_path_binds_to_the_asset_of_its_name(personas):
+    """The path box is optional and was the file's name: invoices.json landed beside the
+    asset's data/invoices.json, bound to nothing (a warning about an unused file)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.packs.publish_fixtures import INVOICE_PACK
+
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Inv", bundle_text=INVOICE_PACK
+    )
+    client = client_for(personas.editor)
+    upload = SimpleUploadedFile("invoices.json", INVOICES_JSON, content_type="application/json")
+    page = client.post(editor_url(draft, "draft-file-upload"), {"file": upload, "path": ""}, follow=True)
+    draft.refresh_from_db()
+    assert list(draft.files) == ["data/invoices.json"]
+    assert "data/invoices.json added to the bundle (the path of asset invoices)." in html_unescape(
+        page.content.decode()
+    )
+    report = services.draft_validate(draft=draft)
+    assert report.valid and report.to_body()["warnings"] == []
+    # A name no asset has stays where it was put.
+    other = SimpleUploadedFile("notes.txt", b"n", content_type="text/plain")
+    client.post(editor_url(draft, "draft-file-upload"), {"file": other, "path": ""})
+    draft.refresh_from_db()
+    assert sorted(draft.files) == ["data/invoices.json", "notes.txt"]
