@@ -194,5 +194,7 @@ def _rows(
 class FileUploadForm(forms.Form):
     file = forms.FileField()
     path = forms.CharField(
-        max_length=500, required=False, help_text="where the pack's asset path points; default: the file name"
+        max_length=500,
+        required=False,
+        help_text="where the pack's asset path points; default: the path of the asset named like the file, else the file name",
     )

@@ -7,15 +7,18 @@ for outsiders).
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -116,9 +119,12 @@ def draft_new(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
+@member_page("Challenge packs")
 def draft_open_file(request: HttpRequest) -> HttpResponse:
     """A pack file (YAML or zip bundle) the author has, opened as a new draft."""
+    if request.method == "GET":  # the form lives on the packs page
+        return redirect("pack-list")
     workspace = request.workspace  # type: ignore[attr-defined]
     check_write(request, workspace)
     form = OpenPackFileForm(request.POST, request.FILES)
@@ -146,6 +152,22 @@ def draft_open_file(request: HttpRequest) -> HttpResponse:
 
 
 # --- the draft editor -----------------------------------------------------------------------
+
+
+def post_or_back_to_editor(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A form address of the editor: POST, and a GET (the address a refused form was answered
+    at, typed again; the ``next`` of the login page after the session ended mid-edit) goes
+    back to the editor, which checks access itself; other methods are 405."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, draft_id: Any) -> HttpResponse:
+        if request.method in ("GET", "HEAD"):
+            return redirect("draft-editor", draft_id=draft_id)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        return view(request, draft_id)
+
+    return wrapped
 
 
 # Above this many lines the line-number gutter is left to editor.js, which builds it on load
@@ -275,12 +297,26 @@ def _save_refused(request: HttpRequest, draft: Draft, form: DraftTextForm, *, wh
     return render(request, "packs/draft_editor.html", context, status=status)
 
 
+DRAFT_GONE = (
+    "Not saved: this draft is gone (published or deleted, in another tab or by another user). "
+    "Your text is only in this page now: copy it before you leave."
+)
+
+
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
     """Save the text and name and answer the validation report: the debounced htmx POST of
     the editor, or a plain form submit. Both are saved or neither (400 naming the field)."""
-    draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    try:
+        draft = get_draft_for_user(request, write=True, draft_id=draft_id)
+    except Http404:
+        if not request.htmx:  # type: ignore[attr-defined]
+            raise
+        # An editor still open on a draft published or deleted since (another tab, another
+        # user): its autosave said "the server answered 404 ... try again", which never works.
+        context = {"save_error": DRAFT_GONE, "save_error_field": "", "save_gone": True}
+        return render(request, "packs/draft_editor.html#save_error", context, status=404)
     form = _text_form(request, draft)
     if not _save_text(draft, form):
         return _save_refused(request, draft, form, what="saved")
@@ -331,26 +367,30 @@ def draft_report(request: HttpRequest, draft_id: Any) -> HttpResponse:
 def draft_case_form(request: HttpRequest, draft_id: Any) -> HttpResponse:
     """The structured form for one case (``?set=&case=``), or for a new case."""
     draft = get_draft_for_user(request, draft_id=draft_id)
-    set_key, case_key = request.GET.get("set", ""), request.GET.get("case", "")
+    set_key, case_key = request.GET.get("set", ""), request.GET.get("case", "").strip()
     editor = None
+    error = None
     if case_key:
         try:
             case = yaml_edit.find_case(draft.bundle_text, input_set_key=set_key, case_key=case_key)
         except yaml_edit.YamlEditError:
             case = None
         if case is None:
-            raise Http404("No such case in this draft.")
-        editor = CaseEditor.for_case(set_key, case)
-    context = _editor_context(request, draft, case_editor=editor)
+            # A key typed into "open one by key" (or an Edit link the text has moved past):
+            # the editor says so where the form would be, not a bare 404 page.
+            error = f"Input set {set_key} has no case {case_key}; keys are case-sensitive."
+        else:
+            editor = CaseEditor.for_case(set_key, case)
+    context = _editor_context(request, draft, case_editor=editor, case_error=error)
     if request.htmx and context["case_editor"] is not None:  # type: ignore[attr-defined]
         # htmx focuses [autofocus] in swapped content: the keyboard lands in the new form.
         context["case_editor"].form.fields["case_key"].widget.attrs["autofocus"] = True
         return render(request, "packs/draft_editor.html#case_form", context)
-    return render(request, "packs/draft_editor.html", context)
+    return render(request, "packs/draft_editor.html", context, status=404 if error else 200)
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_case_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     editor = CaseEditor(request.POST)
@@ -358,16 +398,24 @@ def draft_case_save(request: HttpRequest, draft_id: Any) -> HttpResponse:
         try:
             services.draft_case_upsert(draft=draft, edit=editor.to_edit())
         except services.DraftError as exc:
-            context = _editor_context(request, draft, case_editor=editor, case_error=str(exc))
-            return render(request, "packs/draft_editor.html", context, status=400)
+            return _case_refused(request, draft, editor, str(exc))
         messages.success(request, f"Case {editor.form.cleaned_data['case_key']!r} saved.")
         return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#structure")
-    context = _editor_context(request, draft, case_editor=editor, case_error="Fix the fields marked below.")
+    return _case_refused(request, draft, editor, "Fix the fields marked below.")
+
+
+def _case_refused(request: HttpRequest, draft: Draft, editor: CaseEditor, message: str) -> HttpResponse:
+    """The editor again (400) with the case form as posted and the focus in it, on the first
+    field with an error (else the case key): the form is far down the side panel."""
+    fields = editor.form.fields
+    first = next((name for name in fields if name in editor.form.errors), "case_key")
+    fields[first].widget.attrs["autofocus"] = True
+    context = _editor_context(request, draft, case_editor=editor, case_error=message)
     return render(request, "packs/draft_editor.html", context, status=400)
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_case_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     try:
@@ -380,33 +428,71 @@ def draft_case_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_file_upload(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     form = FileUploadForm(request.POST, request.FILES)
     if form.is_valid():
         upload = form.cleaned_data["file"]
-        path = form.cleaned_data["path"].strip() or upload.name
+        path = form.cleaned_data["path"].strip()
+        asset_key = ""
+        if not path:
+            asset_key, path = _asset_named(draft, upload.name) or ("", upload.name)
         limit = archive.MAX_UNPACKED_BYTES
         if upload.size > limit:  # no bundle can hold it: refused before it is read into memory
             messages.error(
                 request, f"{path} not added: a bundle unpacks to at most {limit // (1024 * 1024)} MiB."
             )
             return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
+        before = dict(draft.files)
         try:
             services.draft_file_add(
                 draft=draft, path=path, data=upload.read(), user=request.user, media_type=upload.content_type
             )
-            messages.success(request, f"{path} added to the bundle.")
         except services.DraftError as exc:
             messages.error(request, str(exc))
+        else:
+            message = _upload_message(draft, before, path, upload.size)
+            if asset_key:
+                message = message.replace(
+                    " added to the bundle.", f" added to the bundle (the path of asset {asset_key})."
+                )
+            messages.success(request, message)
     else:
         messages.error(request, "Choose a file to upload.")
     return redirect(reverse("draft-editor", kwargs={"draft_id": draft.public_id}) + "#files")
 
 
+def _asset_named(draft: Draft, filename: str) -> tuple[str, str] | None:
+    """``(key, path)`` of the one asset path of the draft ending in ``filename``
+    (``data/invoices.json`` for ``invoices.json``) that has no file yet, else None: a file
+    uploaded without a path goes there, where it binds, not beside it under its bare name."""
+    found = {
+        path: key
+        for key, path in yaml_edit.asset_paths(draft.bundle_text)
+        if path.rsplit("/", 1)[-1] == filename and path.removeprefix("./") not in draft.files
+    }
+    if len(found) != 1:
+        return None
+    path, key = found.popitem()
+    return key, path
+
+
+def _upload_message(draft: Draft, before: dict[str, str], path: str, size: int) -> str:
+    """What an upload did: a new file, or one replacing the file at its path (the second
+    upload to a path said "added" and the first file was gone)."""
+    changed = next((p for p, artifact_id in draft.files.items() if before.get(p) != artifact_id), None)
+    if changed is None:
+        return f"{path} is unchanged: the bundle has these exact bytes at that path."
+    if changed not in before:
+        return f"{changed} added to the bundle."
+    old = Artifact.objects.filter(workspace=draft.workspace, public_id=before[changed]).first()
+    was = filesizeformat(old.size) if old is not None else "another file"
+    return f"{changed} replaced (it was {was}, it is {filesizeformat(size)})."
+
+
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_file_remove(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     path = request.POST.get("path", "")
@@ -419,27 +505,34 @@ def draft_file_remove(request: HttpRequest, draft_id: Any) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_publish(request: HttpRequest, draft_id: Any) -> HttpResponse:
     """Save the posted text, then publish; the server validates again whatever the button said."""
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     form = _text_form(request, draft)
     if not _save_text(draft, form):
         return _save_refused(request, draft, form, what="saved or published")
+    strict = request.POST.get("strict") == "on"
     try:
-        result = services.draft_publish(
-            draft=draft, user=request.user, strict=request.POST.get("strict") == "on"
-        )
+        result = services.draft_publish(draft=draft, user=request.user, strict=strict)
     except services.PackInvalid as exc:
-        context = _editor_context(
-            request,
-            draft,
-            publish_error="The pack has errors; fix them before publishing.",
-            publish_issues=exc.report_body["errors"],
-        )
+        issues = exc.report_body["errors"]
+        if strict and all(issue.get("rule") for issue in issues):
+            # Under strict every warning is an error keeping its rule: these are warnings.
+            message = (
+                "Strict mode: warnings block publishing. Fix the warnings below, or publish without strict."
+            )
+        else:
+            message = "The pack has errors; fix them before publishing."
+        context = _editor_context(request, draft, publish_error=message, publish_issues=issues, strict=strict)
         return render(request, "packs/draft_editor.html", context, status=400)
     except services.PublishConflict as exc:
-        context = _editor_context(request, draft, publish_error=exc.message)
+        # The conflicting value's position is at the end of the message; the editor also
+        # offers it as a button that moves the cursor there, as the report's issues do.
+        position = {"field": exc.field, "line": exc.line, "column": exc.column}
+        context = _editor_context(
+            request, draft, publish_error=exc.message, publish_position=position, strict=strict
+        )
         return render(request, "packs/draft_editor.html", context, status=409)
     if result.already_published:
         messages.info(request, f"These exact bytes are already version {result.version.number}.")
@@ -449,7 +542,7 @@ def draft_publish(request: HttpRequest, draft_id: Any) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@post_or_back_to_editor
 def draft_delete(request: HttpRequest, draft_id: Any) -> HttpResponse:
     draft = get_draft_for_user(request, write=True, draft_id=draft_id)
     services.draft_delete(draft=draft)

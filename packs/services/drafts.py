@@ -8,6 +8,8 @@ deterministically, so the same draft always yields the same bytes and the same r
 from __future__ import annotations
 
 import contextlib
+import io
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -349,7 +351,7 @@ def draft_from_file(
         try:
             members = bundle_members(data)
         except DraftError as exc:
-            raise DraftError(f"{label}: {exc}") from None
+            raise DraftError(f"{label}: {exc}{_nested_pack_hint(data)}") from None
     elif len(data) > MAX_BUNDLE_TEXT:
         raise DraftError(f"{label}: a pack YAML must be at most 5 MiB (it has {len(data):,} bytes).")
     else:
@@ -376,6 +378,23 @@ def draft_from_file(
             bundle_text=text,
             files=files,
         )
+
+
+def _nested_pack_hint(data: bytes) -> str:
+    """Where a zip made by compressing the pack's folder has its pack.yaml, and what to do
+    (``"; it has x/pack.yaml: zip what is inside x/, not the folder."``), or ""."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as bundle:
+            names = bundle.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return ""
+    if "pack.yaml" in names:
+        return ""
+    nested = sorted((n for n in names if n.endswith("/pack.yaml")), key=lambda n: (n.count("/"), n))
+    if not nested:
+        return ""
+    folder = nested[0][: -len("pack.yaml")]
+    return f"; it has {nested[0]}: zip what is inside {folder}, not the folder."
 
 
 def _free_slug(workspace: Workspace, text: str) -> str:

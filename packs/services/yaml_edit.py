@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,11 +202,33 @@ def _find_set(
     return new, None
 
 
-def _rows(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> CommentedSeq:
+# The fields of an input and an expectation the case form has cells for; any other field of
+# a row (an input's ``path``, an ``artifact_key``) is kept when the form saves the row.
+INPUT_FIELDS = ("key", "kind", "value")
+EXPECTATION_FIELDS = ("key", "kind", "value", "source")
+
+
+def _row_key(row: Any) -> str:
+    return str(row.get("key") or "").strip() if isinstance(row, dict) else ""
+
+
+def _rows(rows: list[dict[str, Any]], fields: tuple[str, ...], old: Any) -> CommentedSeq:
+    """The form's rows, each merged into the row it edits (the one with its key, else the one
+    at its place whose key the form no longer has): fields without a cell stay."""
+    old = old if isinstance(old, list) else []
+    new_keys = {str(row.get("key") or "").strip() for row in rows}
+    used: set[int] = set()
     seq = CommentedSeq()
-    for row in rows:
+    for index, row in enumerate(rows):
+        key = str(row.get("key") or "").strip()
+        match = next((i for i, o in enumerate(old) if i not in used and _row_key(o) == key), None)
+        if match is None and index < len(old) and index not in used and _row_key(old[index]) not in new_keys:
+            match = index
         item = CommentedMap()
-        for name in keys:
+        if match is not None and isinstance(old[match], dict):
+            used.add(match)
+            item = CommentedMap((k, v) for k, v in old[match].items() if k not in fields)
+        for name in fields:
             value = row.get(name)
             if value is None or value == "":
                 continue
@@ -235,6 +259,8 @@ def upsert_case(text: str, edit: CaseEdit) -> str:
     if not isinstance(entries, list):
         raise YamlEditError(f"input_sets.{edit.input_set_key}.{list_name} must be a list")
     key_field = "item_key" if legacy else "case_key"
+    spans = _case_spans(text, input_set, list_name)
+    target: Any = None
     if edit.original_case_key:
         index = None if set_index is None else _case_index(document, set_index, edit.original_case_key)
         if index is None:
@@ -259,30 +285,130 @@ def upsert_case(text: str, edit: CaseEdit) -> str:
         entries.append(target)
     _set_or_drop(target, "payload", CommentedMap(edit.payload.items()) if edit.payload else None)
     if not legacy:
-        _set_or_drop(target, "inputs", _rows(edit.inputs, ("key", "kind", "value", "artifact_key", "path")))
+        _set_or_drop(target, "inputs", _rows(edit.inputs, INPUT_FIELDS, target.get("inputs")))
         _set_or_drop(
             target,
             "expectations",
-            _rows(edit.expectations, ("key", "kind", "value", "source", "artifact_key")),
+            _rows(edit.expectations, EXPECTATION_FIELDS, target.get("expectations")),
         )
+    if spans is not None:
+        index = next(i for i, c in enumerate(entries) if c is target)
+        # A new case goes after the last case's own lines.
+        span = spans[index] if index < len(spans) else (spans[-1][1], spans[-1][1], spans[-1][2])
+        spliced = _splice(text, data, span, _case_text(target, span))
+        if spliced is not None:
+            return spliced
     return _dump(yaml, data)
 
 
 def delete_case(text: str, *, input_set_key: str, case_key: str) -> str:
     yaml, data, document = _yaml_for(text)
     input_set, set_index = _find_set(data, document, input_set_key, create=False)
+    list_name = _case_list(input_set)
     index = None if set_index is None else _case_index(document, set_index, case_key)
-    entries = input_set.get(_case_list(input_set))
+    entries = input_set.get(list_name)
     if index is None or not isinstance(entries, list):
         raise YamlEditError(f"no case {case_key!r} in input set {input_set_key!r}")
+    spans = _case_spans(text, input_set, list_name)
     del entries[index]
+    if spans is not None:
+        # only the case's own lines go; the rest of the text stays as written
+        start, end, _ = spans[index]
+        spliced = _splice(text, data, (start, end, end), "")
+        if spliced is not None:
+            return spliced
     return _dump(yaml, data)
+
+
+# A block sequence entry's first line up to its content: the indentation, the dash, spaces.
+_ENTRY_PREFIX = re.compile(r"( *)- +")
+
+
+def _case_spans(text: str, input_set: CommentedMap, list_name: str) -> list[tuple[int, int, int]] | None:
+    """``(first line, end line, dash column)`` of each case of a block-style list, as 0-based
+    lines of ``text`` (end exclusive, after the case's last line of its own: comments and
+    blank lines after it at its dash's column or left of it belong to what follows). None
+    when the list is not laid out so (flow style, empty, an entry's content not on its dash's
+    line, line breaks other than LF): the edit then dumps the whole document."""
+    entries = input_set.get(list_name)
+    if not isinstance(entries, CommentedSeq) or not entries or entries.fa.flow_style():
+        return None
+    if any(c in text for c in "\r\x85\u2028\u2029"):
+        return None
+    lines = text.split("\n")
+    spans = []
+    for index in range(len(entries)):
+        line, column = entries.lc.item(index)
+        prefix = _ENTRY_PREFIX.fullmatch(lines[line][:column]) if line < len(lines) else None
+        if prefix is None:
+            return None
+        dash = len(prefix.group(1))
+        end = line + 1
+        for number in range(line + 1, len(lines)):
+            content = lines[number].lstrip(" ")
+            if not content:
+                continue
+            indent = len(lines[number]) - len(content)
+            if indent <= dash and not content.startswith("#"):
+                break
+            if indent > dash:
+                end = number + 1
+        spans.append((line, end, dash))
+    return spans
+
+
+def _case_text(case: CommentedMap, span: tuple[int, int, int]) -> str | None:
+    """``case`` as a block sequence entry at the dash column of ``span``, nested mappings
+    indented by two and sequences' dashes by two under their key, as the examples are written.
+    It is dumped where the examples have a case (``input_sets: - cases: - ``, its dash at
+    column 6), so the comments at the end of its lines keep their columns there."""
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    wrapper = CommentedMap([("input_sets", CommentedSeq([CommentedMap([("cases", CommentedSeq([case]))])]))])
+    lines = _dump(yaml, wrapper).splitlines(keepends=True)
+    if lines[:2] != ["input_sets:\n", "  - cases:\n"]:
+        return None
+    out = []
+    for line in lines[2:]:
+        if line.strip() and not line.startswith(" " * 6):
+            return None
+        out.append(" " * span[2] + line[6:] if line.strip() else line.lstrip(" "))
+    return "".join(out)
+
+
+def _comment_lines(text: str) -> Counter[str]:
+    return Counter(line for line in text.split("\n") if line.lstrip().startswith("#"))
+
+
+def _splice(text: str, data: CommentedMap, span: tuple[int, int, int], new: str | None) -> str | None:
+    """``text`` with lines ``span[0]:span[1]`` replaced by ``new``, when that reads as ``data``
+    (what the structured edit made of the whole document) and repeats no comment; else None."""
+    if new is None:
+        return None
+    lines = text.split("\n")
+    start, end, _ = span
+    before = "".join(line + "\n" for line in lines[:start])
+    after = "\n".join(lines[end:])
+    spliced = before + new + after
+    try:
+        if _plain(_load_plain(spliced)) != _plain(data):
+            return None
+    except YamlEditError:
+        return None
+    if _comment_lines(spliced) - _comment_lines(text):
+        return None
+    return spliced
 
 
 def _set_or_drop(target: CommentedMap, key: str, value: Any) -> None:
     if value:
         if key in target and _plain(target[key]) == _plain(value):
             return  # unchanged: keep its original style and comments
+        old = target.get(key)
+        if isinstance(old, CommentedMap | CommentedSeq) and old.fa.flow_style():
+            value.fa.set_flow_style()  # written as the value it replaces was: {a: 1}, [..]
         target[key] = value
     elif key in target:
         del target[key]
@@ -301,21 +427,36 @@ def parse_value(text: str) -> Any:
     if not stripped:
         return ""
     try:
-        return jsontext.loads(stripped)
+        value = jsontext.loads(stripped)
     except ValueError:
         return text
+    return value if _finite(value) else text
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in ``value``: Python's JSON reader takes ``NaN``,
+    ``Infinity`` and ``1e400``, which JSON has not (and a pack refuses: "must be a finite
+    number"), so such a cell is text."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 def format_value(value: Any) -> str:
-    """The inverse of :func:`parse_value` for showing a stored value in a form cell."""
+    """The inverse of :func:`parse_value` for showing a stored value in a form cell (one line:
+    a browser drops the line breaks of an input's value, so a text with one is shown as a
+    JSON string, and null as ``null``, not as an empty cell that saves as "")."""
     if isinstance(value, str):
-        try:
-            jsontext.loads(value)
-        except ValueError:
-            return value
-        return json.dumps(value)  # a string that looks like JSON keeps its quotes
-    if value is None:
-        return ""
+        if "\n" in value or "\r" in value or parse_value(value) != value:
+            return json.dumps(value, ensure_ascii=False)  # "168", "true": kept a string
+        return value
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -387,6 +528,28 @@ def outline(text: str, *, document: YamlDocument | None = None) -> dict[str, Any
         name = _scalar(document, ("input_sets", s_index, "name"), item.get("name"))
         sets.append({"key": key, "name": name, "cases": cases})
     return {"challenges": challenges, "input_sets": sets}
+
+
+def asset_paths(text: str) -> list[tuple[str, str]]:
+    """``(key, path)`` of every asset the text declares (the version's, each challenge's and
+    each case's), as far as it parses; ``[]`` when it does not."""
+    try:
+        data = _load_plain(text)
+    except YamlEditError:
+        return []
+    version = data.get("version")
+    holders = [version] if isinstance(version, dict) else []
+    holders += _list(data.get("challenges"))
+    for input_set in _list(data.get("input_sets")):
+        if isinstance(input_set, dict):
+            holders += _list(input_set.get("cases")) + _list(input_set.get("items"))
+    return [
+        (str(asset.get("key") or ""), asset["path"].strip())
+        for holder in holders
+        if isinstance(holder, dict)
+        for asset in _list(holder.get("assets"))
+        if isinstance(asset, dict) and isinstance(asset.get("path"), str) and asset["path"].strip()
+    ]
 
 
 def find_case(text: str, *, input_set_key: str, case_key: str) -> dict[str, Any] | None:

@@ -12,13 +12,18 @@
     return starts;
   }
 
-  // The offset of a 1-based (line, column) position, clamped to the text.
+  // The offset of a 1-based (line, column) position, clamped to its line. The validator
+  // counts columns in characters, the textarea in UTF-16 units: an emoji is two of those.
   function offsetOf(text, line, column) {
     const starts = lineStarts(text);
     const index = Math.min(Math.max(line, 1), starts.length) - 1;
-    const start = starts[index];
     const end = index + 1 < starts.length ? starts[index + 1] - 1 : text.length;
-    return Math.min(start + Math.max(column, 1) - 1, end);
+    let offset = starts[index];
+    for (let n = 1; n < column && offset < end; n++) {
+      const code = text.charCodeAt(offset);
+      offset += code >= 0xd800 && code <= 0xdbff && offset + 1 < end ? 2 : 1;
+    }
+    return offset;
   }
 
   function setup(root) {
@@ -121,8 +126,11 @@
       const { selectionStart, selectionEnd, value } = textarea;
       const lineStart = value.lastIndexOf("\n", selectionStart - 1) + 1;
       const current = value.slice(lineStart, selectionStart);
-      let lead = current.match(/^\s*/)[0];
-      if (/:\s*$/.test(current)) lead += INDENT; // a mapping key opens a block
+      // The next line lines up with the current one's content: after "- key: a", under
+      // "key" (the item's next key), not under the dash.
+      const [, spaces, dashes] = current.match(/^( *)((?:- +)*)/);
+      let lead = spaces + " ".repeat(dashes.length);
+      if (/:\s*$/.test(current) && !/^\s*#/.test(current)) lead += INDENT; // a mapping key opens a block
       const insert = "\n" + lead;
       const caret = selectionStart + insert.length;
       replaceRange(selectionStart, selectionEnd, insert, caret, caret);
@@ -176,6 +184,15 @@
     const status = document.getElementById("save-status");
     const form = textarea.form;
 
+    // What the save status (the live region a screen reader hears while typing) says once
+    // the report is in: its badges ("2 errors, 0 warnings"), and where to go from there.
+    function validated() {
+      const badges = Array.from(document.querySelectorAll("#report .report-title .badge"), (b) => b.textContent.trim());
+      if (!badges.length) return "Saved and validated.";
+      const jump = document.querySelector("#report .issue-error .issue-jump") ? " F8 moves to the next one." : "";
+      return `Saved and validated: ${badges.join(", ")}.${jump}`;
+    }
+
     // A refused save answers 400 with the server's message (the editor's save_error
     // partial, naming the field); no answer at all is the connection.
     function refusal(xhr) {
@@ -196,7 +213,13 @@
     // A save based on an older revision than the draft's (another tab or person saved
     // since) is refused with 409: the text stays here, with a way to reload or copy it.
     const conflict = document.getElementById("save-conflict");
-    function showConflict(shown) { if (conflict) conflict.hidden = !shown; }
+    // A draft published or deleted since (404): nothing to reload, the text can only be copied.
+    function showConflict(shown, gone = false) {
+      if (!conflict) return;
+      conflict.hidden = !shown;
+      const reload = conflict.querySelector("[data-reload]");
+      if (reload) reload.hidden = gone;
+    }
 
     async function copyText() {
       try {
@@ -213,8 +236,41 @@
     }
     if (conflict) conflict.querySelector("[data-copy-text]").addEventListener("click", copyText);
 
+    // The side panel's forms (save or delete a case, upload or remove a file) post and load
+    // the editor again: text typed since the last autosave would be lost, so it is saved
+    // first and the form is sent once that save is answered (not at all when it is refused:
+    // the status says why).
+    const nameInput = document.getElementById("draft-name");
+    const current = () => `${nameInput ? nameInput.value : ""}\u0000${textarea.value}`;
+    let saved = current();
+    let sending = "";
+    let waiting = null;
+    const dirty = () => current() !== saved;
+    document.addEventListener("submit", (event) => {
+      const side = event.target;
+      if (!form || !window.htmx || textarea.readOnly || side === form || !side.closest(".editor-side") || !dirty()) return;
+      if (event.defaultPrevented || side.dataset.confirm) return; // not sent, or deleting the draft
+      event.preventDefault();
+      waiting = { form: side, submitter: event.submitter };
+      if (status) status.textContent = "Saving your text first…";
+      window.htmx.trigger(form, "acsave");
+    });
+
     if (form) {
-      form.addEventListener("htmx:beforeRequest", () => { if (status) status.textContent = "Saving…"; });
+      form.addEventListener("htmx:beforeRequest", () => {
+        sending = current();
+        if (status) status.textContent = "Saving…";
+      });
+      form.addEventListener("htmx:afterRequest", (event) => {
+        const code = event.detail.xhr ? event.detail.xhr.status : 0;
+        if (code >= 200 && code < 300) saved = sending;
+        if (!waiting) return;
+        if (code < 200 || code >= 300) { waiting = null; return; }
+        if (dirty()) { window.htmx.trigger(form, "acsave"); return; }
+        const { form: side, submitter } = waiting;
+        waiting = null;
+        side.requestSubmit(submitter && submitter.form === side ? submitter : undefined);
+      });
       // A refused save (400 with the reason, 409 on a conflict) is an answer this editor
       // shows in its save status, not an htmx error: nothing is swapped and htmx does not
       // log "Response Status Error" in the console. Other failures stay htmx errors.
@@ -222,7 +278,7 @@
       document.body.addEventListener("htmx:beforeSwap", (event) => {
         if (!event.detail.requestConfig || event.detail.requestConfig.elt !== form) return;
         const code = event.detail.xhr && event.detail.xhr.status;
-        if (code === 400 || code === 409) {
+        if (code === 400 || code === 404 || code === 409) {
           event.detail.shouldSwap = false;
           event.detail.isError = false;
         }
@@ -231,7 +287,7 @@
         if (!status) return;
         const code = event.detail.xhr ? event.detail.xhr.status : 0;
         if (code >= 200 && code < 300) {
-          status.textContent = document.querySelector("#report[data-report-pending]") ? "Saved; validating…" : "Saved and validated.";
+          status.textContent = document.querySelector("#report[data-report-pending]") ? "Saved; validating…" : validated();
           status.classList.replace("error", "muted");
           markInvalid("");
           showConflict(false);
@@ -241,8 +297,9 @@
         status.textContent = message;
         status.classList.replace("muted", "error");
         markInvalid(field);
-        // A conflict, or a session that ended (401): either way the text is only here now.
-        showConflict(event.detail.xhr && [401, 409].includes(event.detail.xhr.status));
+        // A conflict, a session that ended (401), a draft that is gone (404): either way the
+        // text is only here now.
+        showConflict([401, 404, 409].includes(code), code === 404);
       });
     }
     document.body.addEventListener("htmx:afterSettle", markGutter);
@@ -283,7 +340,7 @@
           else if (status && code && code !== 200) status.textContent = `Saved; the report could not be loaded (the server answered ${code}). Save again to retry.`;
           return;
         }
-        if (code === 200) status.textContent = "Saved and validated.";
+        if (code === 200) status.textContent = validated();
       });
       if (form) form.addEventListener("htmx:afterRequest", loadPendingReport);
       loadPendingReport();
@@ -294,7 +351,37 @@
     root.agentclash = { moveTo, offsetOf: (line, column) => offsetOf(textarea.value, line, column) };
   }
 
-  function init() { document.querySelectorAll("[data-editor]").forEach(setup); }
+  // A form that cannot be undone (deleting the draft) asks first. Registered before the
+  // editor's own submit listener, which leaves such a form alone.
+  document.addEventListener("submit", (event) => {
+    const question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
+
+  // The case form's "Add a … row" buttons (the form may arrive by htmx): a row from the
+  // formset's empty form, counted in its TOTAL_FORMS, and the focus in its first cell.
+  function showRowButtons() {
+    document.querySelectorAll("[data-add-row][hidden]").forEach((button) => { button.hidden = false; });
+  }
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-add-row]");
+    const fieldset = button && button.closest("fieldset");
+    const total = fieldset && fieldset.querySelector('input[name$="-TOTAL_FORMS"]');
+    const template = fieldset && fieldset.querySelector("template[data-row-template]");
+    if (!total || !template) return;
+    const index = parseInt(total.value, 10) || 0;
+    button.insertAdjacentHTML("beforebegin", template.innerHTML.replace(/__prefix__/g, String(index)));
+    total.value = String(index + 1);
+    const row = button.previousElementSibling;
+    const first = row && row.querySelector("input");
+    if (first) first.focus();
+  });
+  document.addEventListener("htmx:afterSettle", showRowButtons);
+
+  function init() {
+    document.querySelectorAll("[data-editor]").forEach(setup);
+    showRowButtons();
+  }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();

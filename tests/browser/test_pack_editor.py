@@ -106,7 +106,7 @@ def test_a_refused_autosave_shows_the_servers_reason_and_keeps_the_text(personas
 
     # A name longer than the form allows (a client without maxlength): the field is named.
     page.locator("#bundle-text").fill(mental_math())
-    expect(status).to_have_text("Saved and validated.")
+    expect(status).to_have_text("Saved and validated: valid, 0 warnings.")
     name.evaluate("el => el.removeAttribute('maxlength')")
     name.fill("n" * 301)
     expect(status).to_contain_text("Not saved: Draft name must be at most 300 characters (it has 301).")
@@ -114,7 +114,7 @@ def test_a_refused_autosave_shows_the_servers_reason_and_keeps_the_text(personas
     expect(page.locator("#bundle-text")).not_to_have_attribute("aria-invalid", "true")
 
     name.fill("Math, renamed")
-    expect(status).to_have_text("Saved and validated.")
+    expect(status).to_have_text("Saved and validated: valid, 0 warnings.")
     expect(name).not_to_have_attribute("aria-invalid", "true")
     draft.refresh_from_db()
     assert draft.name == "Math, renamed" and draft.bundle_text == mental_math()
@@ -136,9 +136,9 @@ def test_two_tabs_editing_one_draft_the_later_save_is_refused_and_its_text_kept(
 
     # Tab A saves twice: the second autosave carries the revision the first one answered.
     page.locator("#bundle-text").fill(mental_math() + "# from tab A\n")
-    expect(page.locator("#save-status")).to_have_text("Saved and validated.")
+    expect(page.locator("#save-status")).to_have_text("Saved and validated: valid, 0 warnings.")
     page.locator("#bundle-text").fill(mental_math() + "# from tab A\n# and more\n")
-    expect(page.locator("#save-status")).to_have_text("Saved and validated.")
+    expect(page.locator("#save-status")).to_have_text("Saved and validated: valid, 0 warnings.")
     a_text = mental_math() + "# from tab A\n# and more\n"
 
     # Tab B still holds the revision it loaded: refused, its text kept, a way forward offered.
@@ -197,7 +197,7 @@ def test_an_autosave_after_the_session_ended_says_so_and_keeps_the_text(personas
     # Logged in again (in another tab), the next save goes through and the note goes away.
     login(personas.editor)
     page.locator("#bundle-text").fill(typed + "# and saved\n")
-    expect(status).to_have_text("Saved and validated.")
+    expect(status).to_have_text("Saved and validated: valid, 0 warnings.")
     expect(note).to_have_count(0)
     expect(page.locator("#save-conflict")).to_be_hidden()
     draft.refresh_from_db()
@@ -215,7 +215,7 @@ def test_an_autosaved_rename_updates_the_heading_and_the_page_title(personas, lo
     expect(page).to_have_title("Math · editor · AgentClash")
 
     page.locator("#draft-name").fill("Mental math")
-    expect(page.locator("#save-status")).to_have_text("Saved and validated.")
+    expect(page.locator("#save-status")).to_have_text("Saved and validated: valid, 0 warnings.")
     expect(page.get_by_role("heading", level=1)).to_have_text("Mental math draft")
     expect(page).to_have_title("Mental math · editor · AgentClash")
     assert page.locator("h1").count() == 1
@@ -258,7 +258,7 @@ def test_a_report_arriving_after_a_later_save_is_never_shown_as_the_current_one(
     held[0].continue_()
 
     expect(page.locator('#report[data-valid="true"][data-revision="3"]')).to_be_visible()
-    expect(page.locator("#save-status")).to_have_text("Saved and validated.")
+    expect(page.locator("#save-status")).to_have_text("Saved and validated: valid, 0 warnings.")
     assert page.evaluate("window.reportsShown") == ["2:pending", "3:pending", "3:true"]
     assert page.js_errors == []
 

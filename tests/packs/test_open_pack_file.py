@@ -87,3 +87,26 @@ def test_a_viewer_cannot_open_a_file_and_an_outsider_opens_into_their_own_worksp
     assert Draft.objects.get().workspace == personas.other_workspace
     page = client_for(personas.owner).get(reverse("pack-list")).content.decode()
     assert "Opened from pack.yaml" not in page
+
+
+def test_a_user_of_no_workspace_gets_the_page_saying_so_not_a_500(personas):
+    from django.contrib.auth import get_user_model
+
+    loner = get_user_model().objects.create_user("lone", password="pw-lone-12345")
+    upload = SimpleUploadedFile("pack.yaml", mental_math().encode())
+    response = client_for(loner).post(URL, {"file": upload})
+    assert response.status_code == 403  # a write: the page saying there is no workspace
+    assert "Challenge packs" in response.content.decode()
+    assert not Draft.objects.exists()
+
+
+def test_a_zip_of_the_pack_folder_says_to_zip_what_is_inside_it(personas):
+    """Compressing the pack's folder puts pack.yaml one level down: "the bundle must contain
+    pack.yaml at the archive root" did not say where it was or what to do."""
+    data = make_zip({"mental-math/pack.yaml": mental_math(), "mental-math/data/x.json": "{}"})
+    response = open_file(personas.editor, data, filename="mental-math.zip")
+    assert messages_of(response) == [
+        "Not opened: mental-math.zip: the bundle must contain pack.yaml at the archive root; it has "
+        "mental-math/pack.yaml: zip what is inside mental-math/, not the folder."
+    ]
+    assert not Draft.objects.exists()

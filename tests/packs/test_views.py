@@ -500,3 +500,161 @@ def test_an_uploaded_file_over_the_unpacked_limit_is_refused_without_being_read(
     client.post(editor_url(draft, "draft-file-upload"), {"file": ok, "path": "data/ok.bin"})
     draft.refresh_from_db()
     assert list(draft.files) == ["data/ok.bin"]
+
+
+def _jump_lines(html: str, container_id: str) -> list[str]:
+    """The ``data-line`` of each line button in the element ``container_id`` of the page."""
+    start = html.index(f'id="{container_id}"')
+    block = html[start : html.index("</div>", start)]
+    return re.findall(r'class="issue-jump" data-line="(\d+)"', block)
+
+
+def test_a_strict_publish_refused_for_warnings_says_so_and_where(personas, draft):
+    """Strict mode refused a pack with a warning and said "The pack has errors", listing the
+    warning without its line; the strict box came back unchecked."""
+    text = mental_math().replace("      pass_threshold: 1\n", "")  # implicit_threshold warning
+    response = client_for(personas.editor).post(
+        editor_url(draft, "draft-publish"), {"bundle_text": text, "strict": "on"}
+    )
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "has errors" not in html
+    assert "Strict mode: warnings block publishing" in html
+    assert _jump_lines(html, "publish-error") == [str(text.split("\n").index("      dimensions:") + 1)]
+    assert "implicit_threshold" in html.split('id="publish-error"')[1].split("</div>")[0]
+    assert re.search(r'<input type="checkbox" name="strict"[^>]* checked', html)
+    assert not PackVersion.objects.exists()
+
+
+def test_a_publish_conflict_points_at_the_value_to_change(personas, draft):
+    services.pack_version_publish(
+        workspace=personas.workspace, data=mental_math(extra_case=True).encode(), user=personas.owner
+    )
+    response = client_for(personas.editor).post(editor_url(draft, "draft-publish"), {})
+    assert response.status_code == 409
+    html = response.content.decode()
+    number_line = mental_math().split("\n").index("  number: 1") + 1
+    assert _jump_lines(html, "publish-error") == [str(number_line)]
+    assert "<code>version.number</code>" in html.split('id="publish-error"')[1].split("</div>")[0]
+
+
+def test_uploading_over_a_bundle_file_says_it_replaced_it(personas, draft):
+    """The second upload to a path replaced the first file and said "added to the bundle"."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client = client_for(personas.editor)
+    first = SimpleUploadedFile("invoices.json", INVOICES_JSON, content_type="application/json")
+    page = client.post(
+        editor_url(draft, "draft-file-upload"), {"file": first, "path": "data/invoices.json"}, follow=True
+    )
+    assert "data/invoices.json added to the bundle." in page.content.decode()
+    second = SimpleUploadedFile("other.json", b"[]", content_type="application/json")
+    page = client.post(
+        editor_url(draft, "draft-file-upload"), {"file": second, "path": "data/invoices.json"}, follow=True
+    )
+    html = html_unescape(page.content.decode()).replace("\xa0", " ")
+    assert f"data/invoices.json replaced (it was {len(INVOICES_JSON)} bytes, it is 2 bytes)." in html
+    draft.refresh_from_db()
+    assert list(draft.files) == ["data/invoices.json"]
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_opening_a_case_key_the_set_does_not_have_says_so_in_the_editor(personas, draft, htmx):
+    """The "open one by key" box of a long set: a mistyped key was a bare 404 page."""
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = client_for(personas.editor).get(
+        editor_url(draft, "draft-case-form") + "?set=smoke&case=crate", **headers
+    )
+    # htmx swaps a 200 only: the fragment is the form saying what is wrong.
+    assert response.status_code == (200 if htmx else 404)
+    html = html_unescape(response.content.decode())
+    assert "Input set smoke has no case crate; keys are case-sensitive." in html
+    assert 'id="case-form"' in html
+    assert ('id="bundle-text"' in html) is not htmx
+
+
+def test_an_autosave_to_a_draft_that_is_gone_says_so(personas, draft):
+    url = editor_url(draft, "draft-save")
+    services.draft_delete(draft=draft)
+    answer = client_for(personas.editor).post(url, {"bundle_text": "x"}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 404
+    assert "Not saved: this draft is gone (published or deleted" in html_unescape(answer.content.decode())
+    assert client_for(personas.editor).post(url, {"bundle_text": "x"}).status_code == 404
+
+
+def test_a_refused_case_names_its_field_and_takes_the_focus_there(personas, draft):
+    """The field's error was a bare span: the input's aria-describedby (set by Django) named
+    an id nothing had, and the focus was at the top of the page, far from the side panel."""
+    data = {
+        "input_set_key": "smoke",
+        "challenge_key": "word-problem",
+        "case_key": "",
+        "payload-TOTAL_FORMS": "0",
+        "payload-INITIAL_FORMS": "0",
+        "inputs-TOTAL_FORMS": "0",
+        "inputs-INITIAL_FORMS": "0",
+        "expectations-TOTAL_FORMS": "0",
+        "expectations-INITIAL_FORMS": "0",
+    }
+    client = client_for(personas.editor)
+    html = client.post(editor_url(draft, "draft-case-save"), data).content.decode()
+    case_key = re.search(r'<input [^>]*name="case_key"[^>]*>', html).group()
+    assert 'aria-describedby="id_case_key_error"' in case_key and "autofocus" in case_key
+    assert re.search(r'id="id_case_key_error"[^>]*>[^<]*required', html)
+    # Refused by the YAML (a key the set has): the focus is on the case key too.
+    html = client.post(editor_url(draft, "draft-case-save"), {**data, "case_key": "crates"}).content.decode()
+    assert "autofocus" in re.search(r'<input [^>]*name="case_key"[^>]*>', html).group()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "draft-save",
+        "draft-case-save",
+        "draft-case-delete",
+        "draft-file-upload",
+        "draft-file-remove",
+        "draft-publish",
+        "draft-delete",
+    ],
+)
+def test_a_get_of_a_form_address_goes_back_to_the_editor(personas, draft, name):
+    """The address a refused form was answered at (a case in error, a publish refused), typed
+    again or reached through the login page after the session ended (its ``next``), was a
+    blank 405 page."""
+    response = client_for(personas.editor).get(editor_url(draft, name))
+    assert response.status_code == 302 and response["Location"] == editor_url(draft)
+    assert client_for(personas.outsider).get(editor_url(draft, name), follow=True).status_code == 404
+    assert Draft.objects.filter(pk=draft.pk).exists()
+
+
+def test_a_get_of_the_open_file_address_goes_to_the_packs_page(personas):
+    response = client_for(personas.editor).get(reverse("draft-open-file"))
+    assert response.status_code == 302 and response["Location"] == reverse("pack-list")
+
+
+def test_a_file_uploaded_without_a_path_binds_to_the_asset_of_its_name(personas):
+    """The path box is optional and was the file's name: invoices.json landed beside the
+    asset's data/invoices.json, bound to nothing (a warning about an unused file)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.packs.publish_fixtures import INVOICE_PACK
+
+    draft = services.draft_create(
+        workspace=personas.workspace, user=personas.owner, name="Inv", bundle_text=INVOICE_PACK
+    )
+    client = client_for(personas.editor)
+    upload = SimpleUploadedFile("invoices.json", INVOICES_JSON, content_type="application/json")
+    page = client.post(editor_url(draft, "draft-file-upload"), {"file": upload, "path": ""}, follow=True)
+    draft.refresh_from_db()
+    assert list(draft.files) == ["data/invoices.json"]
+    assert "data/invoices.json added to the bundle (the path of asset invoices)." in html_unescape(
+        page.content.decode()
+    )
+    report = services.draft_validate(draft=draft)
+    assert report.valid and report.to_body()["warnings"] == []
+    # A name no asset has stays where it was put.
+    other = SimpleUploadedFile("notes.txt", b"n", content_type="text/plain")
+    client.post(editor_url(draft, "draft-file-upload"), {"file": other, "path": ""})
+    draft.refresh_from_db()
+    assert sorted(draft.files) == ["data/invoices.json", "notes.txt"]
