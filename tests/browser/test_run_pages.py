@@ -107,8 +107,9 @@ def test_compare_two_runs_and_download_the_csv(personas, login, page, no_broker)
     with page.expect_download() as info:
         page.get_by_role("link", name="CSV").click()
     download = info.value
-    text = Path(download.path()).read_text()
-    header, *rows = text.strip().splitlines()
+    raw = Path(download.path()).read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf")  # the page's CSV opens in Excel as UTF-8 (runs/exports.py)
+    header, *rows = raw.decode("utf-8-sig").strip().splitlines()
     assert header.startswith("deployment,challenge_key,case_key")
     assert len(rows) == RunItem.objects.filter(run=cand).count()
 
