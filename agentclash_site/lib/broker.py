@@ -8,18 +8,24 @@ stored and what happens to it; without this the API answered 500 and the CLI a t
 
 from __future__ import annotations
 
+from typing import Any
+
 from kombu.exceptions import OperationalError as BrokerError
 
 CODE = "broker_unavailable"
 
 
 class BrokerUnavailable(BrokerError):
-    """A failed publish with what it leaves behind (``after``: e.g. the run that was stored)."""
+    """A failed publish with what it leaves behind (``after``: e.g. the run that was stored;
+    ``run_id``: that run, which a page may open; ``retried``: the items an operation sent
+    again, which an admin action counts)."""
 
-    def __init__(self, reason: str, *, after: str = "") -> None:
+    def __init__(self, reason: str, *, after: str = "", run_id: Any = None, retried: int = 0) -> None:
         super().__init__(reason)
         self.reason = reason
         self.after = after
+        self.run_id = run_id
+        self.retried = retried
 
 
 def broker_message(exc: BaseException) -> str:

@@ -204,8 +204,8 @@ def _enqueue_retry(run_id: Any, total: int) -> None:
             getattr(exc, "reason", str(exc)),
             after=f"Run {run_id} is running again ({total} failed item{'s' if total != 1 else ''} sent "
             f"again); they are dispatched once the broker is back (run status {run_id})",
+            retried=total,
         )
-        unavailable.retried = total  # type: ignore[attr-defined]  # what the admin's action counts
         raise unavailable from exc
 
 

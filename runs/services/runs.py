@@ -405,6 +405,6 @@ def enqueue_run(run_id: Any, *, probe: bool = True) -> None:
             str(exc),
             after=f"Run {run_id} is stored and queued; its work is sent once the broker is back "
             f"(run status {run_id})",
+            run_id=run_id,
         )
-        unavailable.run_id = run_id  # type: ignore[attr-defined]  # the new-run page opens it
         raise unavailable from exc
