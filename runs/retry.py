@@ -160,3 +160,20 @@ def stated_status(error: dict[str, Any]) -> int | None:
         if stated and 100 <= int(value) <= 599:
             return int(value)
     return None
+
+
+def failed_generation_status(error: dict[str, Any]) -> tuple[str, int, str]:
+    """How the error of a failed generation (``failed_generation``) is treated, as
+    ``(how, status, message)``, the same for agents and judges: ``"passes"`` when it states a
+    status or names an error that passes (408, 429, 5xx, ``overloaded_error``...), retried as
+    that status; ``"rejected"`` when it states another 4xx, which will not pass; ``"failed"``
+    when it states neither, retried as a 500."""
+    passing = transient_error_in_body({"error": error})
+    if passing is not None:
+        return "passes", *passing
+    message = error.get("message")
+    said = message[:300] if isinstance(message, str) else ""
+    status = stated_status(error)
+    if status is not None and 400 <= status < 500:
+        return "rejected", status, said
+    return "failed", 500, said

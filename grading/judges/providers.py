@@ -23,7 +23,7 @@ from typing import Any
 
 from agentclash_site.lib.outbound import OutboundClient, OutboundError, url_path_endswith, url_with_path
 from grading.engine.evidence import MAX_TOKEN_COUNT
-from runs.retry import failed_generation, parse_retry_after, stated_status, transient_error_in_body
+from runs.retry import failed_generation, failed_generation_status, parse_retry_after, transient_error_in_body
 
 PROVIDER_KINDS = ("openai", "anthropic")
 ANTHROPIC_VERSION = "2023-06-01"
@@ -292,9 +292,8 @@ async def complete(
                     # A gateway's 200 for a generation that failed upstream (finish_reason
                     # "error"): its partial text is no verdict. Retried as a 5xx, unless its
                     # error states a 4xx that will not pass.
-                    said = failed.get("message") if isinstance(failed.get("message"), str) else ""
-                    stated = stated_status(failed)
-                    if stated is not None and stated < 500 and stated not in RETRIED_4XX:
+                    how, stated, said = failed_generation_status(failed)
+                    if how == "rejected":
                         detail = _without_key(f"HTTP 200 with an error {stated}: {said}", config)[:300]
                         raise ProviderError(
                             f"judge provider rejected the request ({detail})",
@@ -303,8 +302,7 @@ async def complete(
                             status=stated,
                             retries=attempt - 1,
                         )
-                    passes = stated is not None and (stated >= 500 or stated in RETRIED_4XX)
-                    passing = (stated if passes else 500, said or "the generation failed")
+                    passing = (stated, said or "the generation failed")
                 if passing is None:
                     result = parse_completion(config, data, model)
                     result.retries = attempt - 1

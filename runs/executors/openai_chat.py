@@ -20,7 +20,7 @@ from agentclash_site.lib.outbound import OutboundClient, url_with_path
 from grading.engine import jsontext
 from runs.executors.base import AttemptCategory, AttemptOutcome, AttemptTimer, ExecutionRequest, Executor
 from runs.executors.evidence import ProtocolError, build_evidence
-from runs.retry import failed_generation, stated_status, transient_error_in_body
+from runs.retry import failed_generation, failed_generation_status, transient_error_in_body
 
 
 def chat_completions_url(base_url: str) -> str:
@@ -206,13 +206,11 @@ class OpenAIChatExecutor(Executor):
         """A generation the endpoint reports failed: an infra error, retried (a provider's
         failure, never the model's answer), unless its error states a status that will not
         pass (a 4xx but 408 and 429), which is a config error as that status would be."""
-        passing = transient_error_in_body({"error": error})
-        if passing is not None:
-            return self._passing_error(passing, timer, common)
-        message = error.get("message")
-        said = f": {message[:300]}" if isinstance(message, str) and message else ""
-        status = stated_status(error)
-        if status is not None and 400 <= status < 500:
+        how, status, message = failed_generation_status(error)
+        if how == "passes":
+            return self._passing_error((status, message), timer, common)
+        said = f": {message}" if message else ""
+        if how == "rejected":
             return self.outcome(
                 AttemptCategory.CONFIG_ERROR,
                 timer,
