@@ -30,6 +30,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agentclash_site.lib.db import is_connection_error
@@ -271,6 +272,22 @@ def renew_lease(lane_id: int) -> None:
     )
 
 
+def take_lease(lane_id: int) -> bool:
+    """The lane's dispatch lease, taken in one guarded UPDATE when no live dispatcher holds
+    it (none yet, or its lease lapsed: a lost worker). False: another dispatcher is working
+    the lane, and this one must leave it (that one re-enqueues itself while work remains).
+    Without it, a dispatch task sent while the lane's own was waiting in a busy queue (the
+    sweeper's, run creation's) started a second chain of slices for the lane: each re-enqueued
+    itself, and the duplicates held worker processes waiting on the lane's in-flight limit."""
+    now = timezone.now()
+    lapsed = Q(dispatch_until__isnull=True) | Q(dispatch_until__lt=now)
+    return bool(
+        RunLane.objects.filter(lapsed, pk=lane_id).update(
+            dispatch_until=now + timedelta(seconds=TIME_SLICE_SECONDS + LEASE_MARGIN_SECONDS)
+        )
+    )
+
+
 def lane_context_for(lane: RunLane, run: Run, recorded: CallSettings | None = None) -> LaneContext:
     """What grading a lane's results needs; the evidence level and system prompt are the
     lane's recorded ones (``recorded``, else read from the lane)."""
@@ -505,14 +522,22 @@ def dispatch_lane(
     ):
         result.reason = f"run is {run.status}, lane is {lane.status}"
         return result
+    if not take_lease(lane.pk):
+        result.reason = "another dispatcher holds the lane's lease"
+        return result
     # The settings the run was created with, read once per slice (RunLane.settings); the
     # secrets and the in-flight limit are the deployment's, live (runs.lane_settings).
-    recorded = CallSettings.of_lane(lane)
-    ctx = lane_context_for(lane, run, recorded)
-    findings_loaded = load_stored_findings(ctx, run.pk)
-    target = recorded.target(deployment, name=lane.deployment_name)
-    executor = executor_for(recorded.kind)
-    limit = lane_limit(lane, run, deployment)
+    try:
+        recorded = CallSettings.of_lane(lane)
+        ctx = lane_context_for(lane, run, recorded)
+        findings_loaded = load_stored_findings(ctx, run.pk)
+        target = recorded.target(deployment, name=lane.deployment_name)
+        executor = executor_for(recorded.kind)
+        limit = lane_limit(lane, run, deployment)
+    except BaseException:
+        # Nothing claimed yet: the lane is free for the next dispatch (the sweeper's).
+        RunLane.objects.filter(pk=lane.pk).update(dispatch_until=None)
+        raise
 
     started = time.monotonic()
     slice_end = started + time_slice
@@ -539,7 +564,7 @@ def dispatch_lane(
     drained = False
     stop_deadline: float | None = None  # set when the worker is asked to stop
     next_cancel_check = started + CANCEL_CHECK_SECONDS
-    next_lease = started
+    next_lease = started + LEASE_RENEW_SECONDS  # taken above
 
     def account(done: list[tuple[list[ItemResult], list[int]]]) -> None:
         for written_batch, written in done:

@@ -640,3 +640,31 @@ def test_a_slice_closes_its_writer_and_keeper_even_when_its_loop_fails_to_close(
             dispatch_lane(lane.pk, time_slice=30)
     assert closed == ["keeper", "loop", "writer"]
     assert sorted(RunItem.objects.filter(run=run).values_list("state", "status")) == [("done", "PASSED")] * 3
+
+
+def test_a_second_dispatcher_leaves_a_lane_whose_lease_is_live(personas):
+    """A dispatch task sent while the lane's own waited in a busy queue (the sweeper's) must
+    not start a second chain of slices: it leaves the lane, claiming nothing and sending no
+    task, while the live dispatcher's lease holds; once that lease lapses it takes the lane."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    version = publish(personas.workspace, cases=3)
+    with FakeAgent() as agent:
+        dep = hosted(personas.workspace, agent.url)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        RunLane.objects.filter(pk=lane.pk).update(dispatch_until=timezone.now() + timedelta(seconds=60))
+        sent: list[int] = []
+        result = dispatch_lane(lane.pk, time_slice=5, requeue=sent.append)
+        assert (result.claimed, sent, result.reason) == (0, [], "another dispatcher holds the lane's lease")
+        assert RunItem.objects.filter(run=run, state=ItemState.PENDING).count() == 3
+        assert agent.calls == 0
+
+        RunLane.objects.filter(pk=lane.pk).update(dispatch_until=timezone.now() - timedelta(seconds=1))
+        result = dispatch_lane(lane.pk, time_slice=5, requeue=sent.append)
+    assert result.claimed == 3 and result.reason == "lane drained"
+    assert RunLane.objects.get(pk=lane.pk).dispatch_until is None
+    run.refresh_from_db()
+    assert run.status == "completed"
