@@ -41,6 +41,7 @@ from .checks import (
     Normalized,
     NormCase,
     entries,
+    never_a_name,
     placeholders,
     resolves,
     template_issues,
@@ -416,7 +417,7 @@ def _lint_instructions(
     if instructions is None:
         return ""
     path, text = instructions
-    unresolved = [name for name in placeholders(text) if not resolves(scope, name)]
+    unresolved = [name for name in placeholders(text) if not never_a_name(name) and not resolves(scope, name)]
     if unresolved:  # one warning per item and case (§10)
         spaced = next((name for name in unresolved if _INNER_SPACE.search(name)), None)
         detail = None if spaced is None else f"{{{{{spaced}}}}}: {SPACED_NAME}"

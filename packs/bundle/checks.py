@@ -603,6 +603,13 @@ def template_issues(text: str, scope: dict[str, Any]) -> tuple[list[str], str | 
     return unresolved, spaced
 
 
+def never_a_name(name: str) -> bool:
+    """``{{.Names}}``, ``{{json .}}``: an empty dotted segment, so no case value can ever fill
+    it (a docker or kubectl Go template, say). The grader sends it as written and upstream does
+    not take it for a placeholder, so the instructions lint (L5) does not report it."""
+    return "" in name.split(".")
+
+
 def resolves(scope: dict[str, Any], name: str) -> bool:
     """Whether ``{{name}}`` renders from ``scope`` (a dotted name walks objects and lists).
 

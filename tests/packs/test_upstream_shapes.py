@@ -98,3 +98,17 @@ def test_a_spaced_name_the_case_has_is_a_warning_not_an_error():
             "{{first name}}: " + SPACED,
         )
     ]
+
+
+def test_instructions_with_go_template_text_get_no_unresolved_warning():
+    # {{.Names}} / {{json .}} have an empty dotted segment: no case value can fill them, the
+    # grader sends them as written, and upstream does not take them for placeholders.
+    doc = base_pack()
+    doc["challenges"][0]["instructions"] = "Run docker ps --format '{{.Names}}' then '{{json .}}' for {{a}}."
+    report = check(doc)
+    assert report.valid, report.errors
+    assert report.warnings == []
+    doc["challenges"][0]["instructions"] = "Run docker ps --format '{{.Names}}' for {{order_id}}."
+    assert [(w.field, w.message, w.rule) for w in check(doc).warnings] == [
+        ("challenges[0].instructions", "does not resolve for input_sets[0].cases[0]", "unresolved_reference")
+    ]
