@@ -41,8 +41,10 @@ from .checks import (
     Normalized,
     NormCase,
     entries,
+    never_a_name,
     placeholders,
     resolves,
+    template_issues,
     template_scope,
 )
 from .issues import format_path
@@ -235,7 +237,7 @@ class SpecPlan:
         default_factory=list
     )  # path, ref, flags, lint
     json_paths: list[tuple[Path, EvidenceRef]] = field(default_factory=list)
-    commands: list[tuple[Path, list[str]]] = field(default_factory=list)
+    commands: list[tuple[Path, str]] = field(default_factory=list)  # test_commands with a {{...}}
     references: list[tuple[Path, EvidenceRef]] = field(default_factory=list)  # L5
     answer_keys: set[str] = field(default_factory=set)  # L1
 
@@ -265,10 +267,8 @@ def _plan(c: DocChecker, spec: dict[str, Any]) -> SpecPlan:
                 plan.json_paths.append((ep, expected))
         if vtype == "code_execution" and isinstance(config.get("test_command"), str):
             tp = path + ("config", "test_command")
-            if not c.bad(tp):
-                names = placeholders(config["test_command"])
-                if names:
-                    plan.commands.append((tp, names))
+            if not c.bad(tp) and placeholders(config["test_command"]):
+                plan.commands.append((tp, config["test_command"]))
         for name in ("target", "expected_from"):
             ref = None if c.bad(path + (name,)) else try_parse_reference(validator.get(name))
             if ref is None or (
@@ -391,10 +391,19 @@ def _case_spec_rules(
             continue
         for message, detail in check_json_path_expectation(as_text(found.value)):
             c.err(found.path, message, detail=detail)
-    for path, names in plan.commands:
-        for name in names:
-            if scope is not None and not resolves(scope, name):
-                c.err(path, UNRESOLVED_PLACEHOLDER % name, detail=case.label)
+    for path, command in plan.commands:
+        if scope is None:
+            continue
+        unresolved, spaced = template_issues(command, scope)
+        for name in unresolved:
+            c.err(path, UNRESOLVED_PLACEHOLDER % name, detail=case.label)
+        if spaced is not None:
+            c.warn(
+                path,
+                f"does not resolve for {case.label}",
+                "unresolved_reference",
+                detail=f"{{{{{spaced}}}}}: {SPACED_NAME}",
+            )
     for path, ref in plan.references:
         if case.failed and case.failed & _REF_READS.get(ref.kind, frozenset()):
             continue
@@ -408,7 +417,7 @@ def _lint_instructions(
     if instructions is None:
         return ""
     path, text = instructions
-    unresolved = [name for name in placeholders(text) if not resolves(scope, name)]
+    unresolved = [name for name in placeholders(text) if not never_a_name(name) and not resolves(scope, name)]
     if unresolved:  # one warning per item and case (§10)
         spaced = next((name for name in unresolved if _INNER_SPACE.search(name)), None)
         detail = None if spaced is None else f"{{{{{spaced}}}}}: {SPACED_NAME}"

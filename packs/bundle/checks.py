@@ -40,6 +40,11 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # every way, cubic on an unclosed ``{{`` (1,500 spaces took seconds).
 _PLACEHOLDER = re.compile(r"\{\{([^{}]*)\}\}")
 _INNER_SPACE = re.compile(r"\s")  # in a stripped placeholder name
+# The names upstream's case templates know (its ``caseTemplatePattern``): only these must resolve
+# in a test_command or a scripted turn. Other ``{{...}}`` text there (a docker or kubectl Go
+# template such as ``{{.State.Status}}`` or ``{{json .}}``) is no placeholder upstream, which
+# accepts the pack; here too it is checked by nothing and stays as written unless the case has it.
+_TEMPLATE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _TOOL_PLACEHOLDER_PREFIXES = ("json:", "query:", "path:")
 MAX_DELEGATION_DEPTH = 8
 
@@ -583,13 +588,37 @@ def template_scope(raw: dict[str, Any]) -> dict[str, Any]:
     return scope
 
 
+def template_issues(text: str, scope: dict[str, Any]) -> tuple[list[str], str | None]:
+    """The placeholders of a test_command or scripted turn that fail for a case: the names that
+    must resolve and do not (errors), and the first name with whitespace inside that the case
+    holds (a warning: the author meant it, but it is sent as written)."""
+    unresolved: list[str] = []
+    spaced = None
+    for name in placeholders(text):
+        if _TEMPLATE_NAME.match(name):
+            if not resolves(scope, name):
+                unresolved.append(name)
+        elif spaced is None and _INNER_SPACE.search(name) and _holds(scope, name):
+            spaced = name
+    return unresolved, spaced
+
+
+def never_a_name(name: str) -> bool:
+    """``{{.Names}}``, ``{{json .}}``: an empty dotted segment, so no case value can ever fill
+    it (a docker or kubectl Go template, say). The grader sends it as written and upstream does
+    not take it for a placeholder, so the instructions lint (L5) does not report it."""
+    return "" in name.split(".")
+
+
 def resolves(scope: dict[str, Any], name: str) -> bool:
     """Whether ``{{name}}`` renders from ``scope`` (a dotted name walks objects and lists).
 
     A name with whitespace inside (``{{first name}}``) never renders: the renderer
     (``grading.engine.refs.render_template``) leaves it verbatim, whatever the scope holds."""
-    if _INNER_SPACE.search(name):
-        return False
+    return not _INNER_SPACE.search(name) and _holds(scope, name)
+
+
+def _holds(scope: dict[str, Any], name: str) -> bool:
     if name in scope:
         return True
     value: Any = scope
@@ -647,7 +676,7 @@ def _check_user_simulator(
     scope = template_scope(case.data) if case.template_ok else None
     for position, (_, phase, pp) in enumerate(phases):
         keyed.append((pp + ("id",), c.text(phase, "id", pp)))
-        _check_phase(c, phase, pp, position, scope, assets, input_keys)
+        _check_phase(c, phase, pp, position, scope, case.label, assets, input_keys)
     check_unique(c, keyed)
 
 
@@ -657,6 +686,7 @@ def _check_phase(
     pp: Path,
     position: int,
     scope: dict[str, Any] | None,
+    label: str,
     assets: set[str] | None,
     input_keys: set[str] | None,
 ) -> None:
@@ -687,10 +717,16 @@ def _check_phase(
                     tp + ("message",), "is required for scripted turns", anchor=c.anchor_for(turn, "message")
                 )
             elif scope is not None:  # None: the case's payload or inputs already failed
-                for name in placeholders(message):
-                    if not resolves(scope, name):
-                        detail = SPACED_NAME if _INNER_SPACE.search(name) else None
-                        c.err(tp + ("message",), UNRESOLVED_PLACEHOLDER % name, detail=detail)
+                unresolved, spaced = template_issues(message, scope)
+                for name in unresolved:
+                    c.err(tp + ("message",), UNRESOLVED_PLACEHOLDER % name)
+                if spaced is not None:
+                    c.warn(
+                        tp + ("message",),
+                        f"does not resolve for {label}",
+                        "unresolved_reference",
+                        detail=f"{{{{{spaced}}}}}: {SPACED_NAME}",
+                    )
             _check_expectations(c, turn, "expects", tp, assets, input_keys)
     elif actor == "llm":
         if c.text(phase, "persona", pp) is None and not c.bad(pp + ("persona",)):
