@@ -79,7 +79,10 @@ METADATA_ADDRESSES = frozenset(
     for a in (
         "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean instance metadata
         "169.254.170.2",  # AWS ECS task metadata
+        "169.254.170.23",  # AWS EKS Pod Identity agent (hands out the pod's credentials)
         "fd00:ec2::254",  # AWS IMDS over IPv6
+        "fd00:ec2::23",  # AWS EKS Pod Identity agent over IPv6
+        "fd20:ce::254",  # GCP metadata server over IPv6
         "100.100.100.200",  # Alibaba Cloud metadata
         "168.63.129.16",  # Azure wire server
     )

@@ -35,3 +35,12 @@ def test_a_name_that_resolves_to_a_site_local_address_is_refused_at_resolution()
     resolver = GuardedResolver(allow_private=False, getaddrinfo=fake_getaddrinfo)
     with pytest.raises(BlockedAddress, match="site-local"):
         asyncio.run(resolver.resolve("agent.example.com", 443))
+
+
+@pytest.mark.parametrize("ip", ["fd20:ce::254", "169.254.170.23", "fd00:ec2::23", "::ffff:169.254.170.23"])
+def test_other_cloud_credential_endpoints_are_refused_even_with_allow_private(ip):
+    # GCP's IPv6 metadata server and the EKS Pod Identity agent hand out credentials as the
+    # listed metadata addresses do; as unique-local / link-local addresses they passed once a
+    # workspace allowed private endpoints.
+    assert address_refusal(ip, allow_private=True) is not None
+    assert "cloud metadata" in address_refusal(ip, allow_private=True)
