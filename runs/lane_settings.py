@@ -265,6 +265,15 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return (scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme))
 
 
+def shown_headers(headers: Mapping[str, Any]) -> str:
+    """Extra headers for a page, one ``Name: value`` a line, the values of those named like
+    credentials (``X-Api-Key``, ``X-Auth-Token``) elided as :func:`shown_url` elides them."""
+    return "\n".join(
+        f"{name}: …" if _CREDENTIAL_PARAM.search(str(name)) else f"{name}: {value}"
+        for name, value in headers.items()
+    )
+
+
 def shown_url(url: str) -> str:
     """The URL for a page: without its ``user:password@`` and with the values of its query
     parameters named like credentials elided (``?api-version=1&code=…``). Deployment URLs

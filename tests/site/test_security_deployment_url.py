@@ -4,6 +4,8 @@ which every member, viewers included, reads. The edit form (editors) keeps the w
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from runs.services.deployments import deployment_create
@@ -33,3 +35,25 @@ def test_the_edit_form_keeps_the_whole_url_for_editors(personas, deployment):
     form = logged_in(personas.editor).get(f"/deployments/{deployment.public_id}/edit/")
     assert form.status_code == 200
     assert "code=FUNCTION-KEY-123" in form.content.decode()
+
+
+def test_the_detail_page_elides_headers_named_like_credentials(personas):
+    # The run page records only the names of a deployment's extra headers ("an x-api-key is
+    # as much a credential as the secret", runs.lane_settings); the detail page, which
+    # viewers read, showed every value.
+    config = {
+        "extra_headers": {"X-Api-Key": "HEADER-KEY-456", "X-Auth-Token": "TOKEN-789", "X-Team": "evals"}
+    }
+    d = deployment_create(
+        workspace=personas.workspace,
+        name="h",
+        kind="hosted_http",
+        url="https://a.example.com/",
+        config=config,
+    ).deployment
+    page = logged_in(personas.viewer).get(f"/deployments/{d.public_id}/").content.decode()
+    assert "HEADER-KEY-456" not in page and "TOKEN-789" not in page
+    shown = re.search(r'<th scope="row">Extra headers</th><td><code>(.*?)</code>', page).group(1)
+    assert sorted(shown.split("<br>")) == ["X-Api-Key: …", "X-Auth-Token: …", "X-Team: evals"]
+    form = logged_in(personas.editor).get(f"/deployments/{d.public_id}/edit/").content.decode()
+    assert "X-Api-Key: HEADER-KEY-456" in form
