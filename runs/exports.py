@@ -117,16 +117,35 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def export_csv(run: Run) -> Iterator[str]:
+# What a spreadsheet reads as the start of a formula (OWASP "CSV injection"): a case key
+# ``=HYPERLINK(...)`` from a pack, or a deployment named ``@SUM(...)``, would be evaluated on
+# the machine of whoever opens the page's download in Excel or LibreOffice.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _spreadsheet_text(value: Any) -> Any:
+    """``value`` with a ``'`` before it when it is text a spreadsheet would run as a formula
+    (the ``'`` makes Excel and LibreOffice show the rest as text); anything else unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def export_csv(run: Run, *, excel: bool = False) -> Iterator[str]:
     """One row per case per deployment (per repetition), ``CSV_COLUMNS`` in that order after a
     header row; RFC 4180 (CRLF, fields quoted when they hold a comma, a quote, CR or LF);
-    UTF-8 without a byte order mark (``BOM``)."""
+    UTF-8 without a byte order mark (``BOM``). ``excel`` (the page's download): text that a
+    spreadsheet would run as a formula starts with ``'`` (``_spreadsheet_text``); the API and
+    ``run export`` keep every value as stored, for scripts."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180: a field holding CR or LF is quoted
     writer.writerow(CSV_COLUMNS)
     for count, v in enumerate(_rows(run, *_ROW_FIELDS), start=1):
         flat = _flat(v)
-        writer.writerow([_cell(flat[c]) for c in CSV_COLUMNS])
+        if excel:
+            writer.writerow([_cell(_spreadsheet_text(flat[c])) for c in CSV_COLUMNS])
+        else:
+            writer.writerow([_cell(flat[c]) for c in CSV_COLUMNS])
         if count % CHUNK == 0:
             yield out.getvalue()
             out.seek(0)
@@ -342,11 +361,13 @@ def _consistent(stream: Iterator[str]) -> Iterator[str]:
         yield from stream  # closing this generator closes ``stream`` and ends the transaction
 
 
-def export_stream(run: Run, fmt: str) -> Iterator[str]:
+def export_stream(run: Run, fmt: str, *, excel: bool = False) -> Iterator[str]:
     try:
         writer = WRITERS[fmt]
     except KeyError:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}") from None
+    if excel and fmt == "csv":
+        return _consistent(export_csv(run, excel=True))
     return _consistent(writer(run))
 
 
@@ -362,10 +383,10 @@ def _encoded(stream: Iterator[str], prefix: bytes) -> Iterator[bytes]:
 
 def export_response(run: Run, fmt: str, *, excel: bool = False) -> StreamingHttpResponse:
     """A streamed HTTP download of the export (API and pages). ``excel``: a CSV starts with
-    a UTF-8 byte order mark (see ``BOM``)."""
+    a UTF-8 byte order mark (see ``BOM``) and its formula-like text is quoted (``export_csv``)."""
     prefix = BOM if excel and fmt == "csv" else b""
     response = StreamingHttpResponse(
-        _encoded(export_stream(run, fmt), prefix), content_type=CONTENT_TYPES[fmt]
+        _encoded(export_stream(run, fmt, excel=excel), prefix), content_type=CONTENT_TYPES[fmt]
     )
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.{FILE_SUFFIX[fmt]}"'
     return response

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from agentclash_site.lib.params import whole_number
 from grading.engine import jsontext
+from runs.lane_settings import shown_headers
 from runs.models import (
     MAX_ATTEMPTS_LIMIT,
     MAX_IN_FLIGHT_LIMIT,
@@ -124,7 +125,9 @@ class DeploymentForm(forms.Form):
         label="Extra headers",
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "X-Team: evals"}),
-        help_text="One per line, Name: value. Not secret: they are shown on this page.",
+        help_text="One per line, Name: value. The deployment's page shows them, the values of"
+        " headers named like credentials (X-Api-Key, X-Auth-Token) as …; a key goes best in the"
+        " secret.",
     )
 
     def __init__(self, *args: Any, deployment: Deployment | None = None, **kwargs: Any) -> None:
@@ -171,7 +174,9 @@ class DeploymentForm(forms.Form):
         initial = cls.initial_for(deployment)
         rows = []
         for key, value in config.items():
-            if key in FORM_CONFIG_KEYS:
+            if key == "extra_headers" and isinstance(value, dict):
+                rows.append((str(cls.base_fields[key].label), shown_headers(value)))
+            elif key in FORM_CONFIG_KEYS:
                 field = cls.base_fields[key]
                 rows.append((str(field.label or key.replace("_", " ").capitalize()), str(initial[key])))
             else:

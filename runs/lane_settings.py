@@ -265,6 +265,21 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return (scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme))
 
 
+def is_credential_name(name: str) -> bool:
+    """Whether a query parameter or header is named like a credential (``code``,
+    ``X-Api-Key``, ``X-Auth-Token``): pages elide its value, attempts redact it."""
+    return bool(_CREDENTIAL_PARAM.search(name))
+
+
+def shown_headers(headers: Mapping[str, Any]) -> str:
+    """Extra headers for a page, one ``Name: value`` a line, the values of those named like
+    credentials (``X-Api-Key``, ``X-Auth-Token``) elided as :func:`shown_url` elides them."""
+    return "\n".join(
+        f"{name}: …" if is_credential_name(str(name)) else f"{name}: {value}"
+        for name, value in headers.items()
+    )
+
+
 def shown_url(url: str) -> str:
     """The URL for a page: without its ``user:password@`` and with the values of its query
     parameters named like credentials elided (``?api-version=1&code=…``). Deployment URLs
@@ -274,7 +289,7 @@ def shown_url(url: str) -> str:
     except ValueError:
         return ""
     query = "&".join(
-        f"{name}=…" if sep and _CREDENTIAL_PARAM.search(unquote_plus(name)) else f"{name}{sep}{value}"
+        f"{name}=…" if sep and is_credential_name(unquote_plus(name)) else f"{name}{sep}{value}"
         for name, sep, value in (pair.partition("=") for pair in parts.query.split("&"))
     )
     return urlunsplit((parts.scheme, host_of(url), parts.path, query, ""))

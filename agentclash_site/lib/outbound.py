@@ -3,8 +3,8 @@
 Why it exists (ARCHITECTURE.md "Safe by default", "Measured facts"):
 
 - **Address guard.** The client resolves every host itself and refuses private (RFC 1918,
-  fc00::/7), loopback, link-local, CGNAT (100.64/10) and other non-global addresses unless
-  the caller passes ``allow_private=True`` (the workspace's ``allow_private_endpoints``).
+  fc00::/7, site-local fec0::/10), loopback, link-local, CGNAT (100.64/10) and other
+  non-global addresses unless the caller passes ``allow_private=True`` (the workspace's ``allow_private_endpoints``).
   Cloud metadata addresses and names, unspecified, multicast and reserved addresses are
   refused *always*: no local agent lives there. IPv4 embedded in IPv6 (mapped, 6to4,
   NAT64) is checked as the IPv4 address it carries.
@@ -79,7 +79,10 @@ METADATA_ADDRESSES = frozenset(
     for a in (
         "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean instance metadata
         "169.254.170.2",  # AWS ECS task metadata
+        "169.254.170.23",  # AWS EKS Pod Identity agent (hands out the pod's credentials)
         "fd00:ec2::254",  # AWS IMDS over IPv6
+        "fd00:ec2::23",  # AWS EKS Pod Identity agent over IPv6
+        "fd20:ce::254",  # GCP metadata server over IPv6
         "100.100.100.200",  # Alibaba Cloud metadata
         "168.63.129.16",  # Azure wire server
     )
@@ -109,6 +112,9 @@ _PRIVATE = tuple(
         ("fc00::/7", "a private address"),
         ("169.254.0.0/16", "a link-local address"),
         ("fe80::/10", "a link-local address"),
+        # Deprecated (RFC 3879) but still routed inside some networks; Python's is_global
+        # calls it global, so it is named here.
+        ("fec0::/10", "a site-local address"),
         ("100.64.0.0/10", "a shared (CGNAT) address"),
     )
 )

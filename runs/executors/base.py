@@ -40,6 +40,7 @@ from agentclash_site.lib.signing import SIGNATURE_HEADER, signature_headers
 from grading.engine import jsontext
 from grading.engine.types import Evidence, Timing
 from runs.deployment_config import HEADER_VALUE_UNSAFE
+from runs.lane_settings import is_credential_name
 from runs.retry import parse_retry_after
 
 if TYPE_CHECKING:
@@ -331,10 +332,12 @@ REDACTED = "[redacted]"
 
 
 def without_secrets(outcome: AttemptOutcome, target: DeploymentTarget) -> AttemptOutcome:
-    """``outcome`` with the deployment's secret and signing key cut out of its body excerpt
-    and error: an agent (or a proxy's error page) that echoes the request's headers would
-    otherwise put the secret on the case and deployment pages, in front of every member."""
-    secrets = [s for s in (target.secret, target.signing_key) if s and len(s) >= 4]
+    """``outcome`` with the deployment's secret, signing key and the values of its extra
+    headers named like credentials (``X-Api-Key``) cut out of its body excerpt and error: an
+    agent (or a proxy's error page) that echoes the request's headers would otherwise put
+    them on the case and deployment pages, in front of every member."""
+    keys = [value for name, value in target.extra_headers().items() if is_credential_name(name)]
+    secrets = [s for s in (target.secret, target.signing_key, *keys) if s and len(s) >= 4]
     if not secrets:
         return outcome
     changes: dict[str, str] = {}

@@ -8,10 +8,18 @@ from typing import Any
 from django import template
 
 from runs.charts import format_ms
+from runs.lane_settings import shown_url as _shown_url
 from runs.transcript import anchor_for
 
 register = template.Library()
 DASH = "–"
+
+
+@register.filter
+def shown_url(value: Any) -> str:
+    """A deployment URL for a page: the values of query parameters named like credentials
+    (``?code=``, ``?api_key=``) elided, as the run page shows it."""
+    return _shown_url(value) if isinstance(value, str) else ""
 
 
 @register.filter
