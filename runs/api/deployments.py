@@ -3,7 +3,8 @@
 Secrets are write-only: output shows ``has_secret`` only. The signing key appears in the
 create and rotate responses and nowhere else. The URL is ``endpoint_url`` for hosted_http
 and ``base_url`` for openai_chat (the other one is null). Every deployment is fetched
-through ``runs.access`` (404 to outsiders, 403 to viewers on writes).
+through ``runs.access`` (404 to outsiders, 403 to viewers on writes). Viewers read the
+values of credential-named query parameters and extra headers elided (``viewer_document``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentclash_site.lib.api import ApiError, ApiView, ClosedInput
-from agentclash_site.workspaces.access import get_workspace_for_user
+from agentclash_site.workspaces.access import get_workspace_for_user, membership_for
 from runs.access import get_deployment_for_user
+from runs.lane_settings import is_credential_name, shown_url
 from runs.models import Deployment, DeploymentKind, EvidenceLevel
 from runs.services import deployments as services
 from runs.services.deployments import DeploymentError, url_field_name
@@ -53,6 +55,29 @@ class DeploymentOutput(serializers.Serializer):
 def deployment_document(deployment: Deployment) -> dict[str, Any]:
     """The public JSON of a deployment (API and CLI): never the secret or signing key."""
     return dict(DeploymentOutput(deployment).data)
+
+
+def viewer_document(document: dict[str, Any]) -> dict[str, Any]:
+    """A deployment's document as a viewer reads it: the values of URL query parameters and
+    extra headers named like credentials (``?code=``, ``X-Api-Key``) elided (``…``), as the
+    deployment pages show them to every member. Editors and owners read them whole: they may
+    write the config back, and an elided value written back would replace the real one."""
+    shown = dict(document)
+    for field_name in ("endpoint_url", "base_url"):
+        if shown.get(field_name):
+            shown[field_name] = shown_url(shown[field_name])
+    config = shown.get("config")
+    headers = config.get("extra_headers") if isinstance(config, dict) else None
+    if isinstance(headers, dict):
+        elided = {name: "…" if is_credential_name(str(name)) else value for name, value in headers.items()}
+        shown["config"] = {**config, "extra_headers": elided}
+    return shown
+
+
+def _document_for(request: Request, deployment: Deployment) -> dict[str, Any]:
+    document = deployment_document(deployment)
+    membership = membership_for(request, deployment.workspace)
+    return document if membership is not None and membership.can_write else viewer_document(document)
 
 
 class DeploymentWithKeyOutput(DeploymentOutput):
@@ -116,7 +141,11 @@ class DeploymentListApi(ApiView):
     def get(self, request: Request, ws: str) -> Response:
         workspace = get_workspace_for_user(request, ws)
         deployments = Deployment.objects.for_workspace(workspace).select_related("workspace")
-        return Response({"results": DeploymentOutput(deployments, many=True).data})
+        results = DeploymentOutput(deployments, many=True).data
+        membership = membership_for(request, workspace)
+        if membership is None or not membership.can_write:
+            results = [viewer_document(dict(document)) for document in results]
+        return Response({"results": results})
 
     @extend_schema(
         request=DeploymentCreateInput,
@@ -143,7 +172,7 @@ class DeploymentDetailApi(ApiView):
     )
     def get(self, request: Request, ws: str, deployment_id: Any) -> Response:
         deployment = get_deployment_for_user(request, deployment_id, workspace_slug=ws)
-        return Response(deployment_document(deployment))
+        return Response(_document_for(request, deployment))
 
     @extend_schema(
         request=DeploymentUpdateInput,

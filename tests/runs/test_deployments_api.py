@@ -297,3 +297,26 @@ def test_the_kind_of_a_deployment_an_unfinished_run_uses_cannot_change(personas)
     run_cancel(run=Run.objects.get(pk=run.pk))
     changed = api.patch(f"{BASE}/{dep.public_id}", {"kind": "trace_import"}, format="json")
     assert changed.status_code == 200 and changed.json()["kind"] == "trace_import"
+
+
+def test_a_viewer_reads_credential_named_headers_and_query_keys_elided(personas):
+    """The deployment pages elide them for every member; the API gave a viewer the values
+    (an X-Api-Key, an Azure function's ?code=). Editors still read them whole: they write
+    the config back."""
+    deployment = existing(
+        personas,
+        url="https://agent.example.com/run?api-version=2&code=FUNCKEY123",
+        config={"extra_headers": {"X-Api-Key": "HDRKEY456", "X-Team": "evals"}},
+    ).deployment
+    viewer, editor = personas.api(personas.viewer), personas.api(personas.editor)
+    for response in (viewer.get(f"{BASE}/{deployment.public_id}"), viewer.get(BASE)):
+        assert response.status_code == 200
+        text = response.content.decode()
+        assert "FUNCKEY123" not in text and "HDRKEY456" not in text
+    body = viewer.get(f"{BASE}/{deployment.public_id}").json()
+    assert body["endpoint_url"] == "https://agent.example.com/run?api-version=2&code=…"
+    assert body["config"]["extra_headers"] == {"X-Api-Key": "…", "X-Team": "evals"}
+    whole = editor.get(f"{BASE}/{deployment.public_id}").json()
+    assert whole["endpoint_url"].endswith("code=FUNCKEY123")
+    assert whole["config"]["extra_headers"]["X-Api-Key"] == "HDRKEY456"
+    assert editor.get(BASE).json()["results"][0]["config"]["extra_headers"]["X-Api-Key"] == "HDRKEY456"
