@@ -413,6 +413,37 @@ def freeze_long_lived() -> None:
 GAVE_UP_MESSAGE = "the item's dispatcher failed {n} times while it held the item; giving up"
 
 
+def _return_orphaned_claims(lane: RunLane, owner: str) -> int:
+    """Claims of the lane held by another owner when this slice took the lane's lease: on
+    PostgreSQL a live dispatcher's ``ClaimKeeper`` renews the lease every few seconds, so a
+    lapsed lease means their dispatcher is gone (a killed worker). They go back to pending now,
+    as the sweeper would return them at their deadlines (each attempt's timeout times
+    ``max_attempts`` plus ``RUNS_CLAIM_MARGIN_SECONDS``: about 7 minutes with the defaults),
+    during which they held the lane's in-flight slots and a run could not go on. Should that
+    dispatcher still be alive, cut off from the database for longer than the lease, what it
+    writes later is refused by the writer's owner guard, as after the sweeper's return.
+    Returns how many went back to pending (those claimed ``max_attempts`` times end
+    infra_error, as with the sweeper)."""
+    from runs.sweeper import return_claims
+
+    others = (
+        RunItem.objects.filter(deployment_id=lane.deployment_id, lane_id=lane.pk, state=ItemState.CLAIMED)
+        .exclude(claim_owner=owner)
+        .values_list("claim_owner", flat=True)
+        .distinct()
+    )
+    now = timezone.now()
+    back = 0
+    for other in list(others):
+        returned, ended = return_claims(lane.pk, now, owner=other)
+        back += returned
+        log.warning(
+            "lane %s: took the lapsed lease; %d claims of a lost dispatcher back to pending, %d ended infra_error",
+            lane.pk, returned, ended,
+        )  # fmt: skip
+    return back
+
+
 def _close_each(lane_id: int, *parts: tuple[str, Callable[[], None] | None]) -> Exception | None:
     """Calls every ``(name, close)`` in order, each whether or not one before it raised;
     every failure is logged, the first is returned."""
@@ -528,6 +559,8 @@ def dispatch_lane(
     # The settings the run was created with, read once per slice (RunLane.settings); the
     # secrets and the in-flight limit are the deployment's, live (runs.lane_settings).
     try:
+        if connection.vendor == "postgresql":
+            _return_orphaned_claims(lane, owner)
         recorded = CallSettings.of_lane(lane)
         ctx = lane_context_for(lane, run, recorded)
         findings_loaded = load_stored_findings(ctx, run.pk)

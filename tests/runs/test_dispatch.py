@@ -668,3 +668,35 @@ def test_a_second_dispatcher_leaves_a_lane_whose_lease_is_live(personas):
     assert RunLane.objects.get(pk=lane.pk).dispatch_until is None
     run.refresh_from_db()
     assert run.status == "completed"
+
+
+def test_a_slice_taking_a_lapsed_lease_returns_the_lost_dispatchers_claims_at_once(personas):
+    """A killed worker's claims held the lane's in-flight slots until their deadlines (each
+    attempt's timeout times max_attempts plus the margin: ~7 minutes with the defaults) and the
+    run stood still. On PostgreSQL a live dispatcher renews its lease every few seconds, so the
+    slice that takes a lapsed lease gives those claims back at once and goes on."""
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the lease's liveness comes from the ClaimKeeper thread, a PostgreSQL setup")
+    version = publish(personas.workspace, cases=4)
+    with FakeAgent() as agent:
+        agent.default = ok(echo_answer)
+        dep = hosted(personas.workspace, agent.url, max_in_flight=2)
+        run = create_run(personas.workspace, version, [dep])
+        lane = RunLane.objects.get(run=run)
+        lost = claim_items(lane=lane, run=run, deployment=dep, owner="killed-worker")
+        assert len(lost) == 2  # every slot of the deployment
+        RunLane.objects.filter(pk=lane.pk).update(dispatch_until=timezone.now() - timedelta(seconds=1))
+        result = dispatch_lane(lane.pk, time_slice=10)
+    assert (result.claimed, result.reason) == (4, "lane drained")
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert RunItem.objects.filter(run=run, status="PASSED").count() == 4
+    assert agent.calls == 4
+    for item in RunItem.objects.filter(pk__in=[row["id"] for row in lost]):
+        attempts = list(item.attempts.order_by("number").values_list("category", "error_code"))
+        assert attempts[0] == ("infra_error", "claim_expired") and attempts[-1][0] == "ok"
