@@ -32,6 +32,13 @@ def count_of(queryset: QuerySet[Any], outer: str) -> Coalesce:
     return Coalesce(subquery, 0)
 
 
+def stored_file_name(obj: Artifact | Asset) -> str:
+    """The file's name in storage, as text: Django's read-only file field links ``file.url``,
+    a ``/media/`` address this site does not serve (stored files go out only through the
+    members' download views and signed links), so the link was a 404."""
+    return obj.file.name if obj.file else "-"
+
+
 class ReadOnlyAdminMixin:
     """Published rows are written by ``pack_version_publish`` only and never changed or
     deleted: view them, search them, filter them."""
@@ -239,8 +246,13 @@ class AssetAdmin(BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
         "sha256",
         "size",
         "artifact",
-        "file",
+        "stored_file",
     )
+    exclude = ("file",)  # shown as ``stored_file``
+
+    @admin.display(description="file")
+    def stored_file(self, obj: Asset) -> str:
+        return stored_file_name(obj)
 
 
 # The media types the artifact list filters by, as fixed choices: Django's field filter read
@@ -295,10 +307,15 @@ class ArtifactAdmin(admin.ModelAdmin):
         "size",
         "media_type",
         "filename",
-        "file",
+        "stored_file",
         "created_by",
         "created_at",
     )
+    exclude = ("file",)  # shown as ``stored_file``
+
+    @admin.display(description="file")
+    def stored_file(self, obj: Artifact) -> str:
+        return stored_file_name(obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # uploads go through the artifact service (content addressing)

@@ -23,7 +23,12 @@ def load_settings_or_exit() -> None:
     """Load Django's settings; on a :class:`ConfigError` print ``configuration error: ...``
     on stderr and exit 2, as ``manage.py`` does. For the entry points that are not
     ``manage.py`` (the Celery worker, the WSGI/ASGI servers), which otherwise stopped on a
-    malformed setting with a 90-line traceback and exit 1."""
+    malformed setting with a 90-line traceback and exit 1.
+
+    Under gunicorn the exit is 3, its worker-boot failure: gunicorn loads the app in each
+    worker and boots a new one after any other exit, so with 2 the server never stopped and
+    printed the line twice a second; on 3 the master stops ("Worker failed to boot", exit 3).
+    """
     import sys
 
     from django.conf import settings
@@ -32,7 +37,7 @@ def load_settings_or_exit() -> None:
         settings.INSTALLED_APPS  # noqa: B018 - imports the settings module
     except ConfigError as exc:
         sys.stderr.write(f"configuration error: {exc}\n")
-        raise SystemExit(2) from None
+        raise SystemExit(3 if "gunicorn" in sys.modules else 2) from None
 
 
 _TRUE = {"true", "1"}

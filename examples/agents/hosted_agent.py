@@ -7,8 +7,11 @@ the persona named by the URL path, ``/agents/<deployment>``; e.g. ``/agents/care
 ``/agents/sloppy`` replay the lines whose ``deployment`` is ``careful`` or ``sloppy``.
 A case it has no recording for gets an honest "I don't know" answer.
 
-    python examples/agents/hosted_agent.py --port 8765
-    python examples/agents/hosted_agent.py --port 8765 --signing-key "$KEY" --fail-rate 0.2
+    python examples/agents/hosted_agent.py --port 8767
+    python examples/agents/hosted_agent.py --port 8767 --signing-key "$KEY" --fail-rate 0.2
+
+(``make run`` already runs one on 8766 for the demo's ``careful`` and ``sloppy``, and the example
+judge on 8765: start yours on another port, and register it under another name.)
 
 Options:
   --signing-key KEY  verify ``X-AgentClash-Signature`` (HMAC-SHA256 of the raw body) and
@@ -19,8 +22,8 @@ Options:
 
 Register it as a deployment (the workspace must allow private endpoints for loopback):
 
-    python manage.py deployment create --workspace demo --name careful --kind hosted_http \\
-        --endpoint http://127.0.0.1:8765/agents/careful
+    python manage.py deployment create --workspace demo --name replay --kind hosted_http \\
+        --endpoint http://127.0.0.1:8767/agents/careful
 
 The recordings are read once at start-up; restart to pick up new files.
 """

@@ -17,9 +17,11 @@ failures next to passes:
 Every reply says what it is: ``model: "example-arithmetic (not a model)"``,
 ``system_fingerprint: "example-not-a-model"`` and a ``X-Example-Server: not a model`` header.
 
-    python examples/agents/openai_compatible.py --port 8766
+    python examples/agents/openai_compatible.py --port 8768
     python manage.py deployment create --workspace demo --name arithmetic --kind openai_chat \\
-        --endpoint http://127.0.0.1:8766/v1 --model example-arithmetic
+        --endpoint http://127.0.0.1:8768/v1 --model example-arithmetic
+
+(``make run`` uses 8765 and 8766 for the demo's judge and agent: pick another port.)
 """
 
 from __future__ import annotations

@@ -158,3 +158,26 @@ def test_text_output_shows_the_key_once_and_never_the_secret(personas, monkeypat
     key = Deployment.objects.get(name="careful").get_signing_key()
     assert text.count(key) == 1 and SECRET not in text
     assert "created in acme" in text
+
+
+def test_an_endpoint_every_call_to_which_will_be_refused_is_warned_on_stderr(personas):
+    # The deployment page warns that a loopback endpoint in a workspace refusing private
+    # endpoints makes every case a config_error; the CLI (CI's way in) said nothing, and the
+    # first sign was a run of config_errors.
+    def create(name: str, url: str) -> tuple[dict, str]:
+        out, err = StringIO(), StringIO()
+        call_command(
+            "deployment", "create", "--workspace", "acme", "--name", name, "--kind", "hosted_http",
+            "--endpoint", url, "--json", stdout=out, stderr=err,
+        )  # fmt: skip
+        return json.loads(out.getvalue()), err.getvalue()
+
+    doc, err = create("local", "http://127.0.0.1:8766/agents/careful")
+    assert doc["created"] is True  # saved all the same, as the page and the API do
+    assert "every call to http://127.0.0.1:8766/agents/careful will be refused" in err
+    assert "127.0.0.1 is a loopback address" in err
+    assert "python manage.py workspace create acme --allow-private-endpoints" in err
+    assert create("public", "https://agent.example.com/run")[1] == ""
+    personas.workspace.allow_private_endpoints = True
+    personas.workspace.save(update_fields=["allow_private_endpoints"])
+    assert create("local", "http://127.0.0.1:8766/agents/careful")[1] == ""

@@ -477,3 +477,20 @@ def test_an_api_tokens_digest_is_never_shown(personas, root):
         body = client.get(url).content.decode()
         assert token.digest not in body and issued.secret not in body, url
     assert token.hint in client.get(f"/admin/workspaces/apitoken/{token.pk}/change/").content.decode()
+
+
+def test_artifact_and_asset_pages_link_no_media_address(root, published):
+    # The read-only file field linked file.url, a /media/ address this site never serves
+    # (stored files go out through the members' download views only): a 404 in the console.
+    client = logged_in(root)
+    asset = Asset.objects.get(version=published)
+    pages = {
+        f"/admin/packs/artifact/{asset.artifact.pk}/change/": asset.artifact.file.name,
+        f"/admin/packs/asset/{asset.pk}/change/": asset.file.name or "-",
+    }
+    for url, name in pages.items():
+        page = client.get(url)
+        assert page.status_code == 200, url
+        html = page.content.decode()
+        assert not re.search(r'href="[^"]*/media/', html), url
+        assert name in html, url

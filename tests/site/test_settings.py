@@ -177,6 +177,47 @@ def test_a_malformed_value_stops_the_other_entry_points_naming_the_variable(argv
     assert "Traceback" not in result.stderr
 
 
+def _bad_debug_env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    clean["DEBUG"] = "yes"
+    return clean
+
+
+def test_a_malformed_value_stops_gunicorn_instead_of_rebooting_its_workers_forever():
+    # gunicorn loads the app in each worker and boots a new worker when one exits 2, so a
+    # malformed setting printed its line twice a second until someone stopped the server.
+    # Only a worker's exit 3 (gunicorn's "Worker failed to boot") stops the master.
+    pytest.importorskip("gunicorn")
+    result = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "agentclash_site.wsgi", "--bind", "127.0.0.1:0", "--workers", "2"],
+        cwd=ROOT,
+        env=_bad_debug_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert "configuration error: DEBUG must be true or false" in result.stderr
+    assert result.stderr.count("configuration error") <= 2  # once per worker at most
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("module", ["agentclash_site.wsgi", "agentclash_site.asgi"])
+def test_under_gunicorn_a_malformed_value_exits_as_a_failed_worker_boot(module):
+    # The same without gunicorn installed: the entry point exits 3 when gunicorn loads it.
+    code = f"import sys, types; sys.modules['gunicorn'] = types.ModuleType('gunicorn'); import {module}"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_bad_debug_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stderr.strip() == "configuration error: DEBUG must be true or false (or 1/0), got 'yes'"
+
+
 @pytest.mark.parametrize(
     "url",
     [

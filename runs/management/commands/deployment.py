@@ -16,6 +16,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from agentclash_site.lib.cli import CliError, JsonCommand
+from agentclash_site.lib.outbound import known_refusal
 from agentclash_site.workspaces.models import Workspace
 from grading.engine import jsontext
 from runs.api.deployments import deployment_document
@@ -119,7 +120,28 @@ class Command(JsonCommand):
         }
         if result.created:
             document["signing_key"] = result.signing_key
+        warning = _refusal_warning(document["deployment"], workspace)
+        if warning:
+            self.stderr.write(warning)
         self.emit(document, _text(document))
+
+
+def _refusal_warning(deployment: dict[str, Any], workspace: Workspace) -> str:
+    """What the deployment page warns of, on stderr: every call to the endpoint will be
+    refused (its host alone tells), so every case of a run would end in a config_error."""
+    url = deployment["endpoint_url"] or deployment["base_url"]
+    refusal = known_refusal(url, allow_private=workspace.allow_private_endpoints) if url else None
+    if refusal is None:
+        return ""
+    fix = (
+        f"; to allow private endpoints: python manage.py workspace create {workspace.slug} --allow-private-endpoints"
+        if refusal.private
+        else ""
+    )
+    return (
+        f"warning: every call to {url} will be refused ({refusal.host} {refusal.what}), so every case "
+        f"of a run would end in a config_error{fix}"
+    )
 
 
 # The option that gave a service field whose name differs from the option's.
