@@ -1,6 +1,6 @@
 """Admin console for runs: runs, lanes, items and attempts with useful columns and filters,
-operations as admin actions (cancel runs, requeue stuck items, retry failed items: R2's
-services and sweeper), and the operations page linked from the admin index.
+operations as admin actions (cancel runs, requeue stuck items, retry failed items, re-score:
+R2's services and sweeper), and the operations page linked from the admin index.
 
 Imported from ``runs/admin.py``. Runs, lanes, items and attempts are view-only here (no add,
 change or delete): their state moves only through the services, which the actions call, so
@@ -110,7 +110,7 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     # No date_hierarchy: its MIN/MAX and DISTINCT date_trunc read every run on each page
     # load; the created_at filter offers fixed ranges (today, past 7 days, ...).
     inlines = [LaneInline]
-    actions = ["cancel_runs", "retry_failed_items", "requeue_stuck_items"]
+    actions = ["cancel_runs", "retry_failed_items", "rescore_runs", "requeue_stuck_items"]
     # Not case_findings: the probe findings of every case (megabytes at 10,000 cases).
     readonly_fields = [f.name for f in Run._meta.concrete_fields if f.name != "case_findings"]
     exclude = ["case_findings"]
@@ -190,6 +190,34 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
                 unsent.append(exc)
         self.message_user(request, f"Re-queued {total} failed item(s).", messages.SUCCESS)
         _say_unsent(self, request, unsent)
+
+    @admin.action(
+        description="Re-score the selected runs (re-grade their recorded evidence; no agent is called)",
+        permissions=["operate"],
+    )
+    def rescore_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        from runs.services.operations import run_rescore
+        from runs.services.runs import RunError
+
+        done, refused = 0, []
+        unsent: list[BrokerError] = []
+        for run in queryset:
+            try:
+                run_rescore(run=run)
+            except RunError as exc:  # not completed or failed (running, cancelled, scoring)
+                refused.append(f"{run}: {exc.message}")
+                continue
+            except BrokerError as exc:  # the revision is committed; its re-grade was not sent
+                unsent.append(exc)
+            done += 1
+        self.message_user(
+            request,
+            f"Re-scoring {done} run(s): their recorded evidence is graded again by a task; no agent is called.",
+            messages.SUCCESS,
+        )
+        _say_unsent(self, request, unsent)
+        if refused:
+            self.message_user(request, f"Not re-scored: {'; '.join(refused)}", messages.WARNING)
 
     @admin.action(
         description="Requeue stuck items of the selected runs (the sweeper, on these runs now)",
