@@ -9,6 +9,7 @@ the counters stay true.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -256,9 +257,24 @@ class RunLaneAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     search_fields = ["deployment_name", "run__name"]  # and the run id
     list_select_related = ["run"]
     ordering = ["-id"]
-    # Not counters: the lane's running tallies, with per-case repetition sums.
-    readonly_fields = [f.name for f in RunLane._meta.concrete_fields if f.name != "counters"]
-    exclude = ["counters"]
+    # Not counters: the lane's running tallies, with per-case repetition sums. The recorded
+    # settings as the run page shows them: the URL's credential-named query values elided
+    # (they showed, ?code= and all, to every operator).
+    readonly_fields = [
+        "recorded_settings" if f.name == "settings" else f.name
+        for f in RunLane._meta.concrete_fields
+        if f.name != "counters"
+    ]
+    exclude = ["counters", "settings"]
+
+    @admin.display(description="settings")
+    def recorded_settings(self, obj: RunLane) -> str:
+        from runs.lane_settings import shown_url
+
+        doc = dict(obj.settings or {})
+        if isinstance(doc.get("url"), str):
+            doc["url"] = shown_url(doc["url"])
+        return json.dumps(doc, ensure_ascii=False, sort_keys=True)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunLane]:
         qs = super().get_queryset(request).select_related("run")

@@ -355,3 +355,13 @@ class TestCredentialsInTheUrlAndConfig:
         assert response.status_code == 200
         assert response.context["adminform"].form.errors[field] == [message]
         assert Deployment.objects.filter(pk=keyed.pk).values().get() == before
+
+    def test_a_lanes_recorded_settings_hide_the_urls_credential(self, client, keyed, personas):
+        from tests.runs.runfactory import create_run, publish
+
+        run = create_run(personas.workspace, publish(personas.workspace, cases=1), [keyed])
+        lane = run.lanes.get()
+        assert "AZ-SECRET-1" in lane.settings["url"]  # recorded as called
+        body = client.get(f"/admin/runs/runlane/{lane.pk}/change/").content.decode()
+        assert "AZ-SECRET-1" not in body and "HDR-SECRET-2" not in body
+        assert "api-version=1&amp;code=…" in body
