@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import BigTableAdmin, ListDeferAdmin, SlugFilter, related
+from agentclash_site.lib.admin import BigTableAdmin, ListDeferAdmin, SearchByPublicId, SlugFilter, related
 from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
 
 # A version's columns no list shows: the bundle's bytes, its manifest (every case), the
@@ -60,10 +60,10 @@ class PackVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Pack)
-class PackAdmin(admin.ModelAdmin):
+class PackAdmin(SearchByPublicId, admin.ModelAdmin):
     list_display = ("slug", "name", "family", "workspace", "version_count", "updated_at")
     list_filter = ("family", ("workspace__slug", SlugFilter))
-    search_fields = ("slug", "name", "description", "public_id")
+    search_fields = ("slug", "name", "description")  # and the public id (SearchByPublicId)
     # Every stored bundle names the pack's slug, name and family, and publish matches
     # them (409 challenge_pack_metadata_conflict): they are the pack's identity.
     readonly_fields = (
@@ -131,7 +131,7 @@ class InputSetInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(PackVersion)
-class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class PackVersionAdmin(SearchByPublicId, ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "__str__",
         "number",
@@ -142,7 +142,7 @@ class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.
         "published_by",
     )
     list_filter = ("execution_mode", ("pack__workspace__slug", SlugFilter), "published_at")
-    search_fields = ("pack__slug", "pack__name", "public_id", "content_hash")
+    search_fields = ("pack__slug", "pack__name", "content_hash")  # and the public id
     list_select_related = ("pack", "pack__workspace", "published_by")
     exclude = ("source",)
     readonly_fields = (
@@ -179,9 +179,9 @@ class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.
 
 
 @admin.register(Case)
-class CaseAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class CaseAdmin(SearchByPublicId, ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("case_key", "challenge", "input_set", "version")
-    search_fields = ("case_key", "item_key", "public_id", "input_set__version__pack__slug")
+    search_fields = ("case_key", "item_key", "input_set__version__pack__slug")  # and the public id
     list_filter = (("input_set__version__pack__workspace__slug", SlugFilter),)
     list_select_related = ("challenge", "input_set", "input_set__version", "input_set__version__pack")
     # Newest first, by the primary key: the model's order (pack slug, version, set, position)
@@ -215,10 +215,10 @@ class CaseAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAd
 
 
 @admin.register(Asset)
-class AssetAdmin(BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class AssetAdmin(SearchByPublicId, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("key", "scope", "path", "media_type", "size", "version")
     list_filter = ("scope", ("version__pack__workspace__slug", SlugFilter))
-    search_fields = ("key", "path", "sha256", "version__pack__slug")
+    search_fields = ("key", "path", "sha256", "version__pack__slug")  # and the public id
     list_select_related = ("version", "version__pack")
     ordering = ["-id"]  # the model's (version, scope, key) sorts every asset through its version
 
@@ -283,11 +283,14 @@ class MediaTypeFilter(admin.SimpleListFilter):
 
 
 @admin.register(Artifact)
-class ArtifactAdmin(admin.ModelAdmin):
+class ArtifactAdmin(SearchByPublicId, BigTableAdmin, admin.ModelAdmin):
     list_display = ("short_sha", "filename", "media_type", "size", "workspace", "created_at")
     list_filter = (MediaTypeFilter, ("workspace__slug", SlugFilter))
-    search_fields = ("sha256", "filename", "public_id")
+    search_fields = ("sha256", "filename")  # and the public id
     list_select_related = ("workspace",)
+    # Every upload is a row: newest first by the primary key (the model's -created_at has
+    # no index of its own: every artifact was sorted before the first page).
+    ordering = ["-id"]
     readonly_fields = (
         "workspace",
         "public_id",
@@ -343,11 +346,11 @@ def _draft_reference(artifact: Artifact, draft: Draft) -> str:
 
 
 @admin.register(Draft)
-class DraftAdmin(ListDeferAdmin, admin.ModelAdmin):
+class DraftAdmin(SearchByPublicId, ListDeferAdmin, admin.ModelAdmin):
     list_display = ("name", "workspace", "based_on", "created_by", "updated_at")
     list_filter = (("workspace__slug", SlugFilter), "updated_at")
     # Not bundle_text: up to 5 MiB of pack.yaml per draft, read in full by every search.
-    search_fields = ("name", "public_id")
+    search_fields = ("name",)  # and the public id
     list_select_related = ("workspace", "based_on", "based_on__pack", "created_by")
     list_defer = ("bundle_text", "files")  # the page shows one draft's text and files
     # A draft is its author's, edited through the editor or the API (packs.services.drafts:

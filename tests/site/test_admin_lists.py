@@ -206,3 +206,35 @@ def test_the_artifact_lists_media_type_filter_reads_no_types_and_costs_the_same_
     assert root_client.get(f"{url}?media_type=application/json").context["cl"].result_count == 1
     assert root_client.get(f"{url}?media_type=other").context["cl"].result_count == 12
     assert root_client.get(f"{url}?_facets=True&media_type=other").status_code == 200
+
+
+def test_a_public_id_searches_through_its_index_and_other_terms_as_before(personas, root_client):
+    # icontains on public_id cast every row's UUID to text: a scan of every case, asset
+    # and artifact for each search.
+    from packs import services
+    from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
+
+    publish_versions(personas, [1, 2])
+    publish_versions(personas, [1], slug="other-math")
+    services.artifact_store(workspace=personas.workspace, data=b"[]", filename="other.json")
+    for model in (Pack, PackVersion, Case, Asset, Artifact, Draft):
+        name = model._meta.model_name
+        first, second = model.objects.order_by("pk")[:2]
+        url = f"/admin/packs/{name}/?q={first.public_id}"
+        queries = sql_of(root_client, url)
+        assert not any("LIKE" in sql for sql in queries), name
+        body = root_client.get(url).content.decode()
+        assert f"/admin/packs/{name}/{first.pk}/change/" in body, name
+        assert f"/admin/packs/{name}/{second.pk}/change/" not in body, name
+    assert "other-math" in root_client.get("/admin/packs/pack/?q=other").content.decode()
+
+
+def test_the_artifact_list_counts_within_a_limit_in_its_own_order(personas, root_client):
+    # Every upload is an artifact: the list counted the whole table and sorted it by
+    # created_at, which no index serves, before its first page.
+    publish_versions(personas, [1])
+    queries = sql_of(root_client, "/admin/packs/artifact/")
+    counts = [sql for sql in queries if "COUNT(*)" in sql]
+    assert len(counts) == 1 and "LIMIT 10001" in counts[0], counts
+    (page,) = [sql for sql in queries if '"packs_artifact"."sha256"' in sql and "COUNT(" not in sql]
+    assert re.search(r'ORDER BY "packs_artifact"."id" DESC( LIMIT \d+)?$', page), page
