@@ -401,7 +401,7 @@ class StatusCodeFilter(admin.SimpleListFilter):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(BigTableAdmin, ReadOnly, admin.ModelAdmin):
+class AttemptAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     list_display = [
         "id",
         "item",
@@ -413,7 +413,8 @@ class AttemptAdmin(BigTableAdmin, ReadOnly, admin.ModelAdmin):
         "started_at",
     ]
     list_filter = ["category", StatusCodeFilter]
-    search_fields = ["error_code", "error"]
+    search_fields = ["error_code", "error"]  # and the run id: its items' attempts, by the indexes
+    run_id_field = "item__run_id"
     # Named: the automatic select_related follows every non-null key, through the item to
     # its run, lane, deployment and challenge with all their columns.
     list_select_related = ["item"]

@@ -144,6 +144,12 @@ def test_a_run_id_searches_its_rows_through_the_index(personas, client):
         assert not any("LIKE" in sql for sql in queries), url
         body = client.get(f"{url}?q={run.id}").content.decode()
         assert str(run.id) in body and str(other.id) not in body, url
+    # An attempt list had no way to a run's attempts (the term searched the error texts).
+    queries = sql_of(client, f"/admin/runs/attempt/?q={run.id}")
+    assert not any("LIKE" in sql for sql in queries)
+    body = client.get(f"/admin/runs/attempt/?q={run.id}").content.decode()
+    listed = {int(pk) for pk in re.findall(r'href="/admin/runs/attempt/(\d+)/change/', body)}
+    assert listed == set(Attempt.objects.filter(item__run=run).values_list("pk", flat=True)) != set()
     # Any other term searches the listed fields as before.
     assert "c-000001" in client.get("/admin/runs/runitem/?q=c-000001").content.decode()
     assert "other" in client.get("/admin/runs/run/?q=other").content.decode()
