@@ -477,3 +477,20 @@ def test_an_api_tokens_digest_is_never_shown(personas, root):
         body = client.get(url).content.decode()
         assert token.digest not in body and issued.secret not in body, url
     assert token.hint in client.get(f"/admin/workspaces/apitoken/{token.pk}/change/").content.decode()
+
+
+def test_a_worker_heartbeat_is_shown_not_written_in_the_admin(root):
+    # Saving a heartbeat in the admin stamped it "seen now" (auto_now): a worker that does
+    # not run, said to run.
+    from agentclash_site.workspaces.models import WorkerHeartbeat
+
+    beat = WorkerHeartbeat.objects.create(marker="worker-1")
+    WorkerHeartbeat.objects.filter(pk=beat.pk).update(seen_at=beat.seen_at.replace(year=2020))
+    client = logged_in(root)
+    assert client.get("/admin/workspaces/workerheartbeat/add/").status_code == 403
+    url = f"/admin/workspaces/workerheartbeat/{beat.pk}/change/"
+    assert client.get(url).status_code == 200
+    client.post(url, {"marker": "worker-1"})
+    assert WorkerHeartbeat.objects.get(pk=beat.pk).seen_at.year == 2020
+    assert client.post(f"/admin/workspaces/workerheartbeat/{beat.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not WorkerHeartbeat.objects.exists()
