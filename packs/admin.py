@@ -56,7 +56,10 @@ class PackVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
     ordering = ["-number"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PackVersion]:
-        return super().get_queryset(request).defer(*VERSION_HEAVY)
+        # Each row names its publisher and its title its pack (PackVersion.__str__): joined,
+        # not a query or two per version.
+        qs = super().get_queryset(request).select_related("pack", "published_by")
+        return qs.defer(*VERSION_HEAVY)
 
 
 @admin.register(Pack)

@@ -238,3 +238,15 @@ def test_the_artifact_list_counts_within_a_limit_in_its_own_order(personas, root
     assert len(counts) == 1 and "LIMIT 10001" in counts[0], counts
     (page,) = [sql for sql in queries if '"packs_artifact"."sha256"' in sql and "COUNT(" not in sql]
     assert re.search(r'ORDER BY "packs_artifact"."id" DESC( LIMIT \d+)?$', page), page
+
+
+def test_a_packs_page_costs_the_same_queries_for_any_number_of_versions(personas, root_client):
+    # Each version row read its publisher and its pack (its title) with a query of its own.
+    from packs.models import Pack
+
+    publish_versions(personas, [1])
+    url = f"/admin/packs/pack/{Pack.objects.get(slug='mental-math').pk}/change/"
+    sql_of(root_client, url)
+    one = len(sql_of(root_client, url))
+    publish_versions(personas, range(2, 8))
+    assert len(sql_of(root_client, url)) == one
