@@ -492,5 +492,8 @@ def test_a_worker_heartbeat_is_shown_not_written_in_the_admin(root):
     assert client.get(url).status_code == 200
     client.post(url, {"marker": "worker-1"})
     assert WorkerHeartbeat.objects.get(pk=beat.pk).seen_at.year == 2020
-    assert client.post(f"/admin/workspaces/workerheartbeat/{beat.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert (
+        client.post(f"/admin/workspaces/workerheartbeat/{beat.pk}/delete/", {"post": "yes"}).status_code
+        == 302
+    )
     assert not WorkerHeartbeat.objects.exists()
