@@ -250,3 +250,39 @@ def test_a_packs_page_costs_the_same_queries_for_any_number_of_versions(personas
     one = len(sql_of(root_client, url))
     publish_versions(personas, range(2, 8))
     assert len(sql_of(root_client, url)) == one
+
+
+def test_the_other_lists_cost_the_same_queries_at_any_size(personas, root_client):
+    from django.contrib.auth.models import Group
+
+    from agentclash_site.workspaces.models import Membership, WorkerHeartbeat
+    from grading.models import JudgeProviderConfig, ModelPrice
+
+    lists = [
+        "/admin/runs/deployment/",
+        "/admin/workspaces/workspace/",
+        "/admin/workspaces/membership/",
+        "/admin/workspaces/workerheartbeat/",
+        "/admin/grading/judgeproviderconfig/",
+        "/admin/grading/modelprice/",
+        "/admin/auth/user/",
+        "/admin/auth/group/",
+    ]
+
+    def add_rows(start: int, stop: int) -> None:
+        users = get_user_model().objects.bulk_create(
+            get_user_model()(username=f"member-{n}") for n in range(start, stop)
+        )
+        for n, user in zip(range(start, stop), users, strict=True):
+            workspace = Workspace.objects.create(slug=f"team-{n}", name=f"Team {n}")
+            Membership.objects.create(workspace=workspace, user=user, role="owner")
+            deployment_create(workspace=workspace, name=f"agent-{n}", kind="trace_import")
+            JudgeProviderConfig.objects.create(workspace=workspace, kind="openai", model=f"judge-{n}")
+            ModelPrice.objects.create(model=f"judge-{n}", input_usd_per_million=1, output_usd_per_million=2)
+            WorkerHeartbeat.objects.create(marker=f"worker-{n}")
+            Group.objects.create(name=f"group-{n}")
+
+    add_rows(0, 1)
+    small = {url: len(sql_of(root_client, url)) for url in lists}
+    add_rows(1, 6)
+    assert {url: len(sql_of(root_client, url)) for url in lists} == small
