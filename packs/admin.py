@@ -7,13 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import BigTableAdmin, ListDeferAdmin, SearchByPublicId, SlugFilter, related
+from agentclash_site.lib.admin import (
+    BigTableAdmin,
+    DeleteRefused,
+    ListDeferAdmin,
+    RefusedDeleteAdmin,
+    SearchByPublicId,
+    SlugFilter,
+    related,
+)
 from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
 
 # A version's columns no list shows: the bundle's bytes, its manifest (every case), the
@@ -63,7 +72,7 @@ class PackVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Pack)
-class PackAdmin(SearchByPublicId, admin.ModelAdmin):
+class PackAdmin(SearchByPublicId, RefusedDeleteAdmin, admin.ModelAdmin):
     list_display = ("slug", "name", "family", "workspace", "version_count", "updated_at")
     list_filter = ("family", ("workspace__slug", SlugFilter))
     search_fields = ("slug", "name", "description")  # and the public id (SearchByPublicId)
@@ -74,6 +83,7 @@ class PackAdmin(SearchByPublicId, admin.ModelAdmin):
     )  # fmt: skip
     list_select_related = ("workspace",)
     inlines = [PackVersionInline]
+    actions = ["delete_selected"]  # RefusedDeleteAdmin's: a refusal is a message
 
     def get_queryset(self, request: HttpRequest):  # type: ignore[no-untyped-def]
         versions = count_of(PackVersion.objects.all(), "pack")
@@ -112,9 +122,30 @@ class PackAdmin(SearchByPublicId, admin.ModelAdmin):
         protected = [*protected, *(f"Pack {pack.slug}: has published versions" for pack in published)]
         return to_delete, counts, _unless_protected(perms_needed, protected), protected
 
+    # A version published between that check and the delete went with the pack (CASCADE)
+    # unseen, and a run created on it meanwhile made the delete a 500 (runs PROTECT their
+    # version). The delete counts again with the packs' rows locked (a publish onto an
+    # existing pack locks its row) and refuses as a message; nothing of it stays.
+
+    def delete_model(self, request: HttpRequest, obj: Pack) -> None:
+        _packs_delete([obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Pack]) -> None:
+        _packs_delete(list(queryset.values_list("pk", flat=True)))
+
     @admin.display(description="versions", ordering="_version_count")
     def version_count(self, obj: Pack) -> int:
         return obj._version_count  # type: ignore[attr-defined]
+
+
+@transaction.atomic
+def _packs_delete(ids: list[int]) -> None:
+    """Delete the packs ``ids``, or none of them when one has a published version."""
+    locked = list(Pack.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+    published = [pack.slug for pack in locked if pack.versions.exists()]
+    if published:
+        raise DeleteRefused("; ".join(f"Pack {slug}: has published versions" for slug in published))
+    Pack.objects.filter(pk__in=ids).delete()
 
 
 class ChallengeInline(ReadOnlyAdminMixin, admin.TabularInline):
