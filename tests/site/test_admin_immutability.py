@@ -570,3 +570,49 @@ def test_a_pack_delete_counts_its_versions_with_its_row_locked(personas, root):
     counted = max(i for i, q in enumerate(sql) if 'FROM "packs_packversion"' in q and "pack_id" in q)
     deleted = next(i for i, q in enumerate(sql) if q.startswith('DELETE FROM "packs_pack"'))
     assert locked < counted < deleted, sql
+
+
+class TestAnAssetPublishedWhileAnArtifactDeleteIsConfirmed:
+    """Nothing named the artifact when its delete was checked; a version is published with
+    an asset on it before the delete itself: a 500 (ProtectedError). The delete checks again
+    with the artifact's row locked and refuses, as a message; the artifact stays."""
+
+    @pytest.fixture
+    def race(self, personas, monkeypatch):
+        from packs.admin import ArtifactAdmin
+
+        artifact = _artifact(personas, b'{"answers": 1}')
+        check = ArtifactAdmin.get_deleted_objects
+
+        def check_then_an_asset_comes(admin, objs, request_):
+            answer = check(admin, objs, request_)
+            if request_.method == "POST":
+                services.pack_version_publish(
+                    workspace=personas.workspace,
+                    data=mental_math(asset_artifact_id=str(artifact.public_id)).encode(),
+                    user=personas.owner,
+                )
+            return answer
+
+        monkeypatch.setattr(ArtifactAdmin, "get_deleted_objects", check_then_an_asset_comes)
+        return artifact
+
+    def test_on_its_delete_page(self, root, race):
+        url = f"/admin/packs/artifact/{race.pk}/delete/"
+        response = logged_in(root).post(url, {"post": "yes"}, follow=True)
+        assert response.redirect_chain == [(f"/admin/packs/artifact/{race.pk}/change/", 302)]
+        messages = [str(m) for m in response.context["messages"]]
+        assert messages == [f"Not deleted: Artifact {race}: published assets use it."]
+        assert Artifact.objects.filter(pk=race.pk).exists()
+
+    def test_with_the_bulk_delete(self, personas, root, race):
+        unused = _artifact(personas, b'{"unused": 1}')
+        response = logged_in(root).post(
+            "/admin/packs/artifact/",
+            {"action": "delete_selected", "_selected_action": [race.pk, unused.pk], "post": "yes"},
+            follow=True,
+        )
+        assert response.status_code == 200
+        messages = [str(m) for m in response.context["messages"]]
+        assert messages == [f"Not deleted: Artifact {race}: published assets use it."]
+        assert Artifact.objects.filter(pk__in=[race.pk, unused.pk]).count() == 2  # none of them
