@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
@@ -204,6 +205,18 @@ class DeploymentAdmin(RefusedSaveAdmin, RefusedDeleteAdmin, admin.ModelAdmin):
     @admin.display(description="url", ordering="url")
     def shown_url(self, obj: Deployment) -> str:
         return _masked_url(obj.url)
+
+    @admin.display(description="config")
+    def shown_config(self, obj: Deployment) -> str:
+        return json.dumps(_masked_config(obj.config), ensure_ascii=False, sort_keys=True)
+
+    def get_fields(self, request: HttpRequest, obj: Deployment | None = None) -> Any:
+        # A staff user who may only view gets every field read-only, shown from the row
+        # itself (not the form): the credentials hidden there too.
+        fields = super().get_fields(request, obj)
+        if obj is not None and not self.has_change_permission(request, obj):
+            return [{"url": "shown_url", "config": "shown_config"}.get(name, name) for name in fields]
+        return fields
 
     @admin.display(boolean=True, description="secret")
     def secret_set(self, obj: Deployment) -> bool:

@@ -365,3 +365,16 @@ class TestCredentialsInTheUrlAndConfig:
         body = client.get(f"/admin/runs/runlane/{lane.pk}/change/").content.decode()
         assert "AZ-SECRET-1" not in body and "HDR-SECRET-2" not in body
         assert "api-version=1&amp;code=…" in body
+
+    def test_a_view_only_staff_user_sees_them_hidden_too(self, keyed):
+        # Without the change permission every field is shown read-only from the row, not
+        # the form: the values showed in clear.
+        from django.contrib.auth.models import Permission
+
+        viewer = get_user_model().objects.create_user("viewer", password="pw-viewer-123", is_staff=True)
+        viewer.user_permissions.add(Permission.objects.get(codename="view_deployment"))
+        response = logged_in(viewer).get(f"/admin/runs/deployment/{keyed.pk}/change/")
+        assert response.status_code == 200
+        body = response.content.decode()
+        assert "AZ-SECRET-1" not in body and "HDR-SECRET-2" not in body
+        assert "code=(hidden)" in body and "x-api-key" in body and "(hidden)" in body
