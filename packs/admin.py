@@ -219,8 +219,10 @@ class CaseAdmin(SearchByPublicId, ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMi
     list_filter = (("input_set__version__pack__workspace__slug", SlugFilter),)
     list_select_related = ("challenge", "input_set", "input_set__version", "input_set__version__pack")
     # Newest first, by the primary key: the model's order (pack slug, version, set, position)
-    # joined and sorted every case before the first page.
+    # joined and sorted every case before the first page. No column to sort by: a header
+    # click (case key, challenge, version) sorted every case for one page.
     ordering = ["-id"]
+    sortable_by: tuple[str, ...] = ()
     list_defer = ("document",)  # shown on the case's page
     readonly_fields = (
         "input_set",
@@ -255,6 +257,7 @@ class AssetAdmin(SearchByPublicId, BigTableAdmin, ReadOnlyAdminMixin, admin.Mode
     search_fields = ("key", "path", "sha256", "version__pack__slug")  # and the public id
     list_select_related = ("version", "version__pack")
     ordering = ["-id"]  # the model's (version, scope, key) sorts every asset through its version
+    sortable_by: tuple[str, ...] = ()  # as for cases: a header click sorted every asset
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Asset]:
         qs = super().get_queryset(request).select_related(*self.list_select_related)

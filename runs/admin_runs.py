@@ -46,6 +46,12 @@ RUN_JOINED_HEAVY = (*RUN_HEAVY_FIELDS, "stats", "pack_version__warnings", "pack_
 LANE_HEAVY = ("settings", "counters", "stats")
 
 
+# The columns the lists of items, attempts and lanes offer to sort by: the primary key. A
+# header click on any other column (case key, state, score, latency) sorted the whole table
+# (every item of every run) for one page.
+BIG_LIST_SORTABLE = ["id"]
+
+
 class SearchByRunId:
     """A search term that is a UUID finds the rows of that run through its index; anything
     else searches ``search_fields`` as usual. (``icontains`` on the id cast the UUID of
@@ -257,6 +263,7 @@ class RunLaneAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     search_fields = ["deployment_name", "run__name"]  # and the run id
     list_select_related = ["run"]
     ordering = ["-id"]
+    sortable_by: list[str] = []  # no column of the list has an index to sort by (BIG_LIST_SORTABLE)
     # Not counters: the lane's running tallies, with per-case repetition sums. The recorded
     # settings as the run page shows them: the URL's credential-named query values elided
     # (they showed, ?code= and all, to every operator).
@@ -358,6 +365,7 @@ class RunItemAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     search_fields = ["case_key", "challenge_key"]  # and the run id
     list_select_related = ["lane", "run"]
     ordering = ["-id"]
+    sortable_by = BIG_LIST_SORTABLE
     inlines = [AttemptInline, GradeRevisionInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunItem]:
@@ -419,6 +427,7 @@ class AttemptAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     # its run, lane, deployment and challenge with all their columns.
     list_select_related = ["item"]
     ordering = ["-id"]
+    sortable_by = BIG_LIST_SORTABLE
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attempt]:
         qs = super().get_queryset(request).select_related("item")
