@@ -108,6 +108,13 @@ def test_the_pack_lists_cost_the_same_queries_at_any_size_and_read_no_big_column
         assert len(counts) == 1 and "LIMIT 10001" in counts[0], url
     (cases,) = [sql for sql in sql_of(root_client, "/admin/packs/case/") if '"packs_case"."case_key"' in sql]
     assert cases.endswith('ORDER BY "packs_case"."id" DESC'), cases  # not through pack, version, set
+    # Nor the versions through their pack's slug.
+    (versions,) = [
+        sql
+        for sql in sql_of(root_client, "/admin/packs/packversion/")
+        if '"packs_packversion"."number"' in sql and not sql.startswith("SELECT COUNT(*)")
+    ]
+    assert re.search(r'ORDER BY "packs_packversion"."id" DESC( LIMIT \d+)?$', versions), versions
 
 
 def test_a_packs_page_lists_its_newest_versions_without_their_bundles(personas, root_client):
@@ -286,3 +293,19 @@ def test_the_other_lists_cost_the_same_queries_at_any_size(personas, root_client
     small = {url: len(sql_of(root_client, url)) for url in lists}
     add_rows(1, 6)
     assert {url: len(sql_of(root_client, url)) for url in lists} == small
+
+
+def test_the_version_lists_execution_mode_filter_reads_no_modes(personas, root_client):
+    # A filter on the column's values read every version's mode (SELECT DISTINCT over the
+    # whole table) on each page load.
+    publish_versions(personas, [1, 2])
+    queries = sql_of(root_client, "/admin/packs/packversion/")
+    assert not any("DISTINCT" in sql for sql in queries), queries
+    body = root_client.get("/admin/packs/packversion/").content.decode()
+    assert "?execution_mode=multi_turn" in body  # every mode offered, used or not
+
+    def listed(mode: str) -> int:
+        body = root_client.get(f"/admin/packs/packversion/?execution_mode={mode}").content.decode()
+        return len(re.findall(r'href="/admin/packs/packversion/\d+/change/', body))
+
+    assert (listed("prompt_eval"), listed("native")) == (2, 0)
