@@ -217,11 +217,12 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
             except BrokerError as exc:  # the revision is committed; its re-grade was not sent
                 unsent.append(exc)
             done += 1
-        self.message_user(
-            request,
-            f"Re-scoring {done} run(s): their recorded evidence is graded again by a task; no agent is called.",
-            messages.SUCCESS,
-        )
+        if done:
+            self.message_user(
+                request,
+                f"Re-scoring {done} run(s): their recorded evidence is graded again by a task; no agent is called.",
+                messages.SUCCESS,
+            )
         _say_unsent(self, request, unsent)
         if refused:
             self.message_user(request, f"Not re-scored: {'; '.join(refused)}", messages.WARNING)

@@ -53,3 +53,13 @@ def test_a_view_only_staff_user_is_not_offered_re_score(personas):
     viewer.user_permissions.add(Permission.objects.get(codename="view_run"))
     body = logged_in(viewer).get("/admin/runs/run/").content.decode()
     assert "rescore_runs" not in body
+
+
+def test_re_score_with_every_selected_run_refused_says_only_why(personas, root_client):
+    cancelled = seed_run(workspace=personas.workspace, items=4, lanes=2, status=RunStatus.CANCELLED, seed=4)
+    response = root_client.post(
+        "/admin/runs/run/", {"action": "rescore_runs", "_selected_action": [str(cancelled.id)]}, follow=True
+    )
+    messages = [str(m) for m in response.context["messages"]]
+    assert len(messages) == 1 and messages[0].startswith(f"Not re-scored: {cancelled}: ")
+    assert "a cancelled run stays as it was cancelled; start a new run" in messages[0]
