@@ -8,8 +8,9 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from agentclash_site.lib.admin import RefusedSaveAdmin, SaveRefused
 from grading.models import JudgeProviderConfig, ModelPrice
-from grading.services import JudgeProviderError, check_base_url
+from grading.services import JudgeProviderError, check_base_url, judge_provider_save
 
 
 class JudgeProviderAdminForm(forms.ModelForm):
@@ -39,11 +40,13 @@ class JudgeProviderAdminForm(forms.ModelForm):
 
 
 @admin.register(JudgeProviderConfig)
-class JudgeProviderAdmin(admin.ModelAdmin):
+class JudgeProviderAdmin(RefusedSaveAdmin, admin.ModelAdmin):
     form = JudgeProviderAdminForm
     list_display = ("workspace", "kind", "base_url", "model", "key_set", "updated_at")
     list_select_related = ("workspace",)
     search_fields = ("workspace__slug",)
+    # A search box, not a select of every workspace on the add page.
+    autocomplete_fields = ("workspace",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: JudgeProviderConfig | None = None) -> Any:
         # Moving the row to another workspace would hand its stored API key, and the spend on
@@ -55,12 +58,24 @@ class JudgeProviderAdmin(admin.ModelAdmin):
         return obj.has_api_key
 
     def save_model(self, request: HttpRequest, obj: JudgeProviderConfig, form: Any, change: bool) -> None:
-        if form.cleaned_data.get("clear_api_key"):
-            obj.set_api_key("")
-        elif form.cleaned_data.get("api_key"):
-            obj.set_api_key(form.cleaned_data["api_key"])
-        obj.updated_by = request.user  # type: ignore[assignment]
-        super().save_model(request, obj, form, change)
+        # Through the service the workspace's judge settings page calls: it stamps
+        # updated_at (the admin's saves left the creation time: the list said the provider
+        # was never changed) and keeps the stored key unless a new one is typed.
+        data = form.cleaned_data
+        try:
+            saved = judge_provider_save(
+                workspace=obj.workspace,
+                user=request.user,
+                kind=data["kind"],
+                base_url=data.get("base_url", ""),
+                model=data.get("model", ""),
+                api_key=data.get("api_key") or None,
+                clear_api_key=bool(data.get("clear_api_key")),
+            )
+        except JudgeProviderError as exc:  # the workspace's private-endpoint rule changed meanwhile
+            raise SaveRefused(exc.message, exc.field) from None
+        obj.pk = saved.pk
+        obj.refresh_from_db()
 
 
 @admin.register(ModelPrice)

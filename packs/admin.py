@@ -7,13 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentclash_site.lib.admin import BigTableAdmin, ListDeferAdmin, SlugFilter, related
+from agentclash_site.lib.admin import (
+    BigTableAdmin,
+    DeleteRefused,
+    ListDeferAdmin,
+    RefusedDeleteAdmin,
+    SearchByPublicId,
+    SlugFilter,
+    related,
+)
 from packs.models import Artifact, Asset, Case, Challenge, Draft, InputSet, Pack, PackVersion
 
 # A version's columns no list shows: the bundle's bytes, its manifest (every case), the
@@ -63,14 +72,17 @@ class PackVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
     ordering = ["-number"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PackVersion]:
-        return super().get_queryset(request).defer(*VERSION_HEAVY)
+        # Each row names its publisher and its title its pack (PackVersion.__str__): joined,
+        # not a query or two per version.
+        qs = super().get_queryset(request).select_related("pack", "published_by")
+        return qs.defer(*VERSION_HEAVY)
 
 
 @admin.register(Pack)
-class PackAdmin(admin.ModelAdmin):
+class PackAdmin(SearchByPublicId, RefusedDeleteAdmin, admin.ModelAdmin):
     list_display = ("slug", "name", "family", "workspace", "version_count", "updated_at")
     list_filter = ("family", ("workspace__slug", SlugFilter))
-    search_fields = ("slug", "name", "description", "public_id")
+    search_fields = ("slug", "name", "description")  # and the public id (SearchByPublicId)
     # Every stored bundle names the pack's slug, name and family, and publish matches
     # them (409 challenge_pack_metadata_conflict): they are the pack's identity.
     readonly_fields = (
@@ -78,6 +90,7 @@ class PackAdmin(admin.ModelAdmin):
     )  # fmt: skip
     list_select_related = ("workspace",)
     inlines = [PackVersionInline]
+    actions = ["delete_selected"]  # RefusedDeleteAdmin's: a refusal is a message
 
     def get_queryset(self, request: HttpRequest):  # type: ignore[no-untyped-def]
         versions = count_of(PackVersion.objects.all(), "pack")
@@ -116,9 +129,30 @@ class PackAdmin(admin.ModelAdmin):
         protected = [*protected, *(f"Pack {pack.slug}: has published versions" for pack in published)]
         return to_delete, counts, _unless_protected(perms_needed, protected), protected
 
+    # A version published between that check and the delete went with the pack (CASCADE)
+    # unseen, and a run created on it meanwhile made the delete a 500 (runs PROTECT their
+    # version). The delete counts again with the packs' rows locked (a publish onto an
+    # existing pack locks its row) and refuses as a message; nothing of it stays.
+
+    def delete_model(self, request: HttpRequest, obj: Pack) -> None:
+        _packs_delete([obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Pack]) -> None:
+        _packs_delete(list(queryset.values_list("pk", flat=True)))
+
     @admin.display(description="versions", ordering="_version_count")
     def version_count(self, obj: Pack) -> int:
         return obj._version_count  # type: ignore[attr-defined]
+
+
+@transaction.atomic
+def _packs_delete(ids: list[int]) -> None:
+    """Delete the packs ``ids``, or none of them when one has a published version."""
+    locked = list(Pack.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+    published = [pack.slug for pack in locked if pack.versions.exists()]
+    if published:
+        raise DeleteRefused("; ".join(f"Pack {slug}: has published versions" for slug in published))
+    Pack.objects.filter(pk__in=ids).delete()
 
 
 class ChallengeInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -137,8 +171,25 @@ class InputSetInline(ReadOnlyAdminMixin, admin.TabularInline):
     can_delete = False
 
 
+class ExecutionModeFilter(admin.SimpleListFilter):
+    """The execution modes of pack-format, as fixed choices: a filter on the column's values
+    read every version's mode (SELECT DISTINCT over the whole table) on each page load."""
+
+    title = "execution mode"
+    parameter_name = "execution_mode"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        # Imported here: the bundle validator is not loaded at every start-up for the admin.
+        from packs.bundle.models import EXECUTION_MODES
+
+        return [(mode, mode) for mode in EXECUTION_MODES]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[PackVersion]) -> QuerySet[PackVersion]:
+        return queryset.filter(execution_mode=self.value()) if self.value() else queryset
+
+
 @admin.register(PackVersion)
-class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class PackVersionAdmin(SearchByPublicId, ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "__str__",
         "number",
@@ -148,9 +199,12 @@ class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.
         "published_at",
         "published_by",
     )
-    list_filter = ("execution_mode", ("pack__workspace__slug", SlugFilter), "published_at")
-    search_fields = ("pack__slug", "pack__name", "public_id", "content_hash")
+    list_filter = (ExecutionModeFilter, ("pack__workspace__slug", SlugFilter), "published_at")
+    search_fields = ("pack__slug", "pack__name", "content_hash")  # and the public id
     list_select_related = ("pack", "pack__workspace", "published_by")
+    # Newest published first, by the primary key: the model's ("pack", "-number") sorts
+    # through the pack's slug, joining and sorting every version before the first page.
+    ordering = ["-id"]
     exclude = ("source",)
     readonly_fields = (
         "pack",
@@ -186,14 +240,16 @@ class PackVersionAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.
 
 
 @admin.register(Case)
-class CaseAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class CaseAdmin(SearchByPublicId, ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("case_key", "challenge", "input_set", "version")
-    search_fields = ("case_key", "item_key", "public_id", "input_set__version__pack__slug")
+    search_fields = ("case_key", "item_key", "input_set__version__pack__slug")  # and the public id
     list_filter = (("input_set__version__pack__workspace__slug", SlugFilter),)
     list_select_related = ("challenge", "input_set", "input_set__version", "input_set__version__pack")
     # Newest first, by the primary key: the model's order (pack slug, version, set, position)
-    # joined and sorted every case before the first page.
+    # joined and sorted every case before the first page. No column to sort by: a header
+    # click (case key, challenge, version) sorted every case for one page.
     ordering = ["-id"]
+    sortable_by: tuple[str, ...] = ()
     list_defer = ("document",)  # shown on the case's page
     readonly_fields = (
         "input_set",
@@ -222,12 +278,13 @@ class CaseAdmin(ListDeferAdmin, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAd
 
 
 @admin.register(Asset)
-class AssetAdmin(BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class AssetAdmin(SearchByPublicId, BigTableAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("key", "scope", "path", "media_type", "size", "version")
     list_filter = ("scope", ("version__pack__workspace__slug", SlugFilter))
-    search_fields = ("key", "path", "sha256", "version__pack__slug")
+    search_fields = ("key", "path", "sha256", "version__pack__slug")  # and the public id
     list_select_related = ("version", "version__pack")
     ordering = ["-id"]  # the model's (version, scope, key) sorts every asset through its version
+    sortable_by: tuple[str, ...] = ()  # as for cases: a header click sorted every asset
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Asset]:
         qs = super().get_queryset(request).select_related(*self.list_select_related)
@@ -295,11 +352,15 @@ class MediaTypeFilter(admin.SimpleListFilter):
 
 
 @admin.register(Artifact)
-class ArtifactAdmin(admin.ModelAdmin):
+class ArtifactAdmin(SearchByPublicId, RefusedDeleteAdmin, BigTableAdmin, admin.ModelAdmin):
     list_display = ("short_sha", "filename", "media_type", "size", "workspace", "created_at")
     list_filter = (MediaTypeFilter, ("workspace__slug", SlugFilter))
-    search_fields = ("sha256", "filename", "public_id")
+    search_fields = ("sha256", "filename")  # and the public id
     list_select_related = ("workspace",)
+    actions = ["delete_selected"]  # RefusedDeleteAdmin's: a refusal is a message
+    # Every upload is a row: newest first by the primary key (the model's -created_at has
+    # no index of its own: every artifact was sorted before the first page).
+    ordering = ["-id"]
     readonly_fields = (
         "workspace",
         "public_id",
@@ -339,9 +400,38 @@ class ArtifactAdmin(admin.ModelAdmin):
         protected = [*protected, *drafts]
         return to_delete, counts, _unless_protected(perms_needed, protected), protected
 
+    # A version published between that check and the delete with an asset on the artifact
+    # (PROTECT) made the delete a 500; a draft that bound it meanwhile lost its file unseen.
+    # The delete checks again with the artifacts' rows locked (an asset's insert waits on
+    # the row it names) and refuses as a message; nothing of it stays.
+
+    def delete_model(self, request: HttpRequest, obj: Artifact) -> None:
+        _artifacts_delete([obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Artifact]) -> None:
+        _artifacts_delete(list(queryset.values_list("pk", flat=True)))
+
     @admin.display(description="sha256", ordering="sha256")
     def short_sha(self, obj: Artifact) -> str:
         return format_html("<code>{}</code>", obj.sha256[:12])
+
+
+@transaction.atomic
+def _artifacts_delete(ids: list[int]) -> None:
+    """Delete the artifacts ``ids``, or none of them when an asset or a draft names one."""
+    from packs.services.artifacts import artifact_drafts_naming
+
+    reasons = []
+    for artifact in Artifact.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
+        held = ["published assets use it"] if artifact.assets.exists() else []
+        drafts = artifact_drafts_naming(artifact)
+        if drafts:
+            held.append(f"drafts name it ({', '.join(draft.name for draft in drafts)})")
+        if held:
+            reasons.append(f"Artifact {artifact}: {' and '.join(held)}")
+    if reasons:
+        raise DeleteRefused("; ".join(reasons))
+    Artifact.objects.filter(pk__in=ids).delete()  # each row's file goes on commit (post_delete)
 
 
 def _unless_protected(perms_needed: set[str], protected: list[Any]) -> set[str]:
@@ -360,11 +450,11 @@ def _draft_reference(artifact: Artifact, draft: Draft) -> str:
 
 
 @admin.register(Draft)
-class DraftAdmin(ListDeferAdmin, admin.ModelAdmin):
+class DraftAdmin(SearchByPublicId, ListDeferAdmin, admin.ModelAdmin):
     list_display = ("name", "workspace", "based_on", "created_by", "updated_at")
     list_filter = (("workspace__slug", SlugFilter), "updated_at")
     # Not bundle_text: up to 5 MiB of pack.yaml per draft, read in full by every search.
-    search_fields = ("name", "public_id")
+    search_fields = ("name",)  # and the public id
     list_select_related = ("workspace", "based_on", "based_on__pack", "created_by")
     list_defer = ("bundle_text", "files")  # the page shows one draft's text and files
     # A draft is its author's, edited through the editor or the API (packs.services.drafts:

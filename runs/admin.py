@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from django import forms
 from django.contrib import admin
@@ -17,10 +19,102 @@ from agentclash_site.lib.admin import (
     SlugFilter,
     refused_delete,
 )
+from runs.lane_settings import _CREDENTIAL_PARAM as CREDENTIAL_PARAM
 from runs.models import Deployment, RunLane
+
+# Shown in place of a stored credential: the value of each ``config.extra_headers`` header
+# (an x-api-key is as much a credential as the secret) and of each URL query parameter
+# named like one (``?code=``, ``api_key``: runs.lane_settings). Posted back as shown, the
+# stored value is kept; typed over, the new value is saved.
+HIDDEN = "(hidden)"
+
+
+def _query_pairs(url: str) -> tuple[Any, list[tuple[str, str, str]]]:
+    parts = urlsplit(url)
+    pairs = [pair.partition("=") for pair in parts.query.split("&")] if parts.query else []
+    return parts, pairs
+
+
+def _is_credential(name: str, sep: str) -> bool:
+    return bool(sep) and bool(CREDENTIAL_PARAM.search(unquote_plus(name)))
+
+
+def _masked_url(url: str) -> str:
+    try:
+        parts, pairs = _query_pairs(url)
+    except ValueError:
+        return url
+    if not any(_is_credential(name, sep) for name, sep, _ in pairs):
+        return url
+    query = "&".join(
+        f"{name}={HIDDEN}" if _is_credential(name, sep) else f"{name}{sep}{value}"
+        for name, sep, value in pairs
+    )
+    return urlunsplit(parts._replace(query=query))
+
+
+def _unmasked_url(posted: str, stored: str) -> str:
+    """``posted`` with each ``name=(hidden)`` given the stored value of that parameter (the
+    n-th of that name for the n-th); ValidationError names one the stored URL lacks."""
+    try:
+        parts, pairs = _query_pairs(posted)
+        stored_values: dict[str, list[str]] = {}
+        for name, _, value in _query_pairs(stored)[1]:
+            stored_values.setdefault(name, []).append(value)
+    except ValueError:
+        return posted  # the service's check names the broken URL
+    if not any(sep and value == HIDDEN for _, sep, value in pairs):
+        return posted
+    out, seen = [], {name: 0 for name, _, _ in pairs}
+    for name, sep, value in pairs:
+        if sep and value == HIDDEN:
+            kept = stored_values.get(name, [])
+            if seen[name] >= len(kept):
+                raise forms.ValidationError(
+                    f"the query parameter {name} shows {HIDDEN} but has no stored value: type its value"
+                )
+            value = kept[seen[name]]
+        seen[name] += 1
+        out.append(f"{name}{sep}{value}")
+    return urlunsplit(parts._replace(query="&".join(out)))
+
+
+def _masked_config(config: Any) -> Any:
+    headers = config.get("extra_headers") if isinstance(config, dict) else None
+    if not isinstance(headers, dict) or not headers:
+        return config
+    return {**config, "extra_headers": dict.fromkeys(headers, HIDDEN)}
+
+
+def _unmasked_config(posted: Any, stored: Any) -> Any:
+    headers = posted.get("extra_headers") if isinstance(posted, dict) else None
+    if not isinstance(headers, dict) or HIDDEN not in headers.values():
+        return posted
+    kept = (stored.get("extra_headers") if isinstance(stored, dict) else None) or {}
+    missing = [name for name, value in headers.items() if value == HIDDEN and name not in kept]
+    if missing:
+        raise forms.ValidationError(
+            f"config.extra_headers: {missing[0]} shows {HIDDEN} but has no stored value: type its value"
+        )
+    restored = {name: kept[name] if value == HIDDEN else value for name, value in headers.items()}
+    return {**posted, "extra_headers": restored}
 
 
 class DeploymentAdminForm(forms.ModelForm):
+    """The service's checks, and the credentials of the URL and config shown hidden."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.initial["url"] = _masked_url(self.instance.url)
+            self.initial["config"] = _masked_config(self.instance.config)
+
+    def clean_url(self) -> str:
+        return _unmasked_url(self.cleaned_data.get("url") or "", self.instance.url)
+
+    def clean_config(self) -> Any:
+        return _unmasked_config(self.cleaned_data.get("config"), self.instance.config)
+
     class Meta:
         model = Deployment
         fields = [
@@ -76,7 +170,7 @@ class DeploymentAdmin(RefusedSaveAdmin, RefusedDeleteAdmin, admin.ModelAdmin):
         "name",
         "workspace",
         "kind",
-        "url",
+        "shown_url",
         "model",
         "max_in_flight",
         "timeout_seconds",
@@ -107,6 +201,22 @@ class DeploymentAdmin(RefusedSaveAdmin, RefusedDeleteAdmin, admin.ModelAdmin):
     ]
     readonly_fields = ["public_id", "workspace", "secret_set", "created_at", "updated_at"]
     actions = ["delete_selected"]  # RefusedDeleteAdmin's: a refusal is a message
+
+    @admin.display(description="url", ordering="url")
+    def shown_url(self, obj: Deployment) -> str:
+        return _masked_url(obj.url)
+
+    @admin.display(description="config")
+    def shown_config(self, obj: Deployment) -> str:
+        return json.dumps(_masked_config(obj.config), ensure_ascii=False, sort_keys=True)
+
+    def get_fields(self, request: HttpRequest, obj: Deployment | None = None) -> Any:
+        # A staff user who may only view gets every field read-only, shown from the row
+        # itself (not the form): the credentials hidden there too.
+        fields = super().get_fields(request, obj)
+        if obj is not None and not self.has_change_permission(request, obj):
+            return [{"url": "shown_url", "config": "shown_config"}.get(name, name) for name in fields]
+        return fields
 
     @admin.display(boolean=True, description="secret")
     def secret_set(self, obj: Deployment) -> bool:

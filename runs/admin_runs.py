@@ -1,6 +1,6 @@
 """Admin console for runs: runs, lanes, items and attempts with useful columns and filters,
-operations as admin actions (cancel runs, requeue stuck items, retry failed items: R2's
-services and sweeper), and the operations page linked from the admin index.
+operations as admin actions (cancel runs, requeue stuck items, retry failed items, re-score:
+R2's services and sweeper), and the operations page linked from the admin index.
 
 Imported from ``runs/admin.py``. Runs, lanes, items and attempts are view-only here (no add,
 change or delete): their state moves only through the services, which the actions call, so
@@ -9,6 +9,7 @@ the counters stay true.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -43,6 +44,12 @@ class ReadOnly:
 # read megabytes per page.
 RUN_JOINED_HEAVY = (*RUN_HEAVY_FIELDS, "stats", "pack_version__warnings", "pack_version__critique_findings")
 LANE_HEAVY = ("settings", "counters", "stats")
+
+
+# The columns the lists of items, attempts and lanes offer to sort by: the primary key. A
+# header click on any other column (case key, state, score, latency) sorted the whole table
+# (every item of every run) for one page.
+BIG_LIST_SORTABLE = ["id"]
 
 
 class SearchByRunId:
@@ -110,7 +117,7 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     # No date_hierarchy: its MIN/MAX and DISTINCT date_trunc read every run on each page
     # load; the created_at filter offers fixed ranges (today, past 7 days, ...).
     inlines = [LaneInline]
-    actions = ["cancel_runs", "retry_failed_items", "requeue_stuck_items"]
+    actions = ["cancel_runs", "retry_failed_items", "rescore_runs", "requeue_stuck_items"]
     # Not case_findings: the probe findings of every case (megabytes at 10,000 cases).
     readonly_fields = [f.name for f in Run._meta.concrete_fields if f.name != "case_findings"]
     exclude = ["case_findings"]
@@ -192,6 +199,35 @@ class RunAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
         _say_unsent(self, request, unsent)
 
     @admin.action(
+        description="Re-score the selected runs (re-grade their recorded evidence; no agent is called)",
+        permissions=["operate"],
+    )
+    def rescore_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        from runs.services.operations import run_rescore
+        from runs.services.runs import RunError
+
+        done, refused = 0, []
+        unsent: list[BrokerError] = []
+        for run in queryset:
+            try:
+                run_rescore(run=run)
+            except RunError as exc:  # not completed or failed (running, cancelled, scoring)
+                refused.append(f"{run}: {exc.message}")
+                continue
+            except BrokerError as exc:  # the revision is committed; its re-grade was not sent
+                unsent.append(exc)
+            done += 1
+        if done:
+            self.message_user(
+                request,
+                f"Re-scoring {done} run(s): their recorded evidence is graded again by a task; no agent is called.",
+                messages.SUCCESS,
+            )
+        _say_unsent(self, request, unsent)
+        if refused:
+            self.message_user(request, f"Not re-scored: {'; '.join(refused)}", messages.WARNING)
+
+    @admin.action(
         description="Requeue stuck items of the selected runs (the sweeper, on these runs now)",
         permissions=["operate"],
     )
@@ -228,9 +264,25 @@ class RunLaneAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     search_fields = ["deployment_name", "run__name"]  # and the run id
     list_select_related = ["run"]
     ordering = ["-id"]
-    # Not counters: the lane's running tallies, with per-case repetition sums.
-    readonly_fields = [f.name for f in RunLane._meta.concrete_fields if f.name != "counters"]
-    exclude = ["counters"]
+    sortable_by: list[str] = []  # no column of the list has an index to sort by (BIG_LIST_SORTABLE)
+    # Not counters: the lane's running tallies, with per-case repetition sums. The recorded
+    # settings as the run page shows them: the URL's credential-named query values elided
+    # (they showed, ?code= and all, to every operator).
+    readonly_fields = [
+        "recorded_settings" if f.name == "settings" else f.name
+        for f in RunLane._meta.concrete_fields
+        if f.name != "counters"
+    ]
+    exclude = ["counters", "settings"]
+
+    @admin.display(description="settings")
+    def recorded_settings(self, obj: RunLane) -> str:
+        from runs.lane_settings import shown_url
+
+        doc = dict(obj.settings or {})
+        if isinstance(doc.get("url"), str):
+            doc["url"] = shown_url(doc["url"])
+        return json.dumps(doc, ensure_ascii=False, sort_keys=True)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunLane]:
         qs = super().get_queryset(request).select_related("run")
@@ -314,6 +366,7 @@ class RunItemAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     search_fields = ["case_key", "challenge_key"]  # and the run id
     list_select_related = ["lane", "run"]
     ordering = ["-id"]
+    sortable_by = BIG_LIST_SORTABLE
     inlines = [AttemptInline, GradeRevisionInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunItem]:
@@ -357,7 +410,7 @@ class StatusCodeFilter(admin.SimpleListFilter):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(BigTableAdmin, ReadOnly, admin.ModelAdmin):
+class AttemptAdmin(SearchByRunId, BigTableAdmin, ReadOnly, admin.ModelAdmin):
     list_display = [
         "id",
         "item",
@@ -369,11 +422,13 @@ class AttemptAdmin(BigTableAdmin, ReadOnly, admin.ModelAdmin):
         "started_at",
     ]
     list_filter = ["category", StatusCodeFilter]
-    search_fields = ["error_code", "error"]
+    search_fields = ["error_code", "error"]  # and the run id: its items' attempts, by the indexes
+    run_id_field = "item__run_id"
     # Named: the automatic select_related follows every non-null key, through the item to
     # its run, lane, deployment and challenge with all their columns.
     list_select_related = ["item"]
     ordering = ["-id"]
+    sortable_by = BIG_LIST_SORTABLE
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attempt]:
         qs = super().get_queryset(request).select_related("item")

@@ -315,8 +315,18 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
+    """Written by the workers' tasks (proof one runs): shown, and a stale one deleted. A row
+    added or saved here was stamped "seen now" (seen_at is auto_now): a worker that does
+    not run, said to."""
+
     list_display = ["marker", "seen_at"]
     search_fields = ["marker"]
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
 
 
 admin.site.site_header = "AgentClash operations"

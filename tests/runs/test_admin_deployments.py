@@ -275,3 +275,106 @@ class TestARunCreatedWhileTheDeleteIsConfirmed:
         assert [str(m) for m in response.context["messages"]] == [f"Not deleted: {self.REASON}."]
         assert Deployment.objects.filter(pk__in=[deployment.pk, idle.pk]).count() == 2  # none of them
         assert not LogEntry.objects.exists()
+
+
+class TestCredentialsInTheUrlAndConfig:
+    """The change page and the list showed the values of config.extra_headers (an x-api-key
+    is as much a credential as the secret) and of URL query parameters named like one
+    (Azure Functions' ?code=) to every operator. They show (hidden) now; saved as shown, the
+    stored values stay, and a value typed over replaces the stored one."""
+
+    @pytest.fixture
+    def keyed(self, personas):
+        return deployment_create(
+            workspace=personas.workspace,
+            name="keyed",
+            kind="hosted_http",
+            url="https://fn.example.com/api/run?api-version=1&code=AZ-SECRET-1",
+            secret="sk-kept",
+            config={"extra_headers": {"x-api-key": "HDR-SECRET-2", "x-team": "evals"}},
+        ).deployment
+
+    def keyed_post(self, **changes):
+        shown = {
+            "name": "keyed",
+            "url": "https://fn.example.com/api/run?api-version=1&code=(hidden)",
+            "config": '{"extra_headers": {"x-api-key": "(hidden)", "x-team": "(hidden)"}}',
+        }
+        return post(**{**shown, **changes})
+
+    def test_the_change_page_and_the_list_hide_them(self, client, keyed):
+        for url in (f"/admin/runs/deployment/{keyed.pk}/change/", "/admin/runs/deployment/"):
+            body = client.get(url).content.decode()
+            assert "AZ-SECRET-1" not in body and "HDR-SECRET-2" not in body, url
+            assert "code=(hidden)" in body, url
+        assert "api-version=1" in body  # what is no credential still shows
+
+    def test_saving_the_page_as_shown_keeps_the_stored_values(self, client, keyed):
+        response = client.post(
+            f"/admin/runs/deployment/{keyed.pk}/change/", self.keyed_post(max_in_flight="3")
+        )
+        assert response.status_code == 302
+        keyed.refresh_from_db()
+        assert keyed.url == "https://fn.example.com/api/run?api-version=1&code=AZ-SECRET-1"
+        assert keyed.config["extra_headers"] == {"x-api-key": "HDR-SECRET-2", "x-team": "evals"}
+        assert keyed.max_in_flight == 3 and keyed.get_secret() == "sk-kept"
+
+    def test_a_value_typed_over_replaces_the_stored_one(self, client, keyed):
+        changes = {
+            "url": "https://fn.example.com/api/run?api-version=2&code=NEW-CODE",
+            "config": '{"extra_headers": {"x-api-key": "NEW-KEY", "x-team": "(hidden)"}}',
+        }
+        assert (
+            client.post(f"/admin/runs/deployment/{keyed.pk}/change/", self.keyed_post(**changes)).status_code
+            == 302
+        )
+        keyed.refresh_from_db()
+        assert keyed.url == "https://fn.example.com/api/run?api-version=2&code=NEW-CODE"
+        assert keyed.config["extra_headers"] == {"x-api-key": "NEW-KEY", "x-team": "evals"}
+
+    @pytest.mark.parametrize(
+        ("changes", "field", "message"),
+        [
+            (
+                {"url": "https://fn.example.com/api/run?api-version=1&code=(hidden)&sig=(hidden)"},
+                "url",
+                "the query parameter sig shows (hidden) but has no stored value: type its value",
+            ),
+            (
+                {"config": '{"extra_headers": {"x-other": "(hidden)"}}'},
+                "config",
+                "config.extra_headers: x-other shows (hidden) but has no stored value: type its value",
+            ),
+        ],
+    )
+    def test_a_hidden_value_with_nothing_stored_is_refused_on_its_field(
+        self, client, keyed, changes, field, message
+    ):
+        before = Deployment.objects.filter(pk=keyed.pk).values().get()
+        response = client.post(f"/admin/runs/deployment/{keyed.pk}/change/", self.keyed_post(**changes))
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors[field] == [message]
+        assert Deployment.objects.filter(pk=keyed.pk).values().get() == before
+
+    def test_a_lanes_recorded_settings_hide_the_urls_credential(self, client, keyed, personas):
+        from tests.runs.runfactory import create_run, publish
+
+        run = create_run(personas.workspace, publish(personas.workspace, cases=1), [keyed])
+        lane = run.lanes.get()
+        assert "AZ-SECRET-1" in lane.settings["url"]  # recorded as called
+        body = client.get(f"/admin/runs/runlane/{lane.pk}/change/").content.decode()
+        assert "AZ-SECRET-1" not in body and "HDR-SECRET-2" not in body
+        assert "api-version=1&amp;code=…" in body
+
+    def test_a_view_only_staff_user_sees_them_hidden_too(self, keyed):
+        # Without the change permission every field is shown read-only from the row, not
+        # the form: the values showed in clear.
+        from django.contrib.auth.models import Permission
+
+        viewer = get_user_model().objects.create_user("viewer", password="pw-viewer-123", is_staff=True)
+        viewer.user_permissions.add(Permission.objects.get(codename="view_deployment"))
+        response = logged_in(viewer).get(f"/admin/runs/deployment/{keyed.pk}/change/")
+        assert response.status_code == 200
+        body = response.content.decode()
+        assert "AZ-SECRET-1" not in body and "HDR-SECRET-2" not in body
+        assert "code=(hidden)" in body and "x-api-key" in body and "(hidden)" in body

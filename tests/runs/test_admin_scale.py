@@ -144,6 +144,36 @@ def test_a_run_id_searches_its_rows_through_the_index(personas, client):
         assert not any("LIKE" in sql for sql in queries), url
         body = client.get(f"{url}?q={run.id}").content.decode()
         assert str(run.id) in body and str(other.id) not in body, url
+    # An attempt list had no way to a run's attempts (the term searched the error texts).
+    queries = sql_of(client, f"/admin/runs/attempt/?q={run.id}")
+    assert not any("LIKE" in sql for sql in queries)
+    body = client.get(f"/admin/runs/attempt/?q={run.id}").content.decode()
+    listed = {int(pk) for pk in re.findall(r'href="/admin/runs/attempt/(\d+)/change/', body)}
+    assert listed == set(Attempt.objects.filter(item__run=run).values_list("pk", flat=True)) != set()
     # Any other term searches the listed fields as before.
     assert "c-000001" in client.get("/admin/runs/runitem/?q=c-000001").content.decode()
     assert "other" in client.get("/admin/runs/run/?q=other").content.decode()
+
+
+def test_the_big_lists_offer_to_sort_only_by_their_id(personas, client):
+    # A header click on a case key, state, score or latency sorted every row of the table
+    # (every item of every run) for one page.
+    from packs import services
+    from tests.packs.publish_fixtures import mental_math
+
+    seed(personas, runs=1, items=6)
+    artifact = services.artifact_store(workspace=personas.workspace, data=b"{}", filename="a.json").artifact
+    services.pack_version_publish(
+        workspace=personas.workspace, data=mental_math(asset_artifact_id=str(artifact.public_id)).encode()
+    )
+    expected = {
+        "/admin/packs/asset/": [],
+        "/admin/runs/runitem/": ["column-id"],
+        "/admin/runs/attempt/": ["column-id"],
+        "/admin/runs/runlane/": [],
+        "/admin/packs/case/": [],
+    }
+    for url, sortable in expected.items():
+        body = client.get(url).content.decode()
+        assert 'id="result_list"' in body, url
+        assert re.findall(r'<th scope="col" class="sortable (column-[\w-]+)', body) == sortable, url

@@ -30,7 +30,7 @@ def broker_down(monkeypatch):
     def refuse(*args, **kwargs):
         raise BrokerError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-    for task in (tasks.dispatch_lane, tasks.check_run, tasks.probe_run):
+    for task in (tasks.dispatch_lane, tasks.check_run, tasks.probe_run, tasks.rescore_run):
         monkeypatch.setattr(task, "delay", refuse)
 
 
@@ -39,6 +39,7 @@ def broker_down(monkeypatch):
     [
         ("cancel_runs", "running", RunStatus.CANCELLED, "Cancelled 2 run(s)."),
         ("retry_failed_items", "completed", RunStatus.RUNNING, "Re-queued {failed} failed item(s)."),
+        ("rescore_runs", "completed", RunStatus.SCORING, "Re-scoring 2 run(s)"),
     ],
 )
 def test_each_selected_run_is_operated_on_and_the_broker_is_said_down(

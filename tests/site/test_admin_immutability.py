@@ -494,3 +494,142 @@ def test_artifact_and_asset_pages_link_no_media_address(root, published):
         html = page.content.decode()
         assert not re.search(r'href="[^"]*/media/', html), url
         assert name in html, url
+
+
+def test_a_worker_heartbeat_is_shown_not_written_in_the_admin(root):
+    # Saving a heartbeat in the admin stamped it "seen now" (auto_now): a worker that does
+    # not run, said to run.
+    from agentclash_site.workspaces.models import WorkerHeartbeat
+
+    beat = WorkerHeartbeat.objects.create(marker="worker-1")
+    WorkerHeartbeat.objects.filter(pk=beat.pk).update(seen_at=beat.seen_at.replace(year=2020))
+    client = logged_in(root)
+    assert client.get("/admin/workspaces/workerheartbeat/add/").status_code == 403
+    url = f"/admin/workspaces/workerheartbeat/{beat.pk}/change/"
+    assert client.get(url).status_code == 200
+    client.post(url, {"marker": "worker-1"})
+    assert WorkerHeartbeat.objects.get(pk=beat.pk).seen_at.year == 2020
+    assert (
+        client.post(f"/admin/workspaces/workerheartbeat/{beat.pk}/delete/", {"post": "yes"}).status_code
+        == 302
+    )
+    assert not WorkerHeartbeat.objects.exists()
+
+
+class TestAVersionPublishedWhileAPackDeleteIsConfirmed:
+    """The pack had no version when the delete was checked; one is published (and a run
+    created on it) before the delete itself. The version went with the pack unseen
+    (CASCADE), a run made it a 500 (runs protect their version). The delete counts again
+    with the pack's row locked and refuses, as a message; nothing of it is kept."""
+
+    @pytest.fixture(params=["version", "run"])
+    def race(self, request, personas, monkeypatch):
+        from packs.admin import PackAdmin
+        from runs.services.deployments import deployment_create
+        from tests.runs.runfactory import create_run
+
+        pack = Pack.objects.create(
+            workspace=personas.workspace, slug="mental-math", name="Mental Math", family="reasoning"
+        )
+        check = PackAdmin.get_deleted_objects
+
+        def check_then_a_version_comes(admin, objs, request_):
+            answer = check(admin, objs, request_)
+            if request_.method == "POST":
+                version = services.pack_version_publish(
+                    workspace=personas.workspace, data=mental_math().encode(), user=personas.owner
+                ).version
+                if request.param == "run":
+                    deployment = deployment_create(
+                        workspace=personas.workspace, name="d", kind="trace_import"
+                    )
+                    create_run(personas.workspace, version, [deployment.deployment])
+            return answer
+
+        monkeypatch.setattr(PackAdmin, "get_deleted_objects", check_then_a_version_comes)
+        return pack
+
+    def test_on_its_delete_page(self, root, race):
+        from django.contrib.admin.models import LogEntry
+
+        response = logged_in(root).post(f"/admin/packs/pack/{race.pk}/delete/", {"post": "yes"}, follow=True)
+        assert response.redirect_chain == [(f"/admin/packs/pack/{race.pk}/change/", 302)]
+        messages = [str(m) for m in response.context["messages"]]
+        assert messages == ["Not deleted: Pack mental-math: has published versions."]
+        assert Pack.objects.filter(pk=race.pk).exists()
+        assert not LogEntry.objects.exists()  # (the version, made in the page's transaction, went with it)
+
+    def test_with_the_bulk_delete(self, personas, root, race):
+        empty = Pack.objects.create(workspace=personas.workspace, slug="empty", name="Empty", family="x")
+        response = logged_in(root).post(
+            "/admin/packs/pack/",
+            {"action": "delete_selected", "_selected_action": [race.pk, empty.pk], "post": "yes"},
+            follow=True,
+        )
+        assert response.status_code == 200
+        messages = [str(m) for m in response.context["messages"]]
+        assert messages == ["Not deleted: Pack mental-math: has published versions."]
+        assert Pack.objects.filter(pk__in=[race.pk, empty.pk]).count() == 2  # none of them
+
+
+def test_a_pack_delete_counts_its_versions_with_its_row_locked(personas, root):
+    # What keeps a publish onto the pack (which locks the pack's row) from committing
+    # between the count and the delete.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    empty = Pack.objects.create(workspace=personas.workspace, slug="empty", name="Empty", family="x")
+    with CaptureQueriesContext(connection) as captured:
+        response = logged_in(root).post(f"/admin/packs/pack/{empty.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302 and not Pack.objects.filter(pk=empty.pk).exists()
+    sql = [q["sql"] for q in captured.captured_queries]
+    locked = next(i for i, q in enumerate(sql) if q.endswith("FOR UPDATE") and 'FROM "packs_pack"' in q)
+    counted = max(i for i, q in enumerate(sql) if 'FROM "packs_packversion"' in q and "pack_id" in q)
+    deleted = next(i for i, q in enumerate(sql) if q.startswith('DELETE FROM "packs_pack"'))
+    assert locked < counted < deleted, sql
+
+
+class TestAnAssetPublishedWhileAnArtifactDeleteIsConfirmed:
+    """Nothing named the artifact when its delete was checked; a version is published with
+    an asset on it before the delete itself: a 500 (ProtectedError). The delete checks again
+    with the artifact's row locked and refuses, as a message; the artifact stays."""
+
+    @pytest.fixture
+    def race(self, personas, monkeypatch):
+        from packs.admin import ArtifactAdmin
+
+        artifact = _artifact(personas, b'{"answers": 1}')
+        check = ArtifactAdmin.get_deleted_objects
+
+        def check_then_an_asset_comes(admin, objs, request_):
+            answer = check(admin, objs, request_)
+            if request_.method == "POST":
+                services.pack_version_publish(
+                    workspace=personas.workspace,
+                    data=mental_math(asset_artifact_id=str(artifact.public_id)).encode(),
+                    user=personas.owner,
+                )
+            return answer
+
+        monkeypatch.setattr(ArtifactAdmin, "get_deleted_objects", check_then_an_asset_comes)
+        return artifact
+
+    def test_on_its_delete_page(self, root, race):
+        url = f"/admin/packs/artifact/{race.pk}/delete/"
+        response = logged_in(root).post(url, {"post": "yes"}, follow=True)
+        assert response.redirect_chain == [(f"/admin/packs/artifact/{race.pk}/change/", 302)]
+        messages = [str(m) for m in response.context["messages"]]
+        assert messages == [f"Not deleted: Artifact {race}: published assets use it."]
+        assert Artifact.objects.filter(pk=race.pk).exists()
+
+    def test_with_the_bulk_delete(self, personas, root, race):
+        unused = _artifact(personas, b'{"unused": 1}')
+        response = logged_in(root).post(
+            "/admin/packs/artifact/",
+            {"action": "delete_selected", "_selected_action": [race.pk, unused.pk], "post": "yes"},
+            follow=True,
+        )
+        assert response.status_code == 200
+        messages = [str(m) for m in response.context["messages"]]
+        assert messages == [f"Not deleted: Artifact {race}: published assets use it."]
+        assert Artifact.objects.filter(pk__in=[race.pk, unused.pk]).count() == 2  # none of them

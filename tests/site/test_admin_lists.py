@@ -108,6 +108,13 @@ def test_the_pack_lists_cost_the_same_queries_at_any_size_and_read_no_big_column
         assert len(counts) == 1 and "LIMIT 10001" in counts[0], url
     (cases,) = [sql for sql in sql_of(root_client, "/admin/packs/case/") if '"packs_case"."case_key"' in sql]
     assert cases.endswith('ORDER BY "packs_case"."id" DESC'), cases  # not through pack, version, set
+    # Nor the versions through their pack's slug.
+    (versions,) = [
+        sql
+        for sql in sql_of(root_client, "/admin/packs/packversion/")
+        if '"packs_packversion"."number"' in sql and not sql.startswith("SELECT COUNT(*)")
+    ]
+    assert re.search(r'ORDER BY "packs_packversion"."id" DESC( LIMIT \d+)?$', versions), versions
 
 
 def test_a_packs_page_lists_its_newest_versions_without_their_bundles(personas, root_client):
@@ -206,3 +213,99 @@ def test_the_artifact_lists_media_type_filter_reads_no_types_and_costs_the_same_
     assert root_client.get(f"{url}?media_type=application/json").context["cl"].result_count == 1
     assert root_client.get(f"{url}?media_type=other").context["cl"].result_count == 12
     assert root_client.get(f"{url}?_facets=True&media_type=other").status_code == 200
+
+
+def test_a_public_id_searches_through_its_index_and_other_terms_as_before(personas, root_client):
+    # icontains on public_id cast every row's UUID to text: a scan of every case, asset
+    # and artifact for each search.
+    from packs import services
+    from packs.models import Artifact, Asset, Case, Draft, Pack, PackVersion
+
+    publish_versions(personas, [1, 2])
+    publish_versions(personas, [1], slug="other-math")
+    services.artifact_store(workspace=personas.workspace, data=b"[]", filename="other.json")
+    for model in (Pack, PackVersion, Case, Asset, Artifact, Draft):
+        name = model._meta.model_name
+        first, second = model.objects.order_by("pk")[:2]
+        url = f"/admin/packs/{name}/?q={first.public_id}"
+        queries = sql_of(root_client, url)
+        assert not any("LIKE" in sql for sql in queries), name
+        body = root_client.get(url).content.decode()
+        assert f"/admin/packs/{name}/{first.pk}/change/" in body, name
+        assert f"/admin/packs/{name}/{second.pk}/change/" not in body, name
+    assert "other-math" in root_client.get("/admin/packs/pack/?q=other").content.decode()
+
+
+def test_the_artifact_list_counts_within_a_limit_in_its_own_order(personas, root_client):
+    # Every upload is an artifact: the list counted the whole table and sorted it by
+    # created_at, which no index serves, before its first page.
+    publish_versions(personas, [1])
+    queries = sql_of(root_client, "/admin/packs/artifact/")
+    counts = [sql for sql in queries if "COUNT(*)" in sql]
+    assert len(counts) == 1 and "LIMIT 10001" in counts[0], counts
+    (page,) = [sql for sql in queries if '"packs_artifact"."sha256"' in sql and "COUNT(" not in sql]
+    assert re.search(r'ORDER BY "packs_artifact"."id" DESC( LIMIT \d+)?$', page), page
+
+
+def test_a_packs_page_costs_the_same_queries_for_any_number_of_versions(personas, root_client):
+    # Each version row read its publisher and its pack (its title) with a query of its own.
+    from packs.models import Pack
+
+    publish_versions(personas, [1])
+    url = f"/admin/packs/pack/{Pack.objects.get(slug='mental-math').pk}/change/"
+    sql_of(root_client, url)
+    one = len(sql_of(root_client, url))
+    publish_versions(personas, range(2, 8))
+    assert len(sql_of(root_client, url)) == one
+
+
+def test_the_other_lists_cost_the_same_queries_at_any_size(personas, root_client):
+    from django.contrib.auth.models import Group
+
+    from agentclash_site.workspaces.models import Membership, WorkerHeartbeat
+    from grading.models import JudgeProviderConfig, ModelPrice
+
+    lists = [
+        "/admin/runs/deployment/",
+        "/admin/workspaces/workspace/",
+        "/admin/workspaces/membership/",
+        "/admin/workspaces/workerheartbeat/",
+        "/admin/grading/judgeproviderconfig/",
+        "/admin/grading/modelprice/",
+        "/admin/auth/user/",
+        "/admin/auth/group/",
+    ]
+
+    def add_rows(start: int, stop: int) -> None:
+        users = get_user_model().objects.bulk_create(
+            get_user_model()(username=f"member-{n}") for n in range(start, stop)
+        )
+        for n, user in zip(range(start, stop), users, strict=True):
+            workspace = Workspace.objects.create(slug=f"team-{n}", name=f"Team {n}")
+            Membership.objects.create(workspace=workspace, user=user, role="owner")
+            deployment_create(workspace=workspace, name=f"agent-{n}", kind="trace_import")
+            JudgeProviderConfig.objects.create(workspace=workspace, kind="openai", model=f"judge-{n}")
+            ModelPrice.objects.create(model=f"judge-{n}", input_usd_per_million=1, output_usd_per_million=2)
+            WorkerHeartbeat.objects.create(marker=f"worker-{n}")
+            Group.objects.create(name=f"group-{n}")
+
+    add_rows(0, 1)
+    small = {url: len(sql_of(root_client, url)) for url in lists}
+    add_rows(1, 6)
+    assert {url: len(sql_of(root_client, url)) for url in lists} == small
+
+
+def test_the_version_lists_execution_mode_filter_reads_no_modes(personas, root_client):
+    # A filter on the column's values read every version's mode (SELECT DISTINCT over the
+    # whole table) on each page load.
+    publish_versions(personas, [1, 2])
+    queries = sql_of(root_client, "/admin/packs/packversion/")
+    assert not any("DISTINCT" in sql for sql in queries), queries
+    body = root_client.get("/admin/packs/packversion/").content.decode()
+    assert "?execution_mode=multi_turn" in body  # every mode offered, used or not
+
+    def listed(mode: str) -> int:
+        body = root_client.get(f"/admin/packs/packversion/?execution_mode={mode}").content.decode()
+        return len(re.findall(r'href="/admin/packs/packversion/\d+/change/', body))
+
+    assert (listed("prompt_eval"), listed("native")) == (2, 0)
