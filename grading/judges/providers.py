@@ -72,6 +72,9 @@ class ChatResult:
     latency_ms: float = 0.0
     retries: int = 0
     usage_reported: bool = True  # False: the provider reported no (usable) token counts
+    # Why this completion, though served and billed, carries no verdict to parse (a refusal,
+    # a tool call, no content, an answer cut at the output token limit): an invalid answer.
+    problem: str | None = None
 
 
 @dataclass
@@ -184,16 +187,43 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
                 str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
             )
         result = ChatResult(text=text, model=_reported_model(data, model))
+        stop = data.get("stop_reason")
+        if stop == "refusal":
+            result.problem = f"the judge model refused to answer{_quoted(text)}"
+        elif stop == "max_tokens":
+            result.problem = _CUT
         return _usage(result, usage, "input_tokens", "output_tokens")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ProviderError("chat completion has no choices", "evaluator_error", "judge_bad_response")
     message = choices[0].get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str):
-        raise ProviderError("chat completion has no message content", "evaluator_error", "judge_bad_response")
-    result = ChatResult(text=content, model=_reported_model(data, model))
+    if not isinstance(message, dict):
+        raise ProviderError("chat completion has no message", "evaluator_error", "judge_bad_response")
+    content = message.get("content")
+    result = ChatResult(text=content if isinstance(content, str) else "", model=_reported_model(data, model))
+    finish = choices[0].get("finish_reason")
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal.strip():
+        result.problem = f"the judge model refused to answer{_quoted(refusal)}"
+    elif message.get("tool_calls") or message.get("function_call"):
+        result.problem = "the judge model answered with a tool call instead of one JSON object"
+    elif finish == "length":
+        result.problem = _CUT
+    elif finish == "content_filter":
+        result.problem = (
+            "the provider's content filter stopped the judge's answer (finish_reason content_filter)"
+        )
+    elif not isinstance(content, str) or not content.strip():
+        result.problem = f"the judge model answered with no content (finish_reason {finish!r})"
     return _usage(result, usage, "prompt_tokens", "completion_tokens")
+
+
+_CUT = "the judge's answer was cut at the output token limit (max_tokens), so it is not a complete verdict"
+
+
+def _quoted(text: str) -> str:
+    text = " ".join(str(text or "").split())
+    return f": {text[:200]!r}" if text else ""
 
 
 def _reported_model(data: dict[str, Any], asked: str) -> str:
