@@ -51,6 +51,9 @@ class ProviderConfig:
     backoff_base_seconds: float = BACKOFF_BASE_SECONDS
     backoff_cap_seconds: float = BACKOFF_CAP_SECONDS
     json_mode: bool = True  # OpenAI response_format json_object
+    # Where a user changes these settings, named in the errors that call for a fix (a wrong
+    # key, an unknown model): the workspace's Judge provider page, or the grade command's flags.
+    settings_where: str = "the judge provider settings"
 
     def __post_init__(self) -> None:
         if self.kind not in PROVIDER_KINDS:
@@ -348,7 +351,8 @@ async def complete(
                 failure = f"HTTP {status}: {snippet}"
                 if status in (401, 403):
                     raise ProviderError(
-                        f"judge provider refused the credentials ({failure})",
+                        f"judge provider refused the credentials ({failure}); fix the API key "
+                        f"in {config.settings_where}",
                         "infra_error",
                         "judge_provider_auth",
                         status=status,
@@ -360,6 +364,16 @@ async def complete(
                     body = {k: v for k, v in body.items() if k != "response_format"}
                     attempt -= 1
                     continue
+                if status == 404:
+                    raise ProviderError(
+                        f"judge provider has no model {model!r} at {_without_key(url, config)} ({failure}); fix the "
+                        "model name (the pack judge's model / models, or the default model in "
+                        f"{config.settings_where}) or the base URL in {config.settings_where}",
+                        "evaluator_error",
+                        "judge_model_not_found",
+                        status=status,
+                        retries=attempt - 1,
+                    )
                 if status not in RETRIED_4XX and status < 500:
                     raise ProviderError(
                         f"judge provider rejected the request ({failure})",
