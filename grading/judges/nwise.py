@@ -17,6 +17,7 @@ samples, across models the declared consensus.
 
 from __future__ import annotations
 
+import math
 import random
 import string
 from collections.abc import Callable, Sequence
@@ -73,14 +74,21 @@ class RankOutcome:
 def label_orders(
     labels: Sequence[str], samples: int, debias: str, seed_parts: Sequence[Any]
 ) -> list[list[str]]:
-    orders = []
+    orders: list[list[str]] = []
+    # "each sample orders them differently" (grading.md §6.1): a shuffle that repeats an
+    # order already shown is drawn again (same seeded generator) while unused orders remain,
+    # else two samples of a two-lane ranking showed the same order half the time.
+    distinct = math.factorial(min(len(labels), 8))  # 8! already exceeds the samples cap
     for i in range(samples):
         order = list(labels)
         if debias == "cyclic" and order:
             k = i % len(order)
             order = order[k:] + order[:k]
         elif debias != "none":
-            random.Random(seed_int(*seed_parts, i)).shuffle(order)
+            rng = random.Random(seed_int(*seed_parts, i))
+            rng.shuffle(order)
+            while order in orders and len(orders) < distinct:
+                rng.shuffle(order)
         orders.append(order)
     return orders
 
