@@ -5,7 +5,7 @@ the system message states the mode, the anti-gaming clauses and the exact JSON a
 shape; the user message holds the task and the evidence blocks, each delimited as::
 
     <<<EVIDENCE id="final_output">>>
-    ...quoted data, cut at 20,000 characters (marked)...
+    ...quoted data, cut at 20,000 characters (marked), any "<<<" in it spelled "< < <"...
     <<<END EVIDENCE id="final_output">>>
 
 Parsing never reads words from free text: the response must be exactly one JSON object
@@ -129,8 +129,18 @@ def cut(text: str) -> str:
     return text if len(text) <= BLOCK_LIMIT else text[:BLOCK_LIMIT] + CUT_MARK
 
 
+_MARKER_START = re.compile(r"<{3,}")
+
+
+def neutralise(text: str) -> str:
+    """Quoted data never holds the block markers' ``<<<``: an answer that wrote
+    ``<<<END EVIDENCE id="...">>>`` closed its block early, and what followed read as the
+    engine's own prompt (a forged task, a forged block). Spelled ``< < <`` instead."""
+    return _MARKER_START.sub(lambda m: " ".join(m.group()), text)
+
+
 def evidence_block(block_id: str, text: str) -> str:
-    return "\n".join([BEGIN.format(id=block_id), cut(text), END.format(id=block_id)])
+    return "\n".join([BEGIN.format(id=block_id), neutralise(cut(text)), END.format(id=block_id)])
 
 
 def system_prompt(mode: str, clauses: Sequence[str] = ()) -> str:
@@ -274,7 +284,11 @@ def check_citations(
         if text is None:
             return f"{cid} (does not resolve)", ids
         quote = c.get("quote")
-        if quote and collapse(quote) not in collapse(text):
+        if (
+            quote
+            and collapse(quote) not in collapse(text)
+            and collapse(quote) not in collapse(neutralise(text))
+        ):
             return f"{cid} (quote not found: {quote[:80]!r})", ids
         if cid not in ids:
             ids.append(cid)
