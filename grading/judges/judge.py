@@ -63,6 +63,14 @@ def models_of(decl: Any, provider: ProviderConfig) -> list[str]:
     return [provider.model] if provider.model else []
 
 
+def no_model_message(provider: ProviderConfig) -> str:
+    return (
+        "NOT_EVALUATED: the judge declares no model and the judge provider has no default model; "
+        "set the judge's model (or models) in the pack, or a default model in "
+        f"{provider.settings_where}"
+    )
+
+
 def samples_of(decl: Any, budget: JudgeBudget) -> int:
     n = int(get(decl, "samples", 3) or 3)
     return max(1, min(budget.cap_samples(n), MAX_SAMPLES))
@@ -193,7 +201,7 @@ class LLMJudge:
                 Status.NOT_EVALUATED,
                 OutcomeClass.PACK_ERROR,
                 "judge_model_missing",
-                "NOT_EVALUATED: the judge declares no model and the judge provider has no default model",
+                no_model_message(self.provider),
             )
         blocks = list(request.context_blocks)
         ref_id = str(get(decl, "reference_from", "reference"))

@@ -89,3 +89,21 @@ def test_a_run_shows_the_fix_on_the_case_page_and_in_the_api(personas, fake, rep
     assert says.replace("'", "&#x27;") in page
     api = personas.api(personas.viewer).get(f"/api/v1/workspaces/acme/runs/{run.pk}/cases/{item.pk}")
     assert api.status_code == 200 and says in json.dumps(api.json())
+
+
+def test_a_judge_without_a_model_says_where_to_name_one(fake):
+    judge = make_judge(fake, settings_where="SETTINGS")
+    r = judge_result(grade(judge, spec(assertion(model=None))))
+    assert (r.status.value, r.reason_code) == ("NOT_EVALUATED", "judge_model_missing")
+    assert "set the judge's model (or models) in the pack, or a default model in SETTINGS" in r.evidence
+    assert fake.calls == 0
+
+
+def test_an_unpriced_model_under_a_usd_limit_says_how_to_price_it(fake):
+    from grading.judges import JudgeBudget
+
+    judge = make_judge(fake, budget=JudgeBudget(max_usd=1.0))
+    r = judge_result(grade(judge, spec(assertion(model="acme/new-model"))))
+    assert r.reason_code == "judge_budget_exhausted"
+    assert "add 'acme/new-model' to the model price table" in r.evidence and "max_tokens" in r.evidence
+    assert fake.calls == 0
