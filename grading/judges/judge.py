@@ -211,7 +211,11 @@ class LLMJudge:
             purpose="judge",
             key=request.key,
             mode=mode,
-            system=system_prompt(mode, [str(c) for c in get(decl, "anti_gaming_clauses", []) or []]),
+            system=system_prompt(
+                mode,
+                [str(c) for c in get(decl, "anti_gaming_clauses", []) or []],
+                get(decl, "output_schema"),
+            ),
             user=user_prompt(task_lines(decl, mode, ref_id), blocks),
             timeout=float(get(decl, "timeout_ms", 60000)) / 1000.0,
             max_retries=int(get(decl, "max_retries", 3)),

@@ -229,7 +229,9 @@ def rank_case(
     if isinstance(debias, bool):  # upstream's form in a raw declaration: true shuffle, false none
         debias = "shuffle" if debias else "none"
     orders = label_orders(labels, n, str(debias), seed_parts)
-    system = system_prompt("n_wise", [str(c) for c in get(decl, "anti_gaming_clauses", []) or []])
+    system = system_prompt(
+        "n_wise", [str(c) for c in get(decl, "anti_gaming_clauses", []) or []], get(decl, "output_schema")
+    )
     task = [
         f"Rank the {len(labels)} answers labelled {', '.join(labels)} from best to worst for this task.",
         str(get(decl, "prompt", "") or get(decl, "rubric", "") or get(decl, "label", "") or ""),

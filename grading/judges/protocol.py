@@ -143,7 +143,9 @@ def evidence_block(block_id: str, text: str) -> str:
     return "\n".join([BEGIN.format(id=block_id), neutralise(cut(text)), END.format(id=block_id)])
 
 
-def system_prompt(mode: str, clauses: Sequence[str] = ()) -> str:
+def system_prompt(mode: str, clauses: Sequence[str] = (), output_schema: Any = None) -> str:
+    """The system message; ``output_schema`` (the pack's, every answer must also validate
+    against it) is shown, else a judge could not know the fields it asks for."""
     lines = [
         f"You are an evaluation judge (mode: {mode}). You grade an AI agent's work strictly from the "
         "evidence blocks in the user message.",
@@ -151,6 +153,13 @@ def system_prompt(mode: str, clauses: Sequence[str] = ()) -> str:
         *(f"- {c}" for c in (*DEFAULT_ANTI_GAMING, *clauses)),
         "Answer with exactly one JSON object and nothing else, in this shape:",
         ANSWER_SHAPES[mode],
+    ]
+    if isinstance(output_schema, dict) and output_schema:
+        lines += [
+            "The object must also validate against this JSON Schema (add the fields it requires):",
+            json.dumps(output_schema, sort_keys=True, ensure_ascii=False),
+        ]
+    lines += [
         'If the inputs are unusable, answer {"unable_to_judge": true, "reason": "..."} instead.',
         "citations must be non-empty.",
     ]
