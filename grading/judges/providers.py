@@ -203,6 +203,12 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
     if not isinstance(message, dict):
         raise ProviderError("chat completion has no message", "evaluator_error", "judge_bad_response")
     content = message.get("content")
+    if isinstance(content, list):  # typed parts (Mistral's reasoning models, some gateways): the text ones
+        content = "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        )
     result = ChatResult(text=content if isinstance(content, str) else "", model=_reported_model(data, model))
     finish = choices[0].get("finish_reason")
     refusal = message.get("refusal")

@@ -102,3 +102,15 @@ def test_an_anthropic_reply_without_a_verdict_is_an_invalid_sample(fake, name):
     assert (r.status.value, r.reason_code) == ("ERROR", "unparseable_output")
     assert said in r.evidence and fake.calls == 2
     assert g.judge_usage.input_tokens == 200
+
+
+def test_content_given_as_a_list_of_parts_is_read(fake):
+    # Mistral's reasoning models (and some gateways) answer content as typed parts
+    parts = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "let me see"}]},
+        {"type": "text", "text": '{"pass": true, "citations": [{"id": "final_output"}]}'},
+    ]
+    fake.default = chat({"content": parts})
+    r = judge_result(grade(make_judge(fake), spec(assertion(samples=1, model="mistral-medium-latest"))))
+    assert r.status.value == "PASSED", r.evidence
+    assert fake.calls == 1
