@@ -186,7 +186,7 @@ class Parsed:
     citations: list[dict[str, str]] = field(default_factory=list)
 
 
-_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(?P<body>.*)\n```\Z", re.S)
+_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*)\r?\n```\Z", re.S)
 
 
 class _NotJsonConstant(ValueError):
