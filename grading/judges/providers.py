@@ -357,8 +357,8 @@ async def complete(
                 failure = f"HTTP {status}: {snippet}"
                 if status in (401, 403):
                     raise ProviderError(
-                        f"judge provider refused the credentials ({failure}); fix the API key "
-                        f"in {config.settings_where}",
+                        f"judge provider refused the credentials: fix the API key in "
+                        f"{config.settings_where} ({failure})",
                         "infra_error",
                         "judge_provider_auth",
                         status=status,
@@ -372,9 +372,9 @@ async def complete(
                     continue
                 if status == 404:
                     raise ProviderError(
-                        f"judge provider has no model {model!r} at {_without_key(url, config)} ({failure}); fix the "
+                        f"judge provider has no model {model!r} at {_without_key(url, config)}: fix the "
                         "model name (the pack judge's model / models, or the default model in "
-                        f"{config.settings_where}) or the base URL in {config.settings_where}",
+                        f"{config.settings_where}) or the base URL in {config.settings_where} ({failure})",
                         "evaluator_error",
                         "judge_model_not_found",
                         status=status,

@@ -107,3 +107,13 @@ def test_an_unpriced_model_under_a_usd_limit_says_how_to_price_it(fake):
     assert r.reason_code == "judge_budget_exhausted"
     assert "add 'acme/new-model' to the model price table" in r.evidence and "max_tokens" in r.evidence
     assert fake.calls == 0
+
+
+def test_the_fix_survives_once_the_breaker_stops_calling(fake):
+    # after 3 failed calls in a row the judge stops calling and quotes the last error, cut:
+    # the fix must come before the provider's (long) error body
+    fake.default = status(401, json.dumps({"error": {"message": "x" * 400}}).encode())
+    judge = make_judge(fake, settings_where="SETTINGS")
+    results = [judge_result(grade(judge, spec(assertion(samples=1)))) for _ in range(4)]
+    assert fake.calls == 3 and "not sent" in results[-1].evidence
+    assert all("fix the API key in SETTINGS" in r.evidence for r in results)
