@@ -370,6 +370,18 @@ async def complete(
                     body = {k: v for k, v in body.items() if k != "response_format"}
                     attempt -= 1
                     continue
+                if (
+                    config.kind == "openai"
+                    and status == 400
+                    and "max_tokens" in body
+                    and "max_completion_tokens" in snippet
+                ):
+                    # OpenAI's reasoning models (o1, o3, o4, gpt-5) take the output cap only as
+                    # max_completion_tokens: ask again with it.
+                    body = {k: v for k, v in body.items() if k != "max_tokens"}
+                    body["max_completion_tokens"] = max_tokens
+                    attempt -= 1
+                    continue
                 if status == 404:
                     raise ProviderError(
                         f"judge provider has no model {model!r} at {_without_key(url, config)}: fix the "
