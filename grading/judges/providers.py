@@ -230,6 +230,22 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
 _CUT = "the judge's answer was cut at the output token limit (max_tokens), so it is not a complete verdict"
 
 
+def _kind_hint(config: ProviderConfig, model: str) -> str:
+    """Why a model may be unknown to this provider: it belongs to the other kind's API."""
+    anthropic = model.startswith("claude-")
+    if anthropic and config.kind == "openai":
+        return (
+            f"; {model!r} is an Anthropic model and this judge provider is OpenAI-compatible: "
+            "use a judge provider of kind anthropic, or an OpenAI-compatible model"
+        )
+    if not anthropic and config.kind == "anthropic":
+        return (
+            f"; this judge provider is of kind anthropic, whose API serves only claude- models: "
+            f"for {model!r} use a judge provider of kind openai"
+        )
+    return ""
+
+
 def _quoted(text: str) -> str:
     text = " ".join(str(text or "").split())
     return f": {text[:200]!r}" if text else ""
@@ -386,7 +402,8 @@ async def complete(
                     raise ProviderError(
                         f"judge provider has no model {model!r} at {_without_key(url, config)}: fix the "
                         "model name (the pack judge's model / models, or the default model in "
-                        f"{config.settings_where}) or the base URL in {config.settings_where} ({failure})",
+                        f"{config.settings_where}) or the base URL in {config.settings_where}"
+                        f"{_kind_hint(config, model)} ({failure})",
                         "evaluator_error",
                         "judge_model_not_found",
                         status=status,

@@ -117,3 +117,14 @@ def test_the_fix_survives_once_the_breaker_stops_calling(fake):
     results = [judge_result(grade(judge, spec(assertion(samples=1)))) for _ in range(4)]
     assert fake.calls == 3 and "not sent" in results[-1].evidence
     assert all("fix the API key in SETTINGS" in r.evidence for r in results)
+
+
+def test_a_model_of_the_other_provider_kind_says_so(fake):
+    fake.default = status(404, MODEL_404)
+    r = judge_result(
+        grade(
+            make_judge(fake, settings_where="SETTINGS"), spec(assertion(samples=1, model="claude-haiku-4-5"))
+        )
+    )
+    assert r.reason_code == "judge_model_not_found"
+    assert "'claude-haiku-4-5' is an Anthropic model" in r.evidence and "kind anthropic" in r.evidence
