@@ -451,7 +451,7 @@ def decide(
     if out.notes:
         details["notes"] = out.notes
     minimum = agreement_threshold(decl)
-    summary = _summary(mode, out.score, values, kept, low, high, expect, refs)
+    summary = _summary(mode, out.score, values, kept, low, high, expect, refs, out.passed)
     if minimum is not None and not meets(out.agreement, minimum):
         return _result(
             key,
@@ -489,6 +489,7 @@ def _summary(
     high: float,
     expect: bool,
     refs: list[str],
+    passed: bool | None = None,
 ) -> str:
     parts = []
     for m, oks in kept.items():
@@ -504,9 +505,28 @@ def _summary(
         if mode == "assertion"
         else f"{mode} score {score:.4f} on {low:g}..{high:g}"
     )
-    first = next(iter(kept.values()))[0]
-    reasoning = str(first.data.get("reasoning", "") or "")
+    reasoning = str(
+        _representative(kept, values, mode == "assertion", passed, score).data.get("reasoning") or ""
+    )
     line = f"{head} ({'; '.join(parts)}); cites {', '.join(refs)}"
     if reasoning:
         line += f"; reasoning: {reasoning}"
     return line
+
+
+def _representative(
+    kept: dict[str, list[C.Sample]],
+    values: dict[str, list[float]],
+    binary: bool,
+    passed: bool | None,
+    score: float,
+) -> C.Sample:
+    """The sample whose reasoning the evidence quotes: the first one agreeing with the
+    verdict (assertion), else the one nearest the final score; never a dissenting sample's
+    reasoning beside the verdict it argued against."""
+    pairs = [(s, v) for m, oks in kept.items() for s, v in zip(oks, values[m], strict=True)]
+    if binary and passed is not None:
+        agreeing = [s for s, v in pairs if (v >= 0.5) == passed]
+        if agreeing:
+            return agreeing[0]
+    return min(pairs, key=lambda pair: abs(pair[1] - score))[0]
