@@ -79,8 +79,19 @@ def judge_for_workspace(workspace_id: int, *, budget: Any = None) -> LLMJudge | 
     except DecryptionError:
         provider = None
     if provider is None:
-        return _BrokenJudge("the workspace's judge API key cannot be decrypted with FIELD_ENCRYPTION_KEY")
+        return _BrokenJudge(
+            "the workspace's judge API key cannot be decrypted with FIELD_ENCRYPTION_KEY; enter the key "
+            f"again in {settings_where(config.workspace)}"
+        )
+    provider.settings_where = settings_where(config.workspace)
     return LLMJudge(provider, budget=budget, prices=price_table(), loop=shared_loop())
+
+
+def settings_where(workspace: Any) -> str:
+    """Where a member fixes the judge provider, as errors name it."""
+    from django.urls import reverse
+
+    return f"the workspace's Judge provider settings ({reverse('judge-provider', args=[workspace.slug])})"
 
 
 def judge_for_lane(lane: Any) -> LLMJudge | None:

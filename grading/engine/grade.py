@@ -1111,11 +1111,7 @@ def _run_judge(
             "exception",
             f"ERROR: judge crashed: {type(exc).__name__}: {exc}",
         )
-    usage.calls += request.usage.calls
-    usage.input_tokens += request.usage.input_tokens
-    usage.output_tokens += request.usage.output_tokens
-    if usage.cost_usd is not None:
-        usage.cost_usd = None if request.usage.cost_usd is None else usage.cost_usd + request.usage.cost_usd
+    usage.add(request.usage)  # the charged amounts too: a resumed lane's budget is rebuilt from them
     return result
 
 

@@ -108,7 +108,11 @@ class JudgeBudget:
             if self.max_usd is not None:
                 if price is None:
                     self.skipped_calls += 1
-                    return f"no price known for model {model!r}, so max_calls_usd cannot be enforced"
+                    return (
+                        f"no price known for model {model!r}, so max_calls_usd cannot be enforced; "
+                        f"add {model!r} to the model price table (admin), or limit judge spend "
+                        "with judge_limits.max_tokens instead"
+                    )
                 if self.spent_usd + self._reserved_usd + usd > self.max_usd:
                     self.skipped_calls += 1
                     left = self.max_usd - self.spent_usd - self._reserved_usd

@@ -198,7 +198,10 @@ async def run_sample(
             charged_usd=charged[1],
         )
         sample.calls.append(record)
-        parsed = parse_response(result.text, spec.mode, spec.output_schema)
+        if result.problem is not None:
+            parsed = Parsed(error=result.problem)
+        else:
+            parsed = parse_response(result.text, spec.mode, spec.output_schema)
         if parsed.error is None and not parsed.unable and spec.check is not None and parsed.data is not None:
             parsed.error = spec.check(parsed.data)
         sample.parsed = parsed

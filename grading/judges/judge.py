@@ -63,6 +63,14 @@ def models_of(decl: Any, provider: ProviderConfig) -> list[str]:
     return [provider.model] if provider.model else []
 
 
+def no_model_message(provider: ProviderConfig) -> str:
+    return (
+        "NOT_EVALUATED: the judge declares no model and the judge provider has no default model; "
+        "set the judge's model (or models) in the pack, or a default model in "
+        f"{provider.settings_where}"
+    )
+
+
 def samples_of(decl: Any, budget: JudgeBudget) -> int:
     n = int(get(decl, "samples", 3) or 3)
     return max(1, min(budget.cap_samples(n), MAX_SAMPLES))
@@ -193,7 +201,7 @@ class LLMJudge:
                 Status.NOT_EVALUATED,
                 OutcomeClass.PACK_ERROR,
                 "judge_model_missing",
-                "NOT_EVALUATED: the judge declares no model and the judge provider has no default model",
+                no_model_message(self.provider),
             )
         blocks = list(request.context_blocks)
         ref_id = str(get(decl, "reference_from", "reference"))
@@ -203,7 +211,11 @@ class LLMJudge:
             purpose="judge",
             key=request.key,
             mode=mode,
-            system=system_prompt(mode, [str(c) for c in get(decl, "anti_gaming_clauses", []) or []]),
+            system=system_prompt(
+                mode,
+                [str(c) for c in get(decl, "anti_gaming_clauses", []) or []],
+                get(decl, "output_schema"),
+            ),
             user=user_prompt(task_lines(decl, mode, ref_id), blocks),
             timeout=float(get(decl, "timeout_ms", 60000)) / 1000.0,
             max_retries=int(get(decl, "max_retries", 3)),
@@ -439,7 +451,7 @@ def decide(
     if out.notes:
         details["notes"] = out.notes
     minimum = agreement_threshold(decl)
-    summary = _summary(mode, out.score, values, kept, low, high, expect, refs)
+    summary = _summary(mode, out.score, values, kept, low, high, expect, refs, out.passed)
     if minimum is not None and not meets(out.agreement, minimum):
         return _result(
             key,
@@ -477,6 +489,7 @@ def _summary(
     high: float,
     expect: bool,
     refs: list[str],
+    passed: bool | None = None,
 ) -> str:
     parts = []
     for m, oks in kept.items():
@@ -492,9 +505,28 @@ def _summary(
         if mode == "assertion"
         else f"{mode} score {score:.4f} on {low:g}..{high:g}"
     )
-    first = next(iter(kept.values()))[0]
-    reasoning = str(first.data.get("reasoning", "") or "")
+    reasoning = str(
+        _representative(kept, values, mode == "assertion", passed, score).data.get("reasoning") or ""
+    )
     line = f"{head} ({'; '.join(parts)}); cites {', '.join(refs)}"
     if reasoning:
         line += f"; reasoning: {reasoning}"
     return line
+
+
+def _representative(
+    kept: dict[str, list[C.Sample]],
+    values: dict[str, list[float]],
+    binary: bool,
+    passed: bool | None,
+    score: float,
+) -> C.Sample:
+    """The sample whose reasoning the evidence quotes: the first one agreeing with the
+    verdict (assertion), else the one nearest the final score; never a dissenting sample's
+    reasoning beside the verdict it argued against."""
+    pairs = [(s, v) for m, oks in kept.items() for s, v in zip(oks, values[m], strict=True)]
+    if binary and passed is not None:
+        agreeing = [s for s, v in pairs if (v >= 0.5) == passed]
+        if agreeing:
+            return agreeing[0]
+    return min(pairs, key=lambda pair: abs(pair[1] - score))[0]

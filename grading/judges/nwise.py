@@ -17,6 +17,7 @@ samples, across models the declared consensus.
 
 from __future__ import annotations
 
+import math
 import random
 import string
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ from .judge import (
     _result,
     get,
     models_of,
+    no_model_message,
     sample_detail,
     samples_of,
     screen,
@@ -73,14 +75,21 @@ class RankOutcome:
 def label_orders(
     labels: Sequence[str], samples: int, debias: str, seed_parts: Sequence[Any]
 ) -> list[list[str]]:
-    orders = []
+    orders: list[list[str]] = []
+    # "each sample orders them differently" (grading.md §6.1): a shuffle that repeats an
+    # order already shown is drawn again (same seeded generator) while unused orders remain,
+    # else two samples of a two-lane ranking showed the same order half the time.
+    distinct = math.factorial(min(len(labels), 8))  # 8! already exceeds the samples cap
     for i in range(samples):
         order = list(labels)
         if debias == "cyclic" and order:
             k = i % len(order)
             order = order[k:] + order[:k]
         elif debias != "none":
-            random.Random(seed_int(*seed_parts, i)).shuffle(order)
+            rng = random.Random(seed_int(*seed_parts, i))
+            rng.shuffle(order)
+            while order in orders and len(orders) < distinct:
+                rng.shuffle(order)
         orders.append(order)
     return orders
 
@@ -165,7 +174,7 @@ def rank_case(
                 Status.NOT_EVALUATED,
                 OutcomeClass.PACK_ERROR,
                 "judge_model_missing",
-                "NOT_EVALUATED: the judge declares no model and the judge provider has no default model",
+                no_model_message(judge.provider),
                 key,
                 label_text,
             ),
@@ -220,7 +229,9 @@ def rank_case(
     if isinstance(debias, bool):  # upstream's form in a raw declaration: true shuffle, false none
         debias = "shuffle" if debias else "none"
     orders = label_orders(labels, n, str(debias), seed_parts)
-    system = system_prompt("n_wise", [str(c) for c in get(decl, "anti_gaming_clauses", []) or []])
+    system = system_prompt(
+        "n_wise", [str(c) for c in get(decl, "anti_gaming_clauses", []) or []], get(decl, "output_schema")
+    )
     task = [
         f"Rank the {len(labels)} answers labelled {', '.join(labels)} from best to worst for this task.",
         str(get(decl, "prompt", "") or get(decl, "rubric", "") or get(decl, "label", "") or ""),

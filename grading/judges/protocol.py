@@ -5,7 +5,7 @@ the system message states the mode, the anti-gaming clauses and the exact JSON a
 shape; the user message holds the task and the evidence blocks, each delimited as::
 
     <<<EVIDENCE id="final_output">>>
-    ...quoted data, cut at 20,000 characters (marked)...
+    ...quoted data, cut at 20,000 characters (marked), any "<<<" in it spelled "< < <"...
     <<<END EVIDENCE id="final_output">>>
 
 Parsing never reads words from free text: the response must be exactly one JSON object
@@ -129,11 +129,23 @@ def cut(text: str) -> str:
     return text if len(text) <= BLOCK_LIMIT else text[:BLOCK_LIMIT] + CUT_MARK
 
 
+_MARKER_START = re.compile(r"<{3,}")
+
+
+def neutralise(text: str) -> str:
+    """Quoted data never holds the block markers' ``<<<``: an answer that wrote
+    ``<<<END EVIDENCE id="...">>>`` closed its block early, and what followed read as the
+    engine's own prompt (a forged task, a forged block). Spelled ``< < <`` instead."""
+    return _MARKER_START.sub(lambda m: " ".join(m.group()), text)
+
+
 def evidence_block(block_id: str, text: str) -> str:
-    return "\n".join([BEGIN.format(id=block_id), cut(text), END.format(id=block_id)])
+    return "\n".join([BEGIN.format(id=block_id), neutralise(cut(text)), END.format(id=block_id)])
 
 
-def system_prompt(mode: str, clauses: Sequence[str] = ()) -> str:
+def system_prompt(mode: str, clauses: Sequence[str] = (), output_schema: Any = None) -> str:
+    """The system message; ``output_schema`` (the pack's, every answer must also validate
+    against it) is shown, else a judge could not know the fields it asks for."""
     lines = [
         f"You are an evaluation judge (mode: {mode}). You grade an AI agent's work strictly from the "
         "evidence blocks in the user message.",
@@ -141,6 +153,13 @@ def system_prompt(mode: str, clauses: Sequence[str] = ()) -> str:
         *(f"- {c}" for c in (*DEFAULT_ANTI_GAMING, *clauses)),
         "Answer with exactly one JSON object and nothing else, in this shape:",
         ANSWER_SHAPES[mode],
+    ]
+    if isinstance(output_schema, dict) and output_schema:
+        lines += [
+            "The object must also validate against this JSON Schema (add the fields it requires):",
+            json.dumps(output_schema, sort_keys=True, ensure_ascii=False),
+        ]
+    lines += [
         'If the inputs are unusable, answer {"unable_to_judge": true, "reason": "..."} instead.',
         "citations must be non-empty.",
     ]
@@ -167,7 +186,7 @@ class Parsed:
     citations: list[dict[str, str]] = field(default_factory=list)
 
 
-_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(?P<body>.*)\n```\Z", re.S)
+_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*)\r?\n```\Z", re.S)
 
 
 class _NotJsonConstant(ValueError):
@@ -274,7 +293,11 @@ def check_citations(
         if text is None:
             return f"{cid} (does not resolve)", ids
         quote = c.get("quote")
-        if quote and collapse(quote) not in collapse(text):
+        if (
+            quote
+            and collapse(quote) not in collapse(text)
+            and collapse(quote) not in collapse(neutralise(text))
+        ):
             return f"{cid} (quote not found: {quote[:80]!r})", ids
         if cid not in ids:
             ids.append(cid)

@@ -51,6 +51,9 @@ class ProviderConfig:
     backoff_base_seconds: float = BACKOFF_BASE_SECONDS
     backoff_cap_seconds: float = BACKOFF_CAP_SECONDS
     json_mode: bool = True  # OpenAI response_format json_object
+    # Where a user changes these settings, named in the errors that call for a fix (a wrong
+    # key, an unknown model): the workspace's Judge provider page, or the grade command's flags.
+    settings_where: str = "the judge provider settings"
 
     def __post_init__(self) -> None:
         if self.kind not in PROVIDER_KINDS:
@@ -72,6 +75,9 @@ class ChatResult:
     latency_ms: float = 0.0
     retries: int = 0
     usage_reported: bool = True  # False: the provider reported no (usable) token counts
+    # Why this completion, though served and billed, carries no verdict to parse (a refusal,
+    # a tool call, no content, an answer cut at the output token limit): an invalid answer.
+    problem: str | None = None
 
 
 @dataclass
@@ -184,16 +190,65 @@ def parse_completion(config: ProviderConfig, data: Any, model: str) -> ChatResul
                 str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
             )
         result = ChatResult(text=text, model=_reported_model(data, model))
+        stop = data.get("stop_reason")
+        if stop == "refusal":
+            result.problem = f"the judge model refused to answer{_quoted(text)}"
+        elif stop == "max_tokens":
+            result.problem = _CUT
         return _usage(result, usage, "input_tokens", "output_tokens")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ProviderError("chat completion has no choices", "evaluator_error", "judge_bad_response")
     message = choices[0].get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str):
-        raise ProviderError("chat completion has no message content", "evaluator_error", "judge_bad_response")
-    result = ChatResult(text=content, model=_reported_model(data, model))
+    if not isinstance(message, dict):
+        raise ProviderError("chat completion has no message", "evaluator_error", "judge_bad_response")
+    content = message.get("content")
+    if isinstance(content, list):  # typed parts (Mistral's reasoning models, some gateways): the text ones
+        content = "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        )
+    result = ChatResult(text=content if isinstance(content, str) else "", model=_reported_model(data, model))
+    finish = choices[0].get("finish_reason")
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal.strip():
+        result.problem = f"the judge model refused to answer{_quoted(refusal)}"
+    elif message.get("tool_calls") or message.get("function_call"):
+        result.problem = "the judge model answered with a tool call instead of one JSON object"
+    elif finish == "length":
+        result.problem = _CUT
+    elif finish == "content_filter":
+        result.problem = (
+            "the provider's content filter stopped the judge's answer (finish_reason content_filter)"
+        )
+    elif not isinstance(content, str) or not content.strip():
+        result.problem = f"the judge model answered with no content (finish_reason {finish!r})"
     return _usage(result, usage, "prompt_tokens", "completion_tokens")
+
+
+_CUT = "the judge's answer was cut at the output token limit (max_tokens), so it is not a complete verdict"
+
+
+def _kind_hint(config: ProviderConfig, model: str) -> str:
+    """Why a model may be unknown to this provider: it belongs to the other kind's API."""
+    anthropic = model.startswith("claude-")
+    if anthropic and config.kind == "openai":
+        return (
+            f"; {model!r} is an Anthropic model and this judge provider is OpenAI-compatible: "
+            "use a judge provider of kind anthropic, or an OpenAI-compatible model"
+        )
+    if not anthropic and config.kind == "anthropic":
+        return (
+            f"; this judge provider is of kind anthropic, whose API serves only claude- models: "
+            f"for {model!r} use a judge provider of kind openai"
+        )
+    return ""
+
+
+def _quoted(text: str) -> str:
+    text = " ".join(str(text or "").split())
+    return f": {text[:200]!r}" if text else ""
 
 
 def _reported_model(data: dict[str, Any], asked: str) -> str:
@@ -318,7 +373,8 @@ async def complete(
                 failure = f"HTTP {status}: {snippet}"
                 if status in (401, 403):
                     raise ProviderError(
-                        f"judge provider refused the credentials ({failure})",
+                        f"judge provider refused the credentials: fix the API key in "
+                        f"{config.settings_where} ({failure})",
                         "infra_error",
                         "judge_provider_auth",
                         status=status,
@@ -330,6 +386,29 @@ async def complete(
                     body = {k: v for k, v in body.items() if k != "response_format"}
                     attempt -= 1
                     continue
+                if (
+                    config.kind == "openai"
+                    and status == 400
+                    and "max_tokens" in body
+                    and "max_completion_tokens" in snippet
+                ):
+                    # OpenAI's reasoning models (o1, o3, o4, gpt-5) take the output cap only as
+                    # max_completion_tokens: ask again with it.
+                    body = {k: v for k, v in body.items() if k != "max_tokens"}
+                    body["max_completion_tokens"] = max_tokens
+                    attempt -= 1
+                    continue
+                if status == 404:
+                    raise ProviderError(
+                        f"judge provider has no model {model!r} at {_without_key(url, config)}: fix the "
+                        "model name (the pack judge's model / models, or the default model in "
+                        f"{config.settings_where}) or the base URL in {config.settings_where}"
+                        f"{_kind_hint(config, model)} ({failure})",
+                        "evaluator_error",
+                        "judge_model_not_found",
+                        status=status,
+                        retries=attempt - 1,
+                    )
                 if status not in RETRIED_4XX and status < 500:
                     raise ProviderError(
                         f"judge provider rejected the request ({failure})",

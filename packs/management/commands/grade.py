@@ -238,7 +238,16 @@ def _judge_provider(options: dict[str, Any]) -> Any:
     from grading.judges.providers import ProviderConfig
 
     # The CLI operator is trusted: a loopback or private base URL is allowed (interfaces.md §5).
-    return ProviderConfig(kind=provider, base_url=base_url, api_key=api_key.strip(), allow_private=True)
+    return ProviderConfig(
+        kind=provider,
+        base_url=base_url,
+        api_key=api_key.strip(),
+        allow_private=True,
+        settings_where=(
+            "the grade command's --judge-api-key / --judge-base-url flags "
+            "(or AGENTCLASH_JUDGE_API_KEY / AGENTCLASH_JUDGE_BASE_URL)"
+        ),
+    )
 
 
 # The trace import's upload limit (runs.services.trace_import.MAX_RESULTS_BYTES).
