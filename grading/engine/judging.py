@@ -66,9 +66,8 @@ def no_judge_result(key: str, text: str, mode: str) -> ExpectationResult:
         status=Status.NOT_EVALUATED,
         outcome_class=OutcomeClass.UNAVAILABLE,
         evidence=(
-            f"NOT_EVALUATED: no judge provider configured; {mode} judge {key!r} was not run. To run it, "
-            "set one on the workspace's Judge provider settings page (/workspaces/<slug>/judge/), or give "
-            "the grade command --judge-provider (or AGENTCLASH_JUDGE_PROVIDER)"
+            f"NOT_EVALUATED: no judge provider configured; {mode} judge {key!r} was not run (set one "
+            "on the workspace's Judge provider settings page, or give the grade command --judge-provider)"
         ),
         reason_code="no_judge_provider",
     )
