@@ -306,15 +306,18 @@ def grid_page(
 
 # --- the case list --------------------------------------------------------------------------
 
+_ENDED = (ItemState.DONE, ItemState.CANCELLED)
 CASE_FILTERS = {
     "passed": Q(status="PASSED"),
     "failed": Q(status="FAILED"),
     "unavailable": Q(status="UNAVAILABLE"),
     "not_evaluated": Q(status="NOT_EVALUATED"),
     "error": Q(status="ERROR"),
-    "infra_error": Q(status="", last_category="infra_error"),
-    "config_error": Q(status="", last_category="config_error"),
-    "cancelled": Q(status="", last_category="cancelled"),
+    # An item sent again (retry-failed) keeps its last category while it waits: it is
+    # "pending" (runs.documents.display_status), as the lane counts and the API's filter say.
+    "infra_error": Q(status="", state__in=_ENDED, last_category="infra_error"),
+    "config_error": Q(status="", state__in=_ENDED, last_category="config_error"),
+    "cancelled": Q(status="", state__in=_ENDED, last_category="cancelled"),
     "pending": Q(state__in=(ItemState.PENDING, ItemState.CLAIMED)),
 }
 # Filters on the grade status alone: with the run order they page along (run, status, id).

@@ -1,0 +1,221 @@
+"""One run seen through every surface (``eval start --follow --json``, ``run status``, the API
+run document and case list, the case list page and its filters, the overview's leaderboard,
+the exports and the page's CSV download) reports the same facts: two hosted deployments,
+repetitions 2, PASSED / FAILED / NOT_EVALUATED (pack_error) / infra_error / config_error."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter, defaultdict
+
+import pytest
+import yaml
+from aiohttp import web
+from django.core.management import call_command
+
+from packs.services import pack_version_publish
+from tests.fakes.agent_server import FakeAgent
+from tests.runs.runfactory import hosted, pack_yaml
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BASE = "/api/v1/workspaces/acme/runs"
+
+
+@pytest.fixture
+def inline_tasks(monkeypatch):
+    from runs import tasks
+    from runs.dispatch import dispatch_lane
+    from runs.scoring import check_run
+
+    def dispatch(lane_id):
+        for _ in range(20):
+            if not dispatch_lane(lane_id, time_slice=30).requeue:
+                break
+
+    monkeypatch.setattr(tasks.dispatch_lane, "delay", dispatch)
+    monkeypatch.setattr(tasks.check_run, "delay", check_run)
+
+
+def _pack(workspace):
+    doc = yaml.safe_load(pack_yaml(cases=5))
+    cases = doc["input_sets"][0]["cases"]
+    cases[4]["expectations"] = []  # c4: reference missing -> NOT_EVALUATED / pack_error
+    return pack_version_publish(workspace=workspace, data=yaml.safe_dump(doc).encode()).version
+
+
+def _agent_behaviour():
+    seen = defaultdict(int)
+
+    async def behaviour(request, recorded, agent):
+        lane = recorded.path.rsplit("/", 1)[-1]
+        case = recorded.case_key
+        seen[(lane, case)] += 1
+        n = seen[(lane, case)]
+        word = recorded.json["challenge"]["instructions"].split()[-1]
+        if case == "c1" and lane == "beta":
+            return web.json_response({"final_output": "wrong"})
+        if case == "c2" and lane == "alpha" and n == 1:
+            return web.json_response({"final_output": "wrong"})
+        if case == "c3" and lane == "alpha":
+            return web.json_response({}, status=500)
+        if case == "c3" and lane == "beta" and n == 1:
+            return web.json_response({}, status=404)
+        return web.json_response(
+            {
+                "final_output": word,
+                "metrics": {"input_tokens": 10 * n, "output_tokens": 3, "cost_usd": 0.0012},
+            }
+        )
+
+    return behaviour
+
+
+def _cli(*args):
+    out = io.StringIO()
+    code = 0
+    try:
+        call_command(*args, stdout=out, stderr=io.StringIO())
+    except SystemExit as exc:
+        code = exc.code
+    return code, out.getvalue()
+
+
+def _body(response):
+    return json.loads(b"".join(response.streaming_content) if response.streaming else response.content)
+
+
+def _started(personas):
+    """A finished run of "alpha" (2 attempts) and "beta" (1 attempt) over c0..c4, 2 repetitions:
+    alpha c2 fails once and c3 always answers 500 (infra_error); beta c1 fails, c3 answers 404
+    once (config_error); c4 has no expected answer (NOT_EVALUATED, pack_error)."""
+    _pack(personas.workspace)
+    with FakeAgent() as agent:
+        agent.default = _agent_behaviour()
+        hosted(personas.workspace, agent.url_for("/alpha"), name="alpha", max_attempts=2)
+        hosted(personas.workspace, agent.url_for("/beta"), name="beta", max_attempts=1)
+        code, out = _cli(
+            "eval", "start", "--workspace", "acme", "--pack", "echo", "--deployment", "alpha",
+            "--deployment", "beta", "--repetitions", "2", "--follow", "--json",
+        )  # fmt: skip
+    return code, json.loads(out)
+
+
+def _api_cases(api, run_id, query=""):
+    """Every page of the API's case list (3 a page, so the keyset cursor is walked)."""
+    rows, after = [], None
+    while True:
+        url = f"{BASE}/{run_id}/cases?limit=3{query}" + (f"&after={after}" if after else "")
+        body = _body(api.get(url))
+        rows += body["results"]
+        after = body["next"]
+        if after is None:
+            return rows
+
+
+def _page_ids(run, status):
+    """The case list page's items under a status filter (every keyset page)."""
+    from runs.results import CaseQuery, case_page
+
+    ids, after = [], None
+    while True:
+        page = case_page(run, CaseQuery(status=status, after=after))
+        ids += [item.id for item in page.items]
+        after = page.next_cursor
+        if after is None:
+            return ids
+
+
+STATUSES = (
+    "PASSED", "FAILED", "NOT_EVALUATED", "UNAVAILABLE", "ERROR", "infra_error", "config_error", "cancelled",
+    "pending",
+)  # fmt: skip
+
+
+def _filters_agree(personas, run_id, doc):
+    """Each status filter of the API and of the case list page lists the cases the run
+    document shows with that status, as many as its lane counts say."""
+    from runs.models import Run
+
+    run = Run.objects.get(pk=run_id)
+    api = personas.api(personas.viewer)
+    every = {(c["deployment"], c["case_key"], c["repetition"]): c for c in _api_cases(api, run_id)}
+    for status in STATUSES:
+        listed = _api_cases(api, run_id, f"&status={status}")
+        assert {c["status"] for c in listed} <= {status}
+        shown = Counter(c["status"] for c in doc["cases"])[status]
+        assert len(listed) == shown == sum(lane["counts"][status] for lane in doc["lanes"]), status
+        assert sorted(_page_ids(run, status.lower())) == sorted(c["id"] for c in listed), status
+    return every
+
+
+def test_every_surface_of_a_finished_run_reports_the_same_facts(personas, inline_tasks):
+    from django.test import Client
+
+    from runs.models import Run, RunLane
+    from runs.results import lanes_of, leaderboard
+
+    code, follow = _started(personas)
+    assert code == 3  # infra_error and config_error cases remain (interfaces.md §6)
+    run_id = follow["run"]["id"]
+    assert Counter(c["status"] for c in follow["cases"]) == {
+        "PASSED": 10, "FAILED": 3, "NOT_EVALUATED": 4, "infra_error": 2, "config_error": 1,
+    }  # fmt: skip
+    status_code, status_out = _cli("run", "status", run_id, "--cases", "--json")
+    assert status_code == 0 and json.loads(status_out) == follow
+    api = personas.api(personas.viewer)
+    assert _body(api.get(f"{BASE}/{run_id}")) == {"run": follow["run"], "lanes": follow["lanes"]}
+    every = _filters_agree(personas, run_id, follow)
+    assert [{k: v for k, v in c.items() if k != "id"} for c in every.values()] == follow["cases"]
+    for case in every.values():
+        detail = _body(api.get(f"{BASE}/{run_id}/cases/{case['id']}"))
+        assert {k: detail[k] for k in case if k != "attempts"} == {
+            k: v for k, v in case.items() if k != "attempts"
+        }
+        assert len(detail["attempts"]) == case["attempts"]
+        if detail["grading"]:
+            assert detail["grading"]["status"] == case["status"]
+            assert detail["grading"]["case"]["repetition"] == case["repetition"]
+    # exports: one row per case, as the document lists them
+    keys = ("deployment", "challenge_key", "case_key", "repetition", "status", "score", "attempts")
+    jsonl = [json.loads(line) for line in _cli("run", "export", run_id, "--format", "jsonl")[1].splitlines()]
+    assert [{k: r[k] for k in keys} for r in jsonl] == follow["cases"]
+    client = Client()
+    client.force_login(personas.viewer)
+    download = b"".join(client.get(f"/runs/{run_id}/export/csv/").streaming_content).decode()
+    table = list(csv.DictReader(io.StringIO(download.removeprefix("\ufeff"), newline="")))
+    assert download.removeprefix("\ufeff") == _cli("run", "export", run_id, "--format", "csv")[1]
+    assert [r["status"] for r in table] == [c["status"] for c in follow["cases"]]
+    assert [int(r["attempts"]) for r in table] == [c["attempts"] for c in follow["cases"]]
+    # the overview's leaderboard: the document's figures, and the stored spend totals
+    run = Run.objects.get(pk=run_id)
+    rows = {row.lane.deployment_name: row for row in leaderboard(run, lanes_of(run))}
+    for lane in follow["lanes"]:
+        row = rows[lane["deployment"]]
+        assert (row.pass_rate, row.pass_rate_interval, row.mean_score, row.mean_score_interval) == (
+            lane["pass_rate"], lane["pass_rate_interval"], lane["mean_score"], lane["mean_score_interval"],
+        )  # fmt: skip
+        assert row.counts == lane["counts"]
+        mine = [r for r in jsonl if r["deployment"] == lane["deployment"] and r["status"] not in
+                ("infra_error", "config_error")]  # fmt: skip
+        stats = RunLane.objects.get(run=run, deployment_name=lane["deployment"]).stats
+        assert stats["agent"]["input_tokens"] == sum(r["input_tokens"] or 0 for r in mine)
+        assert row.agent_cost_usd == pytest.approx(sum(r["cost_usd"] or 0 for r in mine))
+    assert [rows[n].rank for n in ("alpha", "beta")] == [1, 2]  # mean score 0.8333 before 0.75
+
+
+def test_items_sent_again_are_pending_under_every_filter(personas, inline_tasks):
+    """retry-failed puts the infra_error / config_error items back to pending: the run
+    document counts them pending and so does the API's ``status=pending``, but the case list
+    page's "infra_error" filter still listed them (showing "pending"), as its filters read
+    the last attempt's category whatever the item's state."""
+    from runs.models import Run
+    from runs.services.operations import run_retry_failed
+
+    _, follow = _started(personas)
+    run_id = follow["run"]["id"]
+    assert run_retry_failed(run=Run.objects.get(pk=run_id), enqueue=False) == 3
+    doc = json.loads(_cli("run", "status", run_id, "--cases", "--json")[1])
+    assert Counter(c["status"] for c in doc["cases"])["pending"] == 3
+    _filters_agree(personas, run_id, doc)
