@@ -203,6 +203,12 @@ def test_every_surface_of_a_finished_run_reports_the_same_facts(personas, inline
         assert stats["agent"]["input_tokens"] == sum(r["input_tokens"] or 0 for r in mine)
         assert row.agent_cost_usd == pytest.approx(sum(r["cost_usd"] or 0 for r in mine))
     assert [rows[n].rank for n in ("alpha", "beta")] == [1, 2]  # mean score 0.8333 before 0.75
+    # ... and as the page shows them: scores and their intervals at 4 decimals (grading.md §2)
+    page = client.get(f"/runs/{run_id}/").content.decode()
+    for lane in follow["lanes"]:
+        low, high = lane["mean_score_interval"]
+        assert f"{lane['mean_score']:.4f}" in page
+        assert f"{low:.4f}\u2013{high:.4f}" in page, lane["deployment"]
 
 
 def test_items_sent_again_are_pending_under_every_filter(personas, inline_tasks):
