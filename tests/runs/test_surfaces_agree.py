@@ -225,3 +225,58 @@ def test_items_sent_again_are_pending_under_every_filter(personas, inline_tasks)
     doc = json.loads(_cli("run", "status", run_id, "--cases", "--json")[1])
     assert Counter(c["status"] for c in doc["cases"])["pending"] == 3
     _filters_agree(personas, run_id, doc)
+
+
+@pytest.mark.parametrize("first", ["ci", "bb"])
+def test_a_black_box_trace_lane_reports_tool_checks_unavailable_beside_a_structured_one(personas, first):
+    """agent-protocol.md: a ``black_box`` deployment has no tool_calls channel, so a check
+    of the calls is UNAVAILABLE, never graded on an invented empty list. An upload to a run
+    with a structured and a black_box trace_import lane built every line's evidence with the
+    first lane's level: the black_box lane's tool check PASSED on "no calls" (or, the other
+    way round, the structured lane's was UNAVAILABLE). Every surface shows the lane's cases
+    UNAVAILABLE (outcome class unavailable) and the JUnit file skips them."""
+    import xml.etree.ElementTree as ET
+
+    from runs.models import RunLane
+    from runs.services.deployments import deployment_create
+    from tests.runs.runfactory import create_run
+    from tests.runs.test_exports_hostile import _upload
+
+    doc = yaml.safe_load(pack_yaml(cases=2))
+    spec = doc["version"]["evaluation_spec"]
+    spec["validators"].append(
+        {"key": "no-search", "type": "tool_call_assertion", "target": "tool_calls",
+         "config": {"tool_name": "search", "must_call": False}}
+    )  # fmt: skip
+    spec["scorecard"]["dimensions"][0]["validators"] = ["answer", "no-search"]
+    version = pack_version_publish(workspace=personas.workspace, data=yaml.safe_dump(doc).encode()).version
+    levels = {"ci": "structured", "bb": "black_box"}
+    names = [first, *(n for n in levels if n != first)]
+    deps = [
+        deployment_create(
+            workspace=personas.workspace, name=n, kind="trace_import", evidence_level=levels[n]
+        ).deployment
+        for n in names
+    ]
+    run = create_run(personas.workspace, version, deps)
+    lines = [
+        {"deployment": d, "case_key": f"c{i}", "final_output": f"answer-{i}"} for d in names for i in range(2)
+    ]
+    _upload(personas, run, lines)
+    run_id = str(run.pk)
+    status = json.loads(_cli("run", "status", run_id, "--cases", "--json")[1])
+    assert status["run"]["status"] == "completed"
+    shown = {(c["deployment"], c["case_key"]): c["status"] for c in status["cases"]}
+    assert shown == {("ci", "c0"): "PASSED", ("ci", "c1"): "PASSED", ("bb", "c0"): "UNAVAILABLE",
+                     ("bb", "c1"): "UNAVAILABLE"}  # fmt: skip
+    lanes = {lane["deployment"]: lane for lane in status["lanes"]}
+    assert lanes["bb"]["counts"]["UNAVAILABLE"] == 2 and lanes["bb"]["pass_rate"] is None
+    assert lanes["ci"]["counts"]["PASSED"] == 2 and lanes["ci"]["pass_rate"] == 1.0
+    _filters_agree(personas, run_id, status)
+    jsonl = [json.loads(line) for line in _cli("run", "export", run_id, "--format", "jsonl")[1].splitlines()]
+    assert {(r["deployment"], r["outcome_class"]) for r in jsonl} == {("ci", "pass"), ("bb", "unavailable")}
+    stats = RunLane.objects.get(run=run, deployment_name="bb").stats
+    assert stats["outcome_counts"]["unavailable"] == 2
+    junit = ET.fromstring(_cli("run", "export", run_id, "--format", "junit")[1].encode())
+    suite = next(s for s in junit.findall("testsuite") if s.get("name") == "bb")
+    assert suite.get("skipped") == "2" and suite.get("failures") == "0"
