@@ -280,3 +280,50 @@ def test_a_black_box_trace_lane_reports_tool_checks_unavailable_beside_a_structu
     junit = ET.fromstring(_cli("run", "export", run_id, "--format", "junit")[1].encode())
     suite = next(s for s in junit.findall("testsuite") if s.get("name") == "bb")
     assert suite.get("skipped") == "2" and suite.get("failures") == "0"
+
+
+def test_an_errored_case_is_error_on_every_surface(personas):
+    """ERROR / evaluator_error (input over limits): counted ERROR on the lane and listed by
+    the ERROR filters, left out of the pass rate (grading.md §10.2), an ``<error>`` in JUnit,
+    with its outcome class and reason in the JSONL and the CSV."""
+    import xml.etree.ElementTree as ET
+
+    from runs.services.deployments import deployment_create
+    from tests.runs.runfactory import create_run
+    from tests.runs.test_exports_hostile import _upload
+
+    doc = yaml.safe_load(pack_yaml(cases=3))
+    spec = doc["version"]["evaluation_spec"]
+    spec["validators"] = [
+        {
+            "key": "number",
+            "type": "json_schema",
+            "target": "final_output",
+            "expected_from": 'literal:{"type": "number"}',
+        }
+    ]
+    spec["scorecard"]["dimensions"][0]["validators"] = ["number"]
+    for case in doc["input_sets"][0]["cases"]:
+        case["expectations"] = []
+    version = pack_version_publish(workspace=personas.workspace, data=yaml.safe_dump(doc).encode()).version
+    dep = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [dep])
+    outputs = ["1", '"one"', "9" * 5000]  # a number, not a number, an integer past Python's digit limit
+    _upload(personas, run, [{"case_key": f"c{i}", "final_output": out} for i, out in enumerate(outputs)])
+    run_id = str(run.pk)
+    status = json.loads(_cli("run", "status", run_id, "--cases", "--json")[1])
+    assert [c["status"] for c in status["cases"]] == ["PASSED", "FAILED", "ERROR"]
+    lane = status["lanes"][0]
+    assert lane["counts"]["ERROR"] == 1 and lane["pass_rate"] == 0.5
+    _filters_agree(personas, run_id, status)
+    jsonl = [json.loads(line) for line in _cli("run", "export", run_id, "--format", "jsonl")[1].splitlines()]
+    assert (jsonl[2]["outcome_class"], jsonl[2]["reason_code"], jsonl[2]["score"]) == (
+        "evaluator_error", "input_too_large", None,
+    )  # fmt: skip
+    table = list(csv.DictReader(io.StringIO(_cli("run", "export", run_id, "--format", "csv")[1], newline="")))
+    assert [(r["status"], r["outcome_class"]) for r in table] == [
+        (r["status"], r["outcome_class"]) for r in jsonl
+    ]
+    suite = ET.fromstring(_cli("run", "export", run_id, "--format", "junit")[1].encode()).find("testsuite")
+    assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("1", "1", "0")
+    assert suite.findall("testcase")[2].find("error").get("type") == "ERROR"
