@@ -327,3 +327,45 @@ def test_an_errored_case_is_error_on_every_surface(personas):
     suite = ET.fromstring(_cli("run", "export", run_id, "--format", "junit")[1].encode()).find("testsuite")
     assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("1", "1", "0")
     assert suite.findall("testcase")[2].find("error").get("type") == "ERROR"
+
+
+def test_a_cancelled_runs_cancelled_cases_are_counted_on_every_surface(personas, inline_tasks):
+    """A run cancelled while its trace_import lane waited: status, the API and page filters
+    count the cancelled repetitions, and so does the overview's "Not graded" column (it
+    listed every other kind of ungraded case but not the cancelled ones: a lane with 7 of
+    its 10 repetitions cancelled showed nothing there)."""
+    import re
+
+    from django.test import Client
+
+    from runs.services.deployments import deployment_create
+    from runs.services.operations import run_cancel
+    from tests.runs.runfactory import create_run
+    from tests.runs.test_exports_hostile import _upload
+
+    version = _pack(personas.workspace)
+    ci = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [ci], repetitions=2)
+    _upload(
+        personas,
+        run,
+        [
+            {"case_key": "c0", "repetition": 1, "final_output": "answer-0"},
+            {"case_key": "c1", "repetition": 1, "final_output": "nope"},
+            {"case_key": "c1", "repetition": 2, "final_output": "answer-1"},
+        ],
+    )
+    run_cancel(run=run)
+    run_id = str(run.pk)
+    code, out = _cli("run", "status", run_id, "--cases", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["run"]["status"] == "cancelled"
+    counts = doc["lanes"][0]["counts"]
+    assert (counts["PASSED"], counts["FAILED"], counts["cancelled"]) == (2, 1, 7)
+    assert doc["lanes"][0]["pass_rate"] == 0.75  # c0 1.0, c1 0.5 (grading.md §10.3)
+    _filters_agree(personas, run_id, doc)
+    client = Client()
+    client.force_login(personas.viewer)
+    page = client.get(f"/runs/{run_id}/").content.decode()
+    board = page[page.index('id="leaderboard-h"') : page.index("</table>", page.index('id="leaderboard-h"'))]
+    assert re.search(r'<span class="badge st-cancelled">cancelled 7</span>', board)
