@@ -369,3 +369,50 @@ def test_a_cancelled_runs_cancelled_cases_are_counted_on_every_surface(personas,
     page = client.get(f"/runs/{run_id}/").content.decode()
     board = page[page.index('id="leaderboard-h"') : page.index("</table>", page.index('id="leaderboard-h"'))]
     assert re.search(r'<span class="badge st-cancelled">cancelled 7</span>', board)
+
+
+def test_a_rescored_run_shows_its_new_revision_on_every_surface(personas, inline_tasks):
+    """Scoring revision 2 of a run whose revision 1 had graded alpha's c0 FAILED: the status
+    document, the filters, the case document (its revision, the archived one), the JUnit
+    properties and the overview all read revision 2's grades."""
+    import xml.etree.ElementTree as ET
+
+    from django.test import Client
+
+    from runs.models import Run, RunItem, RunLane
+    from runs.results import lanes_of, leaderboard
+    from runs.services.operations import run_rescore
+    from runs.tasks import rescore_run
+
+    _, follow = _started(personas)
+    run_id = follow["run"]["id"]
+    item = RunItem.objects.get(run_id=run_id, lane__deployment_name="alpha", case_key="c0", repetition=1)
+    RunItem.objects.filter(pk=item.pk).update(
+        status="FAILED", score=0.0, grade=dict(item.grade, status="FAILED")
+    )
+    RunLane.objects.filter(run_id=run_id, deployment_name="alpha").update(passed=4, failed=2)
+    run_rescore(run=Run.objects.get(pk=run_id), enqueue=False)
+    rescore_run(run_id, 2)
+    status = json.loads(_cli("run", "status", run_id, "--cases", "--json")[1])
+    assert status["run"]["status"] == "completed"
+    assert status["lanes"] == follow["lanes"] and status["cases"] == follow["cases"]
+    _filters_agree(personas, run_id, status)
+    detail = _body(personas.api(personas.viewer).get(f"{BASE}/{run_id}/cases/{item.pk}"))
+    assert (detail["status"], detail["scoring_revision"], detail["grading"]["status"]) == (
+        "PASSED",
+        2,
+        "PASSED",
+    )
+    assert [(r["revision"], r["status"]) for r in detail["previous_revisions"]] == [(1, "FAILED")]
+    junit = ET.fromstring(_cli("run", "export", run_id, "--format", "junit")[1].encode())
+    for suite in junit.findall("testsuite"):
+        properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+        assert properties["scoring_revision"] == "2" and properties["run_status"] == "completed"
+    run = Run.objects.get(pk=run_id)
+    rows = leaderboard(run, lanes_of(run))
+    assert [(r.lane.deployment_name, r.pass_rate, r.counts) for r in rows] == [
+        (lane["deployment"], lane["pass_rate"], lane["counts"]) for lane in status["lanes"]
+    ]
+    client = Client()
+    client.force_login(personas.viewer)
+    assert 'data-testid="scoring-revision">revision 2 ' in client.get(f"/runs/{run_id}/").content.decode()
