@@ -416,3 +416,54 @@ def test_a_rescored_run_shows_its_new_revision_on_every_surface(personas, inline
     client = Client()
     client.force_login(personas.viewer)
     assert 'data-testid="scoring-revision">revision 2 ' in client.get(f"/runs/{run_id}/").content.decode()
+
+
+def test_a_judged_runs_judge_spend_is_one_figure_on_the_overview(personas):
+    """grading.md §6.5: every judge, claim-extraction and critic call is summed in the lane's
+    judge usage. The overview's "Judge tokens · cost" cell showed the lane's tokens of every
+    call (the grades' and the run's judge probes') beside the cost of the grades' calls only,
+    once the run completed (while it ran, the cost of every call): two figures of different
+    calls in one cell, and a cost that dropped when the run completed."""
+    from django.test import Client
+
+    from grading.models import ModelPrice
+    from runs.models import Run, RunItem, RunLane
+    from runs.results import lanes_of, leaderboard
+    from runs.templatetags.run_results import usd
+    from tests.fakes.agent_server import ok
+    from tests.fakes.judge_provider import FakeJudgeProvider, by_mode, content, verdict
+    from tests.grading.judges.test_judge_runs import publish_with_judges, setup_provider
+    from tests.runs.runfactory import create_run, drive
+
+    # the admin price table (seeded by a migration, emptied by an earlier test's flush)
+    ModelPrice.objects.update_or_create(
+        model="gpt-4o-mini", defaults={"input_usd_per_million": 0.15, "output_usd_per_million": 0.6}
+    )
+    ws = personas.workspace
+    judges = [
+        {"key": "j", "mode": "assertion", "assertion": "says the word", "model": "gpt-4o-mini", "samples": 1}
+    ]
+    with FakeJudgeProvider() as fake:
+        setup_provider(ws, fake)
+        version = publish_with_judges(ws, judges)
+        fake.default = by_mode(
+            assertion=verdict({"pass": True}), claims=content('{"claims": []}'), other=content("{}")
+        )
+        with FakeAgent() as agent:
+            agent.default = ok(
+                lambda rec: {"final_output": rec.json["challenge"]["instructions"].split()[-1]}
+            )
+            run = drive(create_run(ws, version, [hosted(ws, agent.url, name="a")], repetitions=2))
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "completed"
+    lane = RunLane.objects.get(run=run)
+    graded_calls = sum(item.grade["judge_usage"]["calls"] for item in RunItem.objects.filter(run=run))
+    assert lane.judge_calls > graded_calls  # the run's judge probes are booked on the lane too
+    row = leaderboard(run, lanes_of(run))[0]
+    assert row.judge_cost_usd == pytest.approx(lane.judge_cost_usd) and lane.judge_cost_usd > 0
+    assert run.judge_cost_usd == pytest.approx(lane.judge_cost_usd)  # the run's total: its lanes'
+    client = Client()
+    client.force_login(personas.viewer)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    tokens = lane.judge_input_tokens + lane.judge_output_tokens
+    assert f'<td class="num">{tokens}<br><small>{usd(lane.judge_cost_usd)}</small>' in page
