@@ -138,10 +138,16 @@ def lanes_of(run: Run) -> list[RunLane]:
     )
 
 
-def _live_judge_cost(lane: RunLane) -> float | None:
-    """The known judge spend of a running lane; None when its calls so far all were of
-    unknown cost (a provider that reports none, the heuristic judge)."""
-    if lane.judge_calls and getattr(lane, "judge_costs_unknown", 0) and not lane.judge_cost_usd:
+def _judge_cost(lane: RunLane, stats: dict[str, Any] | None = None) -> float | None:
+    """The lane's known judge spend (the columns its tokens are read from too: every judge,
+    claims and critic call, grading.md §6.5); None when its calls all were of unknown cost
+    (a provider that reports none, the heuristic judge), as its counters or, once
+    completed, its stats say."""
+    usage = (stats or {}).get("judge_usage") or {}
+    unknown = getattr(lane, "judge_costs_unknown", 0) or (
+        usage.get("calls") and usage.get("cost_usd") is None
+    )
+    if lane.judge_calls and unknown and not lane.judge_cost_usd:
         return None
     return lane.judge_cost_usd
 
@@ -175,7 +181,9 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 p95_ms=agent.get("latency_p95_ms"),
                 latency=hist,
                 agent_cost_usd=agent.get("cost_usd"),
-                judge_cost_usd=(stats.get("judge_usage") or {}).get("cost_usd"),
+                # the lane's own judge spend, as its tokens beside it (the stats' judge_usage
+                # sums the grades' calls only, not the run's judge probes)
+                judge_cost_usd=_judge_cost(lane, stats),
             )
         else:
             # Live: the lane's own counters (the run document's figures, runs.documents).
@@ -201,7 +209,7 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 p95_ms=round4(hist.quantile(0.95)),
                 latency=hist,
                 agent_cost_usd=lane.agent_cost_usd if getattr(lane, "costs_reported", 0) else None,
-                judge_cost_usd=_live_judge_cost(lane),
+                judge_cost_usd=_judge_cost(lane),
             )
         standing = ranking.get(lane.deployment_name)
         if standing:
@@ -306,15 +314,18 @@ def grid_page(
 
 # --- the case list --------------------------------------------------------------------------
 
+_ENDED = (ItemState.DONE, ItemState.CANCELLED)
 CASE_FILTERS = {
     "passed": Q(status="PASSED"),
     "failed": Q(status="FAILED"),
     "unavailable": Q(status="UNAVAILABLE"),
     "not_evaluated": Q(status="NOT_EVALUATED"),
     "error": Q(status="ERROR"),
-    "infra_error": Q(status="", last_category="infra_error"),
-    "config_error": Q(status="", last_category="config_error"),
-    "cancelled": Q(status="", last_category="cancelled"),
+    # An item sent again (retry-failed) keeps its last category while it waits: it is
+    # "pending" (runs.documents.display_status), as the lane counts and the API's filter say.
+    "infra_error": Q(status="", state__in=_ENDED, last_category="infra_error"),
+    "config_error": Q(status="", state__in=_ENDED, last_category="config_error"),
+    "cancelled": Q(status="", state__in=_ENDED, last_category="cancelled"),
     "pending": Q(state__in=(ItemState.PENDING, ItemState.CLAIMED)),
 }
 # Filters on the grade status alone: with the run order they page along (run, status, id).

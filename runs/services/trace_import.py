@@ -611,6 +611,7 @@ class _Router:
         # one reader (the cases indexed once) for both passes; duplicates are checked per
         # lane here
         self.reader = ResultsReader(cases, contexts=contexts, duplicates=False)
+        self.contexts = contexts  # the cases' grade contexts the reader builds evidence with
         self._lane_index = {pk: i for i, pk in enumerate(sorted(lane.pk for lane in lanes.values()))}
         self._case_count = len(cases)
         self._first_line: array | None = None
@@ -693,6 +694,31 @@ def _pending_items(run: Run, batch: list[_Line]) -> dict[tuple[int, str, str, in
 def _item_of(line: _Line, items: dict[tuple[int, str, str, int], ItemKey]) -> ItemKey | None:
     e = line.execution
     return items.get((line.lane.pk, e.challenge_key, e.case_key, e.repetition))
+
+
+def _at_lane_level(execution: Execution, level: str, contexts: Mapping[tuple[str, str], Any]) -> Execution:
+    """The line's evidence at its lane's evidence level. The reader builds it before the
+    line is routed to a lane, at the level of the cases' grade contexts (structured): a
+    ``black_box`` lane's line had a tool_calls channel (and files, tasks, user notes) of
+    nothing reported, so a tool check PASSED on calls nobody reported (agent-protocol.md:
+    such checks are UNAVAILABLE)."""
+    evidence = execution.evidence
+    if evidence is None or evidence.channels.tool_calls == (level != "black_box"):
+        return execution
+    from grading.engine.evidence import evidence_from_response
+
+    ctx = contexts.get((execution.challenge_key, execution.case_key))
+    options: dict[str, Any] = {}
+    if ctx is not None:
+        options = {
+            "rendered_instructions": ctx.rendered_instructions,
+            "tool_policy": dict(ctx.tool_policy),
+            "working_directory": ctx.working_directory,
+        }
+    rebuilt = evidence_from_response(
+        execution.response, deployment_kind="trace_import", evidence_level=level, **options
+    )
+    return dataclasses.replace(execution, evidence=rebuilt)
 
 
 def _graded_upload(ctx: Any, key: ItemKey, execution: Execution) -> ItemResult:
@@ -869,7 +895,8 @@ def _grade(router: _Router, source: LineSource, spool: IO[bytes]) -> None:
                 bad.append(_bad(line.number, ALREADY_DONE, "case_key", label=line.label))
                 continue
             results, where = by_lane[line.lane.pk]
-            results.append(_graded_upload(contexts[line.lane.pk], key, line.execution))
+            execution = _at_lane_level(line.execution, contexts[line.lane.pk].evidence_level, router.contexts)
+            results.append(_graded_upload(contexts[line.lane.pk], key, execution))
             where.append((key.id, line.number, line.label))
         for lane_id, (results, where) in by_lane.items():
             if results:

@@ -43,9 +43,11 @@ def interval(value: Any) -> str:
 
 @register.filter
 def score_interval(value: Any) -> str:
+    """[0.25, 1.0] -> "0.2500–1.0000": 4 decimals, as the score beside it and the run
+    document show them (grading.md §2)."""
     if not value or len(value) != 2 or value[0] is None:
         return ""
-    return f"{value[0]:z.3f}{DASH}{value[1]:z.3f}"
+    return f"{value[0]:z.4f}{DASH}{value[1]:z.4f}"
 
 
 @register.filter

@@ -30,4 +30,4 @@ def test_a_figure_that_rounds_to_zero_never_shows_a_minus_sign():
     assert score(noise) == "0.0000" and score(-0.0) == "0.0000" and score(-0.5) == "-0.5000"
     assert pct(noise) == "0.0%"
     assert interval([noise, 0.0]) == "0.0–0.0%"
-    assert score_interval([noise, 0.1]) == "0.000–0.100"
+    assert score_interval([noise, 0.1]) == "0.0000–0.1000"
