@@ -1,0 +1,81 @@
+"""The case page shows what the stored grading document says (grading.md §2, §7, §8): every
+outcome class of an ungraded expectation, detail values as the JSON they are (a huge one
+cut, with the way to the whole), and every field of a claim with its evidence."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import pytest
+
+from runs.models import Run, RunItem
+from runs.seeding import seed_run
+from tests.clients import logged_in as login
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(personas) -> Run:
+    return seed_run(workspace=personas.workspace, items=8, lanes=2, name="fidelity", infra_error_rate=0.0)
+
+
+@pytest.fixture
+def owner(personas):
+    return login(personas.owner)
+
+
+def _expectation(key: str, status: str, outcome_class: str, reason_code: str | None, **extra: Any) -> dict:
+    return {
+        "key": key,
+        "kind": "validator",
+        "text": f"check {key}",
+        "score": None,
+        "gating": False,
+        "passed": {"PASSED": True, "FAILED": False}.get(status),
+        "status": status,
+        "details": {},
+        "evidence": f"{status}: evidence of {key}",
+        "threshold": None,
+        "reason_code": reason_code,
+        "evidence_refs": [],
+        "outcome_class": outcome_class,
+        "per_invocation_scores": None,
+        **extra,
+    }
+
+
+def _graded_item(run: Run, **changes: Any) -> RunItem:
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    item.grade = {**item.grade, **changes}
+    item.save(update_fields=["grade"])
+    return item
+
+
+def _text(body: str) -> str:
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body)))
+
+
+# every (status, outcome class) pair of grading.md §2 that carries no verdict
+UNGRADED = [
+    ("NOT_EVALUATED", "pack_error", "reference_missing"),
+    ("NOT_EVALUATED", "unavailable", "no_judge_provider"),
+    ("UNAVAILABLE", "unavailable", "channel_unavailable"),
+    ("UNAVAILABLE", "infra_error", "channel_unavailable"),
+    ("ERROR", "evaluator_error", "timeout"),
+    ("ERROR", "infra_error", "timeout"),
+]
+
+
+def test_each_ungraded_expectation_shows_its_outcome_class(run, owner):
+    """ERROR could be the evaluator's fault or the sandbox's, NOT_EVALUATED the pack author's
+    or not applicable: the page showed the status and reason code only, so an ERROR of a
+    crashed evaluator and one of an unreachable sandbox read the same."""
+    expectations = [_expectation(f"e{i}", *row) for i, row in enumerate(UNGRADED)]
+    item = _graded_item(run, expectations=expectations)
+    for url in (f"/runs/{run.id}/cases/{item.id}/", f"/runs/{run.id}/cases/{item.id}/expectations/"):
+        body = owner.get(url, HTTP_HX_REQUEST="true" if "expectations/" in url else "").content.decode()
+        shown = re.findall(r'data-testid="expectation-outcome">([^<]*)<', body)
+        assert shown == [f"{status} · {outcome}" for status, outcome, _ in UNGRADED], url
