@@ -7,6 +7,7 @@ run, and the run through the workspace-scoped helper, so an outsider gets 404.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -192,11 +193,25 @@ def _expectations(
     return out
 
 
-def _details(details: Any, *, judge: bool = False) -> list[tuple[str, Any]]:
+# A detail value longer than this is cut on the page; grading.json (linked) has all of it.
+DETAIL_CHARS = 2_000
+
+
+def _details(details: Any, *, judge: bool = False) -> list[tuple[str, str, int]]:
+    """``(key, shown, cut)``: each detail as the JSON grading.json holds (``true``, ``null``,
+    double quotes, not a Python repr), strings as they are; ``cut`` characters past
+    ``DETAIL_CHARS`` are left out, so a huge value cannot swell the page."""
     if not isinstance(details, dict):
         return []
     hidden = ("citations", "samples") if judge else ("citations",)  # samples: their own table
-    return [(k, v) for k, v in details.items() if k not in hidden]
+    out = []
+    for key, value in details.items():
+        if key in hidden:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        cut = max(0, len(text) - DETAIL_CHARS)
+        out.append((str(key), text[:DETAIL_CHARS] if cut else text, cut))
+    return out
 
 
 def _other_lane(evidence_id: str, own_label: Any) -> bool:

@@ -79,3 +79,19 @@ def test_each_ungraded_expectation_shows_its_outcome_class(run, owner):
         body = owner.get(url, HTTP_HX_REQUEST="true" if "expectations/" in url else "").content.decode()
         shown = re.findall(r'data-testid="expectation-outcome">([^<]*)<', body)
         assert shown == [f"{status} · {outcome}" for status, outcome, _ in UNGRADED], url
+
+
+def test_detail_values_show_as_json_and_a_huge_one_is_cut_with_the_way_to_all_of_it(run, owner):
+    """Details rendered as Python reprs (``['a']``, ``True``, ``None``) where grading.json says
+    ``["a"]``, ``true``, ``null``; and a 300,000-character value went into the page whole."""
+    huge = {"rows": [f"ψ-row-{i:06d}" for i in range(30_000)]}
+    details = {"observed_names": ["read_file", "write_file"], "ok": True, "missing": None, "blob": huge}
+    item = _graded_item(run, expectations=[_expectation("big", "FAILED", "fail", None, details=details)])
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    text = _text(body)
+    assert '["read_file", "write_file"]' in text and " true " in text and " null " in text
+    assert "['read_file'" not in text and "True" not in text
+    assert "ψ-row-000000" in text and "ψ-row-029999" not in text
+    assert len(body) < 100_000
+    assert re.search(r"[\d,]+ more characters: the whole value is in grading\.json", text)
+    assert f'href="/runs/{run.id}/cases/{item.id}/?format=json"' in body
