@@ -95,3 +95,53 @@ def test_detail_values_show_as_json_and_a_huge_one_is_cut_with_the_way_to_all_of
     assert len(body) < 100_000
     assert re.search(r"[\d,]+ more characters: the whole value is in grading\.json", text)
     assert f'href="/runs/{run.id}/cases/{item.id}/?format=json"' in body
+
+
+def test_the_claims_ledger_shows_every_claim_field_and_all_its_evidence(run, owner):
+    """grading.md §8: each claim records its source (deterministic or llm) and evidence_refs;
+    the ledger left out the source, and dropped every evidence ref the transcript has no
+    anchor for (here ``case.expectations.answer``), so an llm claim's citation vanished."""
+    claims = [
+        {
+            "id": "claim-1",
+            "claim": "I ran the tests.",
+            "type": "process",
+            "kind": "tests_ran",
+            "source": "deterministic",
+            "verified": True,
+            "evidence": "shell: pytest -q",
+            "span": [0, 16],
+            "evidence_refs": ["tool_call:0"],
+        },
+        {
+            "id": "claim-2",
+            "claim": "The total is 1280.5.",
+            "type": "factual",
+            "kind": "llm",
+            "source": "llm",
+            "verified": False,
+            "evidence": "report.json says 1690.49",
+            "span": [17, 37],
+            "evidence_refs": ["case.expectations.answer"],
+        },
+        {
+            "id": "claim-3",
+            "claim": "The code is clean.",
+            "type": "quality",
+            "kind": "llm",
+            "source": "llm",
+            "verified": None,
+            "evidence": "no pack judge covers it",
+            "span": None,
+            "evidence_refs": [],
+        },
+    ]
+    item = _graded_item(run, claims=claims)
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    rows = re.findall(r'<tr data-testid="claim">(.*?)</tr>', body, re.S)
+    assert len(rows) == 3
+    first, second, third = (_text(r) for r in rows)
+    assert "deterministic" in first and "verified" in first and "tests_ran" in first
+    assert f'href="/runs/{run.id}/cases/{item.id}/transcript/#ev-tool_call-0"' in rows[0]
+    assert "llm" in second and "contradicted" in second and "case.expectations.answer" in second
+    assert "llm" in third and "unverifiable" in third and "quality" in third
