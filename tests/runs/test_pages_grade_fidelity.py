@@ -145,3 +145,22 @@ def test_the_claims_ledger_shows_every_claim_field_and_all_its_evidence(run, own
     assert f'href="/runs/{run.id}/cases/{item.id}/transcript/#ev-tool_call-0"' in rows[0]
     assert "llm" in second and "contradicted" in second and "case.expectations.answer" in second
     assert "llm" in third and "unverifiable" in third and "quality" in third
+
+
+def _leaderboard_rows(body: str) -> dict[str, str]:
+    table = body.split('class="leaderboard"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)
+    return {re.search(r'<th scope="row">\s*<bdi>([^<]*)</bdi>', r).group(1): _text(r) for r in rows}
+
+
+def test_a_lanes_cancelled_items_are_counted_on_the_leaderboard(personas, owner):
+    """The "Not graded" column listed unavailable, not evaluated, error, infra, config and
+    pending, but not cancelled: a cancelled run's lane showed fewer items than it had."""
+    from runs.models import RunLane
+
+    run = seed_run(workspace=personas.workspace, items=8, lanes=2, status="cancelled", done_fraction=0.5)
+    lane = RunLane.objects.filter(run=run).order_by("position").first()
+    RunLane.objects.filter(id=lane.id).update(cancelled=lane.pending, pending=0)
+    lane.refresh_from_db()
+    rows = _leaderboard_rows(owner.get(f"/runs/{run.id}/").content.decode())
+    assert lane.cancelled and f"cancelled {lane.cancelled}" in rows[lane.deployment_name]
