@@ -99,6 +99,9 @@ class LaneRow:
     # every judge call was of unknown cost): shown as a dash, never as $0.
     agent_cost_usd: float | None = None
     judge_cost_usd: float | None = None
+    # cases with a score, the n of the mean score's bootstrap interval (stored lanes only:
+    # a live lane's interval is computed when the run completes)
+    scored: int | None = None
     rank: int | None = None
     within_noise: bool | None = None
     winner: bool = False
@@ -176,6 +179,7 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 latency=hist,
                 agent_cost_usd=agent.get("cost_usd"),
                 judge_cost_usd=(stats.get("judge_usage") or {}).get("cost_usd"),
+                scored=stats.get("scored_cases"),
             )
         else:
             # Live: the lane's own counters (the run document's figures, runs.documents).

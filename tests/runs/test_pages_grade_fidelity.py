@@ -164,3 +164,23 @@ def test_a_lanes_cancelled_items_are_counted_on_the_leaderboard(personas, owner)
     lane.refresh_from_db()
     rows = _leaderboard_rows(owner.get(f"/runs/{run.id}/").content.decode())
     assert lane.cancelled and f"cancelled {lane.cancelled}" in rows[lane.deployment_name]
+
+
+def test_each_leaderboard_interval_names_its_method_and_n(run, owner):
+    """grading.md §10.3: the pass rate's interval is Wilson's over n graded cases, the mean
+    score's a percentile bootstrap over n scored cases (none below 2). The leaderboard showed
+    bare ranges: nothing said how they were made or over how many cases."""
+    from runs.models import RunLane
+
+    rows = _leaderboard_rows(owner.get(f"/runs/{run.id}/").content.decode())
+    for lane in RunLane.objects.filter(run=run):
+        shown, stats = rows[lane.deployment_name], lane.stats
+        assert f"Wilson 95%, n = {stats['graded_cases']}" in shown
+        if stats["mean_score_interval"]:
+            assert f"bootstrap 95%, n = {stats['scored_cases']}" in shown
+    lane = RunLane.objects.filter(run=run).first()
+    RunLane.objects.filter(id=lane.id).update(
+        stats={**lane.stats, "mean_score_interval": None, "scored_cases": 1}
+    )
+    rows = _leaderboard_rows(owner.get(f"/runs/{run.id}/").content.decode())
+    assert "no interval below 2 scored cases (n = 1)" in rows[lane.deployment_name]
