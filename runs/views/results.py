@@ -289,6 +289,7 @@ def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse
         "expectations": _expectations(item, files, transcript_url),
         "claims": _claims(item, files),
         "feedback": grade.get("eval_feedback") or {},
+        "run_feedback": (run.stats or {}).get("eval_feedback") or {},
         "scorecard": grade.get("scorecard") or {},
         "gates": grade.get("gates") or {},
         "metrics": grade.get("execution_metrics") or {},

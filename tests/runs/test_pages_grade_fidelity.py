@@ -184,3 +184,23 @@ def test_each_leaderboard_interval_names_its_method_and_n(run, owner):
     )
     rows = _leaderboard_rows(owner.get(f"/runs/{run.id}/").content.decode())
     assert "no interval below 2 scored cases (n = 1)" in rows[lane.deployment_name]
+
+
+def test_the_case_page_links_the_runs_findings_and_shows_the_grades_notes(run, owner):
+    """grading.md §9(b): the run's health findings are stored on the run, "which each case
+    grade links to"; the case page showed only the case's own suggestions, and not at all the
+    grade's ``eval_feedback.notes`` (a failed model-claims pass said nowhere)."""
+    feedback = {
+        "overall": "1 finding: 1 no_discrimination.",
+        "suggestions": [
+            {"assertion": "answer", "reason": "passes for every lane", "finding": "no_discrimination"}
+        ],
+    }
+    Run.objects.filter(id=run.id).update(stats={**run.stats, "eval_feedback": feedback})
+    note = "model claims failed: TimeoutError: judge timed out"
+    item = _graded_item(run, eval_feedback={"overall": "No findings.", "suggestions": [], "notes": [note]})
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    assert note in _text(body)
+    assert f'href="/runs/{run.id}/#eval-feedback"' in body and "1 finding: 1 no_discrimination." in body
+    overview = owner.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="eval-feedback"' in overview and "passes for every lane" in overview
