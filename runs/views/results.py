@@ -33,7 +33,7 @@ from runs.results import (
     run_for_user,
     siblings_of,
 )
-from runs.transcript import anchor_for, transcript_items, transcript_markdown
+from runs.transcript import MAX_SHOWN_CHARS, anchor_for, transcript_items, transcript_markdown
 
 TEMPLATES = "runs/"
 STATUS_FILTERS = (
@@ -343,15 +343,18 @@ def transcript(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse:
     run = run_for_user(request, run_id)
     item = item_for_run(run, item_id)
     evidence = evidence_of(item, run)
-    items = transcript_items(evidence) if evidence is not None else []
     if request.GET.get("format") == "md":
-        response = HttpResponse(transcript_markdown(items), content_type="text/markdown; charset=utf-8")
+        # the download is the whole transcript: the page cuts long texts and points here
+        whole = transcript_items(evidence, limit=None) if evidence is not None else []
+        response = HttpResponse(transcript_markdown(whole), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="transcript-{item.id}.md"'
         return response
+    items = transcript_items(evidence) if evidence is not None else []
     context = {
         "run": run,
         "item": item,
         "items": items,
+        "shown_chars": MAX_SHOWN_CHARS,
         "markdown": transcript_markdown(items) if items else "",
         "metrics": (evidence.metrics if evidence is not None else None),
         "channels": (evidence.channels if evidence is not None else None),

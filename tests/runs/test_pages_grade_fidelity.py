@@ -204,3 +204,39 @@ def test_the_case_page_links_the_runs_findings_and_shows_the_grades_notes(run, o
     assert f'href="/runs/{run.id}/#eval-feedback"' in body and "1 finding: 1 no_discrimination." in body
     overview = owner.get(f"/runs/{run.id}/").content.decode()
     assert 'id="eval-feedback"' in overview and "passes for every lane" in overview
+
+
+def test_a_long_output_is_cut_on_the_transcript_page_and_whole_in_its_download(run, owner):
+    """A final output over the page's limit said "the export holds everything": the way to
+    one case's whole output was the whole run's export, and the Markdown download next to
+    it was cut the same."""
+    from runs.transcript import MAX_SHOWN_CHARS
+
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    tail = "—END-OF-OUTPUT-שלום"
+    output = "x" * MAX_SHOWN_CHARS + tail
+    evidence = dict(item.evidence)
+    evidence["response"] = {**evidence["response"], "final_output": output}
+    RunItem.objects.filter(id=item.id).update(evidence=evidence)
+    url = f"/runs/{run.id}/cases/{item.id}/transcript/"
+    body = owner.get(url).content.decode()
+    note = re.search(r'data-testid="shown-in-part">(.*?)</p>', body, re.S)
+    assert note and f"the first {MAX_SHOWN_CHARS} of {len(output)} characters" in note.group(1)
+    assert 'href="?format=md"' in note.group(1) and tail not in body
+    download = owner.get(url + "?format=md").content.decode()
+    assert output in download
+
+
+def test_a_file_truncated_at_capture_says_the_rest_was_never_recorded(run, owner):
+    """A file cut when it was captured (over 1 MiB) said "the export holds everything"; the
+    export holds what was captured, so the page now says the rest was never recorded."""
+    from grading.engine.evidence import MAX_FILE_BYTES
+
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    evidence = dict(item.evidence)
+    files = {"big.log": "y" * (MAX_FILE_BYTES + 10)}
+    evidence["response"] = {**evidence["response"], "files": files}
+    RunItem.objects.filter(id=item.id).update(evidence=evidence)
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/transcript/").content.decode()
+    big = body.split('id="ev-path-big_2e_log"', 1)[1].split("</li>", 1)[0]
+    assert "truncated before AgentClash received it" in big and "the export holds everything" not in big
