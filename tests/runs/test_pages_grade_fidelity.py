@@ -240,3 +240,38 @@ def test_a_file_truncated_at_capture_says_the_rest_was_never_recorded(run, owner
     body = owner.get(f"/runs/{run.id}/cases/{item.id}/transcript/").content.decode()
     big = body.split('id="ev-path-big_2e_log"', 1)[1].split("</li>", 1)[0]
     assert "truncated before AgentClash received it" in big and "the export holds everything" not in big
+
+
+def _scorecard(overall: float | None, threshold: float | None, passed: bool | None) -> dict:
+    dims = [
+        {"key": "correctness", "gate": False, "score": 0.6, "source": "validators", "status": "PASSED",
+         "weight": 1.0, "pass_threshold": None},
+        {"key": "latency", "gate": False, "score": 1.0, "source": "latency", "status": "PASSED",
+         "weight": 1.0, "pass_threshold": None},
+    ]  # fmt: skip
+    return {"strategy": "weighted", "overall_score": overall, "passed": passed,
+            "pass_threshold": threshold, "dimensions": dims}  # fmt: skip
+
+
+def test_the_scorecard_says_the_overall_threshold_that_decided_the_case(run, owner):
+    """grading.md §10.2: with no gate the overall threshold (1.0 when none is declared) is
+    the gating input. Every dimension read "PASSED ... cannot fail" next to a FAILED case,
+    and the page never said the overall score fell below the threshold."""
+    item = _graded_item(run, scorecard=_scorecard(0.8, 1.0, False), status="FAILED")
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    said = re.search(r'data-testid="overall-threshold">(.*?)</p>', body, re.S)
+    assert said and "overall 0.8000 is below the pass threshold 1.0: the scorecard failed" in _text(
+        said.group(1)
+    )
+    item = _graded_item(run, scorecard=_scorecard(0.8, 0.75, True), status="PASSED")
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    said = re.search(r'data-testid="overall-threshold">(.*?)</p>', body, re.S)
+    assert said and "overall 0.8000 meets the pass threshold 0.75: the scorecard passed" in _text(
+        said.group(1)
+    )
+    item = _graded_item(run, scorecard=_scorecard(None, 1.0, None), status="NOT_EVALUATED")
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    said = re.search(r'data-testid="overall-threshold">(.*?)</p>', body, re.S)
+    assert said and "no dimension was graded, so the pass threshold 1.0 was not applied" in _text(
+        said.group(1)
+    )
