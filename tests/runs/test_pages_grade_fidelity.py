@@ -275,3 +275,29 @@ def test_the_scorecard_says_the_overall_threshold_that_decided_the_case(run, own
     assert said and "no dimension was graded, so the pass threshold 1.0 was not applied" in _text(
         said.group(1)
     )
+
+
+def test_a_comparison_with_a_run_still_going_says_it_covers_the_cases_finished_so_far(personas, owner):
+    """The stored comparison records each unfinished run (``result.unfinished``) and is
+    recomputed as cases finish, but the page never said so: a half-finished candidate read
+    as a final verdict, its pending cases as plain not_comparable rows."""
+    from runs.compare_tasks import comparison_request, compute_comparison
+
+    baseline = seed_run(workspace=personas.workspace, items=8, lanes=2, name="base", seed=1)
+    candidate = seed_run(
+        workspace=personas.workspace,
+        items=8,
+        lanes=2,
+        name="cand",
+        seed=2,
+        status="running",
+        done_fraction=0.5,
+    )
+    compute_comparison(comparison_request(baseline=baseline, candidate=candidate).id)
+    candidate.refresh_from_db()
+    body = owner.get(f"/runs/compare/?baseline={baseline.id}&candidate={candidate.id}").content.decode()
+    said = re.search(r'data-testid="unfinished">(.*?)</p>', body, re.S)
+    assert said and candidate.items_open
+    assert f"The candidate is still running ({candidate.items_open} items not finished)" in _text(
+        said.group(1)
+    )
