@@ -301,3 +301,23 @@ def test_a_comparison_with_a_run_still_going_says_it_covers_the_cases_finished_s
     assert f"The candidate is still running ({candidate.items_open} items not finished)" in _text(
         said.group(1)
     )
+
+
+def test_the_grid_of_a_repeated_run_shows_every_repetition_of_a_cell(personas, owner):
+    """With repetitions the grid read repetition 1 only and called it "the case's status":
+    a case that passed once and failed twice showed PASSED."""
+    run = seed_run(workspace=personas.workspace, items=4, lanes=2, infra_error_rate=0.0)
+    Run.objects.filter(id=run.id).update(repetitions=3)
+    first = RunItem.objects.filter(run=run, repetition=1, status="PASSED").order_by("id").first()
+    for rep in (2, 3):
+        clone = RunItem.objects.get(id=first.id)
+        clone.pk = None
+        clone.repetition, clone.status, clone.outcome_class, clone.score = rep, "FAILED", "fail", 0.0
+        clone.save()
+    body = owner.get(f"/runs/{run.id}/").content.decode()
+    cell = re.search(
+        rf'<td class="cell[^"]*">\s*<a href="/runs/{run.id}/cases/{first.id}/".*?</td>', body, re.S
+    )
+    assert cell and "1 of 3 passed" in _text(cell.group(0))
+    others = re.findall(r'data-testid="cell-repetitions"[^>]*>([^<]*)<', body)
+    assert len(others) == 4 and all(o.endswith("of 1 passed") or o == "1 of 3 passed" for o in others)
