@@ -321,3 +321,12 @@ def test_the_grid_of_a_repeated_run_shows_every_repetition_of_a_cell(personas, o
     assert cell and "1 of 3 passed" in _text(cell.group(0))
     others = re.findall(r'data-testid="cell-repetitions"[^>]*>([^<]*)<', body)
     assert len(others) == 4 and all(o.endswith("of 1 passed") or o == "1 of 3 passed" for o in others)
+
+
+def test_the_case_list_of_a_repeated_run_names_every_rows_repetition(personas, owner):
+    """Only repetitions 2 and up were labelled, so repetition 1 of a case read as the case."""
+    run = seed_run(workspace=personas.workspace, items=4, lanes=2, infra_error_rate=0.0)
+    Run.objects.filter(id=run.id).update(repetitions=2)
+    body = owner.get(f"/runs/{run.id}/cases/").content.decode()
+    rows = re.findall(r'<tr id="item-\d+">(.*?)</tr>', body, re.S)
+    assert len(rows) == 4 and all("rep 1" in _text(r) for r in rows)
