@@ -330,3 +330,21 @@ def test_the_case_list_of_a_repeated_run_names_every_rows_repetition(personas, o
     body = owner.get(f"/runs/{run.id}/cases/").content.decode()
     rows = re.findall(r'<tr id="item-\d+">(.*?)</tr>', body, re.S)
     assert len(rows) == 4 and all("rep 1" in _text(r) for r in rows)
+
+
+def test_right_to_left_deployment_names_are_isolated_next_to_their_figures(personas, owner):
+    """An RTL deployment name followed by its counts ("שלום 3✓ 1✗") took the numbers into
+    its right-to-left run, so they showed on the wrong side of the name: every page
+    isolates names with <bdi>, the run list and the case page's panels did not."""
+    from runs.models import RunLane
+
+    run = seed_run(workspace=personas.workspace, items=4, lanes=2, name="rtl")
+    lane = RunLane.objects.filter(run=run).order_by("position").first()
+    RunLane.objects.filter(id=lane.id).update(deployment_name="שלום")
+    assert "<bdi>שלום</bdi>" in owner.get("/runs/").content.decode()
+    other = RunItem.objects.filter(run=run).exclude(lane=lane).filter(status__in=("PASSED", "FAILED")).first()
+    body = owner.get(f"/runs/{run.id}/cases/{other.id}/").content.decode()
+    side = body.split('aria-labelledby="side-h"', 1)[1]
+    assert "<bdi>שלום</bdi>" in side
+    listed = owner.get(f"/runs/{run.id}/cases/").content.decode()
+    assert "<td><bdi>שלום</bdi></td>" in listed
