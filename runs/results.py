@@ -19,6 +19,7 @@ from runs.documents import lane_counts
 from runs.models import (
     Attempt,
     ComparisonCase,
+    GradeRevision,
     ItemState,
     Run,
     RunComparison,
@@ -418,6 +419,23 @@ def challenge_keys(run: Run) -> list[str]:
 
 def attempts_of(item: RunItem) -> list[Attempt]:
     return list(Attempt.objects.filter(item=item).order_by("number"))
+
+
+def grade_revisions_of(item: RunItem) -> list[GradeRevision]:
+    """The item's earlier grades, oldest first (their documents deferred). An item graded
+    once (``scoring_revision`` 0 or 1) has none, and costs no query."""
+    if item.scoring_revision <= 1:
+        return []
+    return list(GradeRevision.objects.filter(item=item).defer("grade").order_by("revision"))
+
+
+def grade_revision_document(item: RunItem, revision: Any) -> dict[str, Any] | None:
+    """One earlier grade's grading.json, None when the item has no such revision."""
+    try:
+        number = int(revision)
+    except (TypeError, ValueError):
+        return None
+    return GradeRevision.objects.filter(item=item, revision=number).values_list("grade", flat=True).first()
 
 
 def siblings_of(item: RunItem) -> list[RunItem]:

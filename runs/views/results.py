@@ -27,6 +27,8 @@ from runs.results import (
     case_page,
     challenge_keys,
     file_check_paths,
+    grade_revision_document,
+    grade_revisions_of,
     item_for_run,
     lanes_of,
     progress_of,
@@ -274,10 +276,16 @@ def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse
     item = item_for_run(run, item_id)
     grade = item.grade or {}
     if request.GET.get("format") == "json":
+        name = f"grading-{item.id}"
+        if "revision" in request.GET:  # an earlier grade (a re-score archived it)
+            grade = grade_revision_document(item, request.GET["revision"]) or {}
+            name += f"-revision-{request.GET['revision']}"
+            if not grade:
+                raise Http404("This case has no such earlier grade.")
         if not grade:
             raise Http404("This case has no grade.")
         response = JsonResponse(grade, json_dumps_params={"ensure_ascii": False, "indent": 2})
-        response["Content-Disposition"] = f'attachment; filename="grading-{item.id}.json"'
+        response["Content-Disposition"] = f'attachment; filename="{name}.json"'
         return response
     files = file_check_paths(run)
     transcript_url = reverse("run-transcript", args=[run.id, item.id]) if item.evidence else None
@@ -296,6 +304,7 @@ def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse
         "timing": grade.get("timing") or {},
         "notes": grade.get("user_notes_summary") or {},
         "attempts": attempts_of(item),
+        "revisions": grade_revisions_of(item),
         "siblings": siblings_of(item),
         "has_transcript": bool(item.evidence),
         "agent_metrics": ((item.evidence or {}).get("response") or {}).get("metrics") or {},

@@ -348,3 +348,28 @@ def test_right_to_left_deployment_names_are_isolated_next_to_their_figures(perso
     assert "<bdi>שלום</bdi>" in side
     listed = owner.get(f"/runs/{run.id}/cases/").content.decode()
     assert "<td><bdi>שלום</bdi></td>" in listed
+
+
+def test_a_re_scored_case_lists_its_earlier_grades(run, owner):
+    """A re-score archives the case's grade ("old ones stay viewable", runs/MODELS.md) and the
+    API lists them, but the case page showed only the current grade: a case that flipped on
+    re-scoring gave no sign of it."""
+    from runs.models import GradeRevision
+
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    old = {**item.grade, "status": "PASSED", "outcome_class": "pass"}
+    GradeRevision.objects.create(
+        item=item, revision=1, status="PASSED", outcome_class="pass", score=1.0, grade=old
+    )
+    RunItem.objects.filter(id=item.id).update(scoring_revision=2)
+    Run.objects.filter(id=run.id).update(scoring_revision=2)
+    url = f"/runs/{run.id}/cases/{item.id}/"
+    body = owner.get(url).content.decode()
+    rows = re.findall(r'<tr data-testid="grade-revision">(.*?)</tr>', body, re.S)
+    assert len(rows) == 1 and "1 PASSED pass 1.0000" in _text(rows[0])
+    assert f'href="{url}?format=json&amp;revision=1"' in rows[0]
+    assert "revision 2 (current)" in _text(body)
+    archived = owner.get(f"{url}?format=json&revision=1")
+    assert archived.status_code == 200 and archived.json()["status"] == "PASSED"
+    assert owner.get(f"{url}?format=json&revision=7").status_code == 404
+    assert owner.get(f"{url}?format=json&revision=x").status_code == 404
