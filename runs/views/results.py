@@ -44,7 +44,7 @@ STATUS_FILTERS = (
     ("failed", "Failed"),
     ("unavailable", "Unavailable"),
     ("not_evaluated", "Not evaluated"),
-    ("error", "Evaluator error"),
+    ("error", "Error (grading failed)"),  # evaluator_error or infra_error (grading.md §2)
     ("infra_error", "Infra error"),
     ("config_error", "Config error"),
     ("cancelled", "Cancelled"),

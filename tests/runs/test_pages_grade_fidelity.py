@@ -373,3 +373,15 @@ def test_a_re_scored_case_lists_its_earlier_grades(run, owner):
     assert archived.status_code == 200 and archived.json()["status"] == "PASSED"
     assert owner.get(f"{url}?format=json&revision=7").status_code == 404
     assert owner.get(f"{url}?format=json&revision=x").status_code == 404
+
+
+def test_the_error_filter_is_not_called_evaluator_error(run, owner):
+    """grading.md §2: an ERROR is an evaluator_error or an infra_error (the sandbox or the
+    judge provider failed after retries). The filter of ERROR cases read "Evaluator error",
+    so a judge-provider outage was listed as the evaluator's fault."""
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    RunItem.objects.filter(id=item.id).update(status="ERROR", outcome_class="infra_error", score=None)
+    body = owner.get(f"/runs/{run.id}/cases/?status=error").content.decode()
+    assert re.search(r'<option value="error" selected>Error \(grading failed\)</option>', body)
+    row = re.search(rf'<tr id="item-{item.id}">(.*?)</tr>', body, re.S)
+    assert row and "ERROR infra_error" in _text(row.group(1))
