@@ -385,3 +385,13 @@ def test_the_error_filter_is_not_called_evaluator_error(run, owner):
     assert re.search(r'<option value="error" selected>Error \(grading failed\)</option>', body)
     row = re.search(rf'<tr id="item-{item.id}">(.*?)</tr>', body, re.S)
     assert row and "ERROR infra_error" in _text(row.group(1))
+
+
+def test_a_graded_validator_below_its_threshold_does_not_read_as_above_it(run, owner):
+    """A graded validator's line read "score 0.7500 ≥ 0.8" next to its FAIL badge: the
+    threshold was printed as if the score met it."""
+    partial = _expectation("similar", "FAILED", "fail", None, score=0.75, threshold=0.8)
+    item = _graded_item(run, expectations=[partial])
+    text = _text(owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode())
+    assert "score 0.7500 ≥ 0.8" not in text
+    assert "score 0.7500, passes at ≥ 0.8" in text
