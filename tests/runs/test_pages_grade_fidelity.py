@@ -395,3 +395,24 @@ def test_a_graded_validator_below_its_threshold_does_not_read_as_above_it(run, o
     text = _text(owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode())
     assert "score 0.7500 ≥ 0.8" not in text
     assert "score 0.7500, passes at ≥ 0.8" in text
+
+
+def test_an_ungraded_case_advises_a_retry_only_where_retry_failed_items_sends_it(personas, owner):
+    """Every case without a grade said '"retry failed items" re-sends it', a cancelled case
+    too (retry sends infra and config errors only) and any case of a cancelled run (which
+    cannot retry)."""
+    run = seed_run(workspace=personas.workspace, items=8, lanes=2, infra_error_rate=0.5)
+    infra = RunItem.objects.filter(run=run, last_category="infra_error").order_by("id").first()
+    cancelled = RunItem.objects.filter(run=run, status__in=("PASSED", "FAILED")).order_by("id").first()
+    RunItem.objects.filter(id=cancelled.id).update(
+        status="", outcome_class="", score=None, grade=None, state="cancelled", last_category="cancelled"
+    )
+
+    def said(item: RunItem) -> str:
+        body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+        return _text(re.search(r'aria-labelledby="nograde-h">(.*?)</section>', body, re.S).group(1))
+
+    assert "retry failed items" in said(infra).lower()
+    assert "retry failed items" not in said(cancelled).lower() and "cancelled" in said(cancelled)
+    Run.objects.filter(id=run.id).update(status="cancelled")
+    assert "retry failed items" not in said(infra).lower() and "start a new run" in said(infra)
