@@ -103,6 +103,9 @@ class LaneRow:
     # cases with a score, the n of the mean score's bootstrap interval (stored lanes only:
     # a live lane's interval is computed when the run completes)
     scored: int | None = None
+    # the worst case validity and the counts per value (grading.md §10.2; stored lanes only)
+    validity: str | None = None
+    validity_counts: dict[str, int] = field(default_factory=dict)
     rank: int | None = None
     within_noise: bool | None = None
     winner: bool = False
@@ -181,6 +184,12 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 agent_cost_usd=agent.get("cost_usd"),
                 judge_cost_usd=(stats.get("judge_usage") or {}).get("cost_usd"),
                 scored=stats.get("scored_cases"),
+                validity=stats.get("validity"),
+                validity_counts={
+                    v: n
+                    for v in ("invalid", "degraded", "valid")
+                    if (n := (stats.get("validity_counts") or {}).get(v))
+                },
             )
         else:
             # Live: the lane's own counters (the run document's figures, runs.documents).

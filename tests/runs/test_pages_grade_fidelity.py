@@ -416,3 +416,20 @@ def test_an_ungraded_case_advises_a_retry_only_where_retry_failed_items_sends_it
     assert "retry failed items" not in said(cancelled).lower() and "cancelled" in said(cancelled)
     Run.objects.filter(id=run.id).update(status="cancelled")
     assert "retry failed items" not in said(infra).lower() and "start a new run" in said(infra)
+
+
+def test_a_lanes_worst_validity_shows_on_the_leaderboard(run, owner):
+    """grading.md §10.2: lanes carry the worst case validity plus counts per value (a case is
+    invalid when a validator or judge it scores by ERRORed). The stored figures were never
+    shown: a lane whose pass rate rested on invalid cases looked like any other."""
+    from runs.models import RunLane
+
+    lane = RunLane.objects.filter(run=run).order_by("position").first()
+    counts = {"valid": 2, "degraded": 1, "invalid": 1}
+    RunLane.objects.filter(id=lane.id).update(
+        stats={**lane.stats, "validity": "invalid", "validity_counts": counts}
+    )
+    rows = _leaderboard_rows(owner.get(f"/runs/{run.id}/").content.decode())
+    assert "invalid : 1 invalid · 1 degraded · 2 valid" in rows[lane.deployment_name]
+    other = next(name for name in rows if name != lane.deployment_name)
+    assert "invalid" not in rows[other] and "degraded" not in rows[other]
