@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -433,3 +434,22 @@ def test_a_lanes_worst_validity_shows_on_the_leaderboard(run, owner):
     assert "invalid : 1 invalid · 1 degraded · 2 valid" in rows[lane.deployment_name]
     other = next(name for name in rows if name != lane.deployment_name)
     assert "invalid" not in rows[other] and "degraded" not in rows[other]
+
+
+def test_a_case_whose_grading_crashed_says_why(run, owner):
+    """A case whose grading raised is ERROR / evaluator_error with no expectation, and its
+    cause in ``message`` (and ``eval_feedback.overall``): the page showed the status and
+    nothing else, so the crash's cause was only in the downloaded grading.json."""
+    from grading.engine.grade import CaseGrade
+    from grading.engine.types import GradeContext
+
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    case = SimpleNamespace(case_key=item.case_key, challenge_key=item.challenge_key)
+    doc = CaseGrade.crashed(case, GradeContext(), ValueError("boom: ψ")).to_dict()
+    assert doc["status"] == "ERROR" and not doc["expectations"]
+    RunItem.objects.filter(id=item.id).update(
+        grade=doc, status="ERROR", outcome_class="evaluator_error", score=None
+    )
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    said = re.search(r'data-testid="grade-message">(.*?)</', body, re.S)
+    assert said and "grading crashed: ValueError: boom: ψ" in html.unescape(said.group(1))
