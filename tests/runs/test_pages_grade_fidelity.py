@@ -453,3 +453,12 @@ def test_a_case_whose_grading_crashed_says_why(run, owner):
     body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
     said = re.search(r'data-testid="grade-message">(.*?)</', body, re.S)
     assert said and "grading crashed: ValueError: boom: ψ" in html.unescape(said.group(1))
+
+
+def test_a_crashed_cases_row_expansion_says_why_not_no_expectations(run, owner):
+    """The case list's in-place expansion of a crashed case said "No expectations." only."""
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    message = "grading crashed: RuntimeError: rule engine failed"
+    _graded_item(run, expectations=[], status="ERROR", outcome_class="evaluator_error", message=message)
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/expectations/", HTTP_HX_REQUEST="true").content.decode()
+    assert message in _text(body)
