@@ -489,3 +489,42 @@ def comparison_cases(
     if change in COMPARE_FILTERS:
         scope["change"] = change
     return keyset_page(qs, sort="id", after=after, size=CASE_PAGE, scope=scope)
+
+
+# --- lane figures (grading.md §10.3) ----------------------------------------------------------
+
+
+@dataclass
+class LaneFigures:
+    """The stored lane and challenge figures the leaderboard has no room for: coverage,
+    macro means, dimension and compliance means, and per challenge the pass rate over n
+    graded cases and the coverage. From the lanes' stats (already loaded): no query."""
+
+    dimensions: list[str]
+    lanes: list[tuple[RunLane, dict[str, Any]]]
+    challenges: list[tuple[str, list[dict[str, Any] | None]]]
+
+    @property
+    def has_compliance(self) -> bool:
+        return any(stats.get("compliance_mean") is not None for _, stats in self.lanes)
+
+
+def lane_figures(lanes: Sequence[RunLane]) -> LaneFigures | None:
+    """None while no lane has its stored figures (the run has not completed)."""
+    stored = [(lane, lane.stats) for lane in lanes if lane.stats and "graded_cases" in lane.stats]
+    if not stored:
+        return None
+    dimensions: list[str] = []
+    challenge_keys: list[str] = []
+    for _, stats in stored:
+        for key in stats.get("dimension_means") or {}:
+            if key not in dimensions:
+                dimensions.append(key)
+        for key in stats.get("challenges") or {}:
+            if key not in challenge_keys:
+                challenge_keys.append(key)
+    challenges = [
+        (key, [(stats.get("challenges") or {}).get(key) for _, stats in stored])
+        for key in sorted(challenge_keys)
+    ]
+    return LaneFigures(dimensions=dimensions, lanes=stored, challenges=challenges)

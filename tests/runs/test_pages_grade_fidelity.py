@@ -462,3 +462,36 @@ def test_a_crashed_cases_row_expansion_says_why_not_no_expectations(run, owner):
     _graded_item(run, expectations=[], status="ERROR", outcome_class="evaluator_error", message=message)
     body = owner.get(f"/runs/{run.id}/cases/{item.id}/expectations/", HTTP_HX_REQUEST="true").content.decode()
     assert message in _text(body)
+
+
+def test_the_overview_shows_each_lanes_coverage_dimension_means_and_challenge_figures(run, owner):
+    """grading.md §10.3: a lane's figures are its coverage, dimension and compliance means,
+    its macro means and, per challenge, counts, pass rate and coverage. They were stored on
+    each lane and shown nowhere."""
+    from runs.models import RunLane
+
+    lane = RunLane.objects.filter(run=run).order_by("position").first()
+    stats = {
+        **lane.stats,
+        "coverage": 0.75,
+        "dimension_means": {"correctness": 0.6667, "latency": 0.9},
+        "compliance_mean": None,
+        "macro": {"pass_rate": 0.5, "mean_score": 0.625, "coverage": 0.875},
+        "challenges": {
+            "sum": {"pass_rate": 0.5, "graded_cases": 2, "cases": 2, "coverage": 1.0},
+            "mul": {"pass_rate": None, "graded_cases": 0, "cases": 2, "coverage": 0.0},
+        },
+    }
+    RunLane.objects.filter(id=lane.id).update(stats=stats)
+    body = owner.get(f"/runs/{run.id}/").content.decode()
+    section = re.search(r'<section[^>]*id="lane-figures".*?</section>', body, re.S)
+    assert section, "no lane figures section"
+    rows = {
+        _text(re.search(r"<th[^>]*>(.*?)</th>", r, re.S).group(1)).strip(): _text(r)
+        for r in re.findall(r"<tr[^>]*>(.*?)</tr>", section.group(0), re.S)
+    }
+    own = rows[lane.deployment_name]
+    assert "75.0%" in own and "0.6667" in own and "0.9000" in own
+    assert "50.0%" in own and "0.6250" in own and "87.5%" in own
+    assert "50.0% of 2 graded · coverage 100.0%" in rows["sum"]
+    assert "– of 0 graded · coverage 0.0%" in rows["mul"]
