@@ -278,10 +278,11 @@ def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse
     if request.GET.get("format") == "json":
         name = f"grading-{item.id}"
         if "revision" in request.GET:  # an earlier grade (a re-score archived it)
-            grade = grade_revision_document(item, request.GET["revision"]) or {}
-            name += f"-revision-{request.GET['revision']}"
+            revision = request.GET["revision"]
+            grade = grade_revision_document(item, revision) if revision.isdigit() else None
             if not grade:
                 raise Http404("This case has no such earlier grade.")
+            name += f"-revision-{int(revision)}"
         if not grade:
             raise Http404("This case has no grade.")
         response = JsonResponse(grade, json_dumps_params={"ensure_ascii": False, "indent": 2})

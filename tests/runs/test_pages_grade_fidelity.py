@@ -374,6 +374,8 @@ def test_a_re_scored_case_lists_its_earlier_grades(run, owner):
     assert archived.status_code == 200 and archived.json()["status"] == "PASSED"
     assert owner.get(f"{url}?format=json&revision=7").status_code == 404
     assert owner.get(f"{url}?format=json&revision=x").status_code == 404
+    assert owner.get(f"{url}?format=json&revision=1%0D%0AX-Injected:%201").status_code == 404
+    assert owner.get(f"{url}?format=json&revision=1%0A").status_code == 404
 
 
 def test_the_error_filter_is_not_called_evaluator_error(run, owner):
