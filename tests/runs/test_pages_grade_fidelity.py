@@ -497,3 +497,16 @@ def test_the_overview_shows_each_lanes_coverage_dimension_means_and_challenge_fi
     assert "50.0%" in own and "0.6250" in own and "87.5%" in own
     assert "50.0% of 2 graded · coverage 100.0%" in rows["sum"]
     assert "– of 0 graded · coverage 0.0%" in rows["mul"]
+
+
+def test_the_case_timing_shows_the_total_as_stored(run, owner):
+    """grading.md §7 timing has executor, grader and total seconds; the page left out the
+    total (which also counts the case's share of the n_wise ranking pass)."""
+    timing = {
+        "executor_duration_seconds": 1.5,
+        "grader_duration_seconds": 0.25,
+        "total_duration_seconds": 2.75,
+    }
+    item = _graded_item(run, timing=timing)
+    text = _text(owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode())
+    assert "Timing executor 1.5 s · grader 250 ms · total 2.8 s" in text
