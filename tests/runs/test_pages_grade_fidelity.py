@@ -510,3 +510,22 @@ def test_the_case_timing_shows_the_total_as_stored(run, owner):
     item = _graded_item(run, timing=timing)
     text = _text(owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode())
     assert "Timing executor 1.5 s · grader 250 ms · total 2.8 s" in text
+
+
+def test_the_overviews_counts_equal_what_each_case_list_filter_lists(personas, owner):
+    """Each count of the overview's legend is the number of cases its case-list filter lists,
+    and the counts add up to every item of the run."""
+    run = seed_run(workspace=personas.workspace, items=40, lanes=2, infra_error_rate=0.25)
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    RunItem.objects.filter(id=item.id).update(status="ERROR", outcome_class="evaluator_error", score=None)
+    from runs.models import RunLane
+
+    RunLane.objects.filter(id=item.lane_id).update(failed=item.lane.failed - 1, errored=item.lane.errored + 1)
+    body = owner.get(f"/runs/{run.id}/").content.decode()
+    legend = body.split('class="legend"', 1)[1].split("</ul>", 1)[0]
+    counts = {k: int(n) for k, n in re.findall(r"</span>(\w+) (\d+)</li>", legend)}
+    assert sum(counts.values()) == RunItem.objects.filter(run=run).count()
+    assert {"PASSED", "FAILED", "ERROR", "infra_error"} <= set(counts)
+    for status, n in counts.items():
+        listed = owner.get(f"/runs/{run.id}/cases/?status={status.lower()}").content.decode()
+        assert len(re.findall(r'<tr id="item-\d+">', listed)) == n, status
