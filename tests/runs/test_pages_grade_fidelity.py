@@ -529,3 +529,18 @@ def test_the_overviews_counts_equal_what_each_case_list_filter_lists(personas, o
     for status, n in counts.items():
         listed = owner.get(f"/runs/{run.id}/cases/?status={status.lower()}").content.decode()
         assert len(re.findall(r'<tr id="item-\d+">', listed)) == n, status
+
+
+def test_the_comparisons_delta_intervals_name_their_method_and_n(personas, owner):
+    """grading.md §10.4: the deltas' intervals are paired bootstraps over the matched graded
+    cases; the headers said "95% CI" only."""
+    from runs.compare_tasks import comparison_request, compute_comparison
+
+    baseline = seed_run(workspace=personas.workspace, items=8, lanes=2, name="base", seed=1)
+    candidate = seed_run(workspace=personas.workspace, items=8, lanes=2, name="cand", seed=2)
+    compute_comparison(comparison_request(baseline=baseline, candidate=candidate).id)
+    body = owner.get(f"/runs/compare/?baseline={baseline.id}&candidate={candidate.id}").content.decode()
+    head = _text(body.split("<thead>", 1)[1].split("</thead>", 1)[0])
+    assert "Pass-rate delta (95% paired bootstrap over n)" in head
+    assert "Mean-score delta (95% paired bootstrap over n)" in head
+    assert "Matched graded (n)" in head
