@@ -544,3 +544,19 @@ def test_the_comparisons_delta_intervals_name_their_method_and_n(personas, owner
     assert "Pass-rate delta (95% paired bootstrap over n)" in head
     assert "Mean-score delta (95% paired bootstrap over n)" in head
     assert "Matched graded (n)" in head
+
+
+def test_a_pending_case_of_a_trace_import_lane_says_it_waits_for_an_upload(personas, owner):
+    """A trace_import lane's case is pending until its result is uploaded; its case page
+    said "This case has not finished yet.", as if an agent were working on it."""
+    from runs.services.deployments import deployment_create
+    from tests.runs.runfactory import create_run, publish
+
+    version = publish(personas.workspace, cases=2)
+    trace = deployment_create(workspace=personas.workspace, name="ci", kind="trace_import").deployment
+    run = create_run(personas.workspace, version, [trace])
+    item = RunItem.objects.filter(run=run).order_by("id").first()
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    said = _text(re.search(r'aria-labelledby="nograde-h">(.*?)</section>', body, re.S).group(1))
+    assert "waits for its result to be uploaded" in said and "has not finished yet" not in said
+    assert f'href="/runs/{run.id}/#upload-results"' in body
