@@ -311,7 +311,8 @@ def grid_page(
         challenge_key__in={k[0] for k in keys},
         case_key__in={k[1] for k in keys},
     ).only(
-        "id", "lane_id", "challenge_key", "case_key", "repetition", "status", "state", "last_category", "score"
+        "id", "lane_id", "challenge_key", "case_key", "repetition", "status", "state", "last_category",
+        "outcome_class", "score",
     )  # fmt: skip
     if run.repetitions <= 1:
         cells = cells.filter(repetition=1)

@@ -560,3 +560,14 @@ def test_a_pending_case_of_a_trace_import_lane_says_it_waits_for_an_upload(perso
     said = _text(re.search(r'aria-labelledby="nograde-h">(.*?)</section>', body, re.S).group(1))
     assert "waits for its result to be uploaded" in said and "has not finished yet" not in said
     assert f'href="/runs/{run.id}/#upload-results"' in body
+
+
+def test_a_grid_cell_without_a_verdict_names_its_outcome_class(run, owner):
+    """The grid showed "ERROR" for an evaluator crash and for a judge-provider outage alike."""
+    item = RunItem.objects.filter(run=run, status="FAILED", repetition=1).order_by("id").first()
+    RunItem.objects.filter(id=item.id).update(status="ERROR", outcome_class="infra_error", score=None)
+    body = owner.get(f"/runs/{run.id}/").content.decode()
+    cell = re.search(
+        rf'<td class="cell[^"]*">\s*<a href="/runs/{run.id}/cases/{item.id}/".*?</td>', body, re.S
+    )
+    assert cell and "ERROR infra_error" in _text(cell.group(0))
