@@ -197,6 +197,28 @@ def _expectations(
 
 # A detail value longer than this is cut on the page; grading.json (linked) has all of it.
 DETAIL_CHARS = 2_000
+# The agent's notes shown per bucket, each cut at NOTE_CHARS (grading.json has them all).
+NOTES_SHOWN = 50
+NOTE_CHARS = 2_000
+NOTE_BUCKETS = (
+    ("uncertainties", "Uncertainties"),
+    ("workarounds", "Workarounds"),
+    ("needs_review", "Needs review"),
+)
+
+
+def _notes(summary: Any) -> list[tuple[str, list[str], int]]:
+    """``(title, shown, more)`` per non-empty bucket of ``user_notes_summary``: the first
+    ``NOTES_SHOWN`` notes, each cut at ``NOTE_CHARS``; ``more`` is how many are left out."""
+    if not isinstance(summary, dict):
+        return []
+    out = []
+    for key, title in NOTE_BUCKETS:
+        items = [n for n in summary.get(key) or [] if isinstance(n, str)]
+        if items:
+            shown = [n if len(n) <= NOTE_CHARS else n[:NOTE_CHARS] + "…" for n in items[:NOTES_SHOWN]]
+            out.append((title, shown, len(items) - len(shown)))
+    return out
 
 
 def _details(details: Any, *, judge: bool = False) -> list[tuple[str, str, int]]:
@@ -303,7 +325,7 @@ def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse
         "gates": grade.get("gates") or {},
         "metrics": grade.get("execution_metrics") or {},
         "timing": grade.get("timing") or {},
-        "notes": grade.get("user_notes_summary") or {},
+        "notes": _notes(grade.get("user_notes_summary")),
         "attempts": attempts_of(item),
         "revisions": grade_revisions_of(item),
         "siblings": siblings_of(item),

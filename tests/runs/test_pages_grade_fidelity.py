@@ -571,3 +571,17 @@ def test_a_grid_cell_without_a_verdict_names_its_outcome_class(run, owner):
         rf'<td class="cell[^"]*">\s*<a href="/runs/{run.id}/cases/{item.id}/".*?</td>', body, re.S
     )
     assert cell and "ERROR infra_error" in _text(cell.group(0))
+
+
+def test_huge_user_notes_are_cut_on_the_case_page_with_the_way_to_all_of_them(run, owner):
+    """The agent's notes went into the case page whole: 400 notes of 5,000 characters made a
+    2 MB page. Now each bucket shows its first notes, each cut, and says how many more."""
+    notes = [f"note {i}: " + "ψ" * 5_000 for i in range(400)]
+    item = _graded_item(
+        run, user_notes_summary={"uncertainties": notes, "needs_review": ["short"], "workarounds": []}
+    )
+    body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
+    assert len(body.encode()) < 500_000
+    text = _text(body)
+    assert "note 0: ψ" in text and "note 49: ψ" in text and "note 50: ψ" not in text
+    assert "350 more notes: all of them are in grading.json" in text and "short" in text
