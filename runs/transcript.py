@@ -213,9 +213,17 @@ def transcript_items(evidence: Evidence, *, limit: int | None = MAX_SHOWN_CHARS)
             )
         )
     for n, line in enumerate(evidence.user_notes.splitlines(), start=1):
+        text, cut = _cut(line, limit)
         items.append(
             TranscriptItem(
-                kind="note", evidence_id=f"note:{n}", anchor=f"ev-note-{n}", title=f"Note line {n}", text=line
+                kind="note",
+                evidence_id=f"note:{n}",
+                anchor=f"ev-note-{n}",
+                title=f"Note line {n}",
+                text=text,
+                truncated=cut,
+                cut=cut,
+                chars=len(line),
             )
         )
     return items

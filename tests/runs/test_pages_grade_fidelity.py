@@ -585,3 +585,19 @@ def test_huge_user_notes_are_cut_on_the_case_page_with_the_way_to_all_of_them(ru
     text = _text(body)
     assert "note 0: ψ" in text and "note 49: ψ" in text and "note 50: ψ" not in text
     assert "350 more notes: all of them are in grading.json" in text and "short" in text
+
+
+def test_a_long_note_line_is_cut_on_the_transcript_page_like_any_text(run, owner):
+    """Every text of the transcript is cut at the page's limit but the agent's note lines,
+    which went into the page whole."""
+    from runs.transcript import MAX_SHOWN_CHARS
+
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    evidence = dict(item.evidence)
+    evidence["response"] = {**evidence["response"], "user_notes": "n" * MAX_SHOWN_CHARS + "TAIL-OF-NOTE"}
+    RunItem.objects.filter(id=item.id).update(evidence=evidence)
+    url = f"/runs/{run.id}/cases/{item.id}/transcript/"
+    body = owner.get(url).content.decode()
+    note = body.split('id="ev-note-1"', 1)[1].split("</li>", 1)[0]
+    assert "TAIL-OF-NOTE" not in body and 'data-testid="shown-in-part"' in note
+    assert "TAIL-OF-NOTE" in owner.get(url + "?format=md").content.decode()
