@@ -125,17 +125,19 @@ def _message_item(m: Any, limit: int | None = MAX_SHOWN_CHARS) -> TranscriptItem
 def _call_item(c: Any, limit: int | None = MAX_SHOWN_CHARS) -> TranscriptItem:
     full = _pretty(c.result)
     result, cut = _cut(full, limit)
+    full_args = _pretty(c.args)
+    args, args_cut = _cut(full_args, limit)
     return TranscriptItem(
         kind="tool_call",
         evidence_id=f"tool_call:{c.index}",
         anchor=f"ev-tool_call-{c.index}",
         title=c.name,
         status=c.status,
-        args=_pretty(c.args),
+        args=args,
         result=result,
-        truncated=cut,
-        cut=cut,
-        chars=len(full),
+        truncated=cut or args_cut,
+        cut=cut or args_cut,
+        chars=max(len(full), len(full_args)),  # the longer text, the one cut
         meta={"id": c.id, "started_at": c.started_at, "ended_at": c.ended_at},
     )
 
@@ -202,13 +204,18 @@ def transcript_items(evidence: Evidence, *, limit: int | None = MAX_SHOWN_CHARS)
     )
     items.extend(_file_items(evidence))
     for i, task in enumerate(evidence.tasks or []):
+        commands = "\n".join(task.executed_commands)
+        text, cut = _cut(commands, limit)
         items.append(
             TranscriptItem(
                 kind="task",
                 evidence_id=f"task:{i}",
                 anchor=f"ev-task-{i}",
                 title=task.description or f"Task {i}",
-                text="\n".join(task.executed_commands),
+                text=text,
+                truncated=cut,
+                cut=cut,
+                chars=len(commands),
                 meta={"plan": task.plan, "summary": task.summary},
             )
         )

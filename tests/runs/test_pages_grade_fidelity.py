@@ -601,3 +601,30 @@ def test_a_long_note_line_is_cut_on_the_transcript_page_like_any_text(run, owner
     note = body.split('id="ev-note-1"', 1)[1].split("</li>", 1)[0]
     assert "TAIL-OF-NOTE" not in body and 'data-testid="shown-in-part"' in note
     assert "TAIL-OF-NOTE" in owner.get(url + "?format=md").content.decode()
+
+
+@pytest.mark.parametrize("where", ["args", "task"])
+def test_long_tool_arguments_and_task_commands_are_cut_on_the_transcript_page(run, owner, where):
+    """A tool call's arguments and a task's commands were not cut (its result and every
+    message were): one long argument went into the page whole."""
+    from runs.transcript import MAX_SHOWN_CHARS
+
+    item = RunItem.objects.filter(run=run, status="FAILED").order_by("id").first()
+    evidence = dict(item.evidence)
+    response = dict(evidence["response"])
+    long = "a" * MAX_SHOWN_CHARS + "TAIL-OF-TEXT"
+    if where == "args":
+        calls = [dict(c) for c in response["tool_calls"]]
+        calls[0]["args"] = {"content": long}
+        response["tool_calls"] = calls
+        anchor = "ev-tool_call-0"
+    else:
+        response["tasks"] = [{"description": "build", "executed_commands": [long]}]
+        anchor = "ev-task-0"
+    evidence["response"] = response
+    RunItem.objects.filter(id=item.id).update(evidence=evidence)
+    url = f"/runs/{run.id}/cases/{item.id}/transcript/"
+    body = owner.get(url).content.decode()
+    shown = body.split(f'id="{anchor}"', 1)[1].split("</li>", 1)[0]
+    assert "TAIL-OF-TEXT" not in body and 'data-testid="shown-in-part"' in shown
+    assert "TAIL-OF-TEXT" in owner.get(url + "?format=md").content.decode()
