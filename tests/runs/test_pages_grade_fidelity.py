@@ -628,3 +628,14 @@ def test_long_tool_arguments_and_task_commands_are_cut_on_the_transcript_page(ru
     shown = body.split(f'id="{anchor}"', 1)[1].split("</li>", 1)[0]
     assert "TAIL-OF-TEXT" not in body and 'data-testid="shown-in-part"' in shown
     assert "TAIL-OF-TEXT" in owner.get(url + "?format=md").content.decode()
+
+
+def test_a_run_whose_critique_found_nothing_says_so(run, owner):
+    """grading.md §9: ``overall`` is a count of findings "or a fixed sentence saying nothing
+    was found". With no suggestion the overview hid the section, sentence included, so a
+    clean run read the same as one never checked."""
+    clean = {"overall": "No findings: every probe and run-health check came back clean.", "suggestions": []}
+    Run.objects.filter(id=run.id).update(stats={**run.stats, "eval_feedback": clean})
+    body = owner.get(f"/runs/{run.id}/").content.decode()
+    section = re.search(r'<section[^>]*id="eval-feedback".*?</section>', body, re.S)
+    assert section and clean["overall"] in _text(section.group(0))
