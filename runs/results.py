@@ -19,6 +19,7 @@ from runs.documents import lane_counts
 from runs.models import (
     Attempt,
     ComparisonCase,
+    GradeRevision,
     ItemState,
     Run,
     RunComparison,
@@ -99,6 +100,12 @@ class LaneRow:
     # every judge call was of unknown cost): shown as a dash, never as $0.
     agent_cost_usd: float | None = None
     judge_cost_usd: float | None = None
+    # cases with a score, the n of the mean score's bootstrap interval (stored lanes only:
+    # a live lane's interval is computed when the run completes)
+    scored: int | None = None
+    # the worst case validity and the counts per value (grading.md §10.2; stored lanes only)
+    validity: str | None = None
+    validity_counts: dict[str, int] = field(default_factory=dict)
     rank: int | None = None
     within_noise: bool | None = None
     winner: bool = False
@@ -184,6 +191,13 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 # the lane's own judge spend, as its tokens beside it (the stats' judge_usage
                 # sums the grades' calls only, not the run's judge probes)
                 judge_cost_usd=_judge_cost(lane, stats),
+                scored=stats.get("scored_cases"),
+                validity=stats.get("validity"),
+                validity_counts={
+                    v: n
+                    for v in ("invalid", "degraded", "valid")
+                    if (n := (stats.get("validity_counts") or {}).get(v))
+                },
             )
         else:
             # Live: the lane's own counters (the run document's figures, runs.documents).
@@ -288,8 +302,8 @@ def grid_page(
     run: Run, lanes: Sequence[RunLane], *, after: str | None = None
 ) -> tuple[list[GridRow], Page[Any]]:
     """One page of the case x deployment grid: the first lane's items (repetition 1) in
-    keyset order name the rows, one more query fetches every lane's items of those cases.
-    Two queries per page, whatever the run's size."""
+    keyset order name the rows, one more query fetches every lane's items of those cases
+    (every repetition, when the run repeats). Two queries per page, whatever the run's size."""
     if not lanes:
         return [], Page(items=[], next_cursor=None)
     # run and lane are the scope of the keyset (applied as a range on (run, lane, id)).
@@ -302,12 +316,32 @@ def grid_page(
         return [], page
     cells = RunItem.objects.filter(
         run=run,
-        repetition=1,
         challenge_key__in={k[0] for k in keys},
         case_key__in={k[1] for k in keys},
-    ).only("id", "lane_id", "challenge_key", "case_key", "status", "state", "last_category", "score")
+    ).only(
+        "id", "lane_id", "challenge_key", "case_key", "repetition", "status", "state", "last_category",
+        "outcome_class", "score",
+    )  # fmt: skip
+    if run.repetitions <= 1:
+        cells = cells.filter(repetition=1)
     cells = cells.order_by()  # RunItem's default ordering would join the run table
-    by_key: dict[tuple[str, str, int], RunItem] = {(c.challenge_key, c.case_key, c.lane_id): c for c in cells}
+    by_key: dict[tuple[str, str, int], RunItem] = {}
+    repetitions: dict[tuple[str, str, int], list[RunItem]] = {}
+    for c in cells:
+        key = (c.challenge_key, c.case_key, c.lane_id)
+        repetitions.setdefault(key, []).append(c)
+        if c.repetition == 1:
+            by_key[key] = c
+    if run.repetitions > 1:
+        # A cell links repetition 1 and says how its repetitions went (a case counts as the
+        # mean of its repetitions, grading.md §10.3): repetition 1 alone misread as the case.
+        for key, item in by_key.items():
+            reps = sorted(repetitions[key], key=lambda i: i.repetition)
+            item.repetition_passed = sum(1 for i in reps if i.status == "PASSED")  # type: ignore[attr-defined]
+            item.repetition_count = len(reps)  # type: ignore[attr-defined]
+            item.repetition_statuses = ", ".join(  # type: ignore[attr-defined]
+                f"{i.repetition}: {i.display_status}" for i in reps
+            )
     rows = [GridRow(ch, case, [by_key.get((ch, case, lane.id)) for lane in lanes]) for ch, case in keys]
     return rows, page
 
@@ -408,6 +442,23 @@ def attempts_of(item: RunItem) -> list[Attempt]:
     return list(Attempt.objects.filter(item=item).order_by("number"))
 
 
+def grade_revisions_of(item: RunItem) -> list[GradeRevision]:
+    """The item's earlier grades, oldest first (their documents deferred). An item graded
+    once (``scoring_revision`` 0 or 1) has none, and costs no query."""
+    if item.scoring_revision <= 1:
+        return []
+    return list(GradeRevision.objects.filter(item=item).defer("grade").order_by("revision"))
+
+
+def grade_revision_document(item: RunItem, revision: Any) -> dict[str, Any] | None:
+    """One earlier grade's grading.json, None when the item has no such revision."""
+    try:
+        number = int(revision)
+    except (TypeError, ValueError):
+        return None
+    return GradeRevision.objects.filter(item=item, revision=number).values_list("grade", flat=True).first()
+
+
 def siblings_of(item: RunItem) -> list[RunItem]:
     """The same case (and repetition) in the run's other lanes, for the side-by-side view."""
     return list(
@@ -450,3 +501,42 @@ def comparison_cases(
     if change in COMPARE_FILTERS:
         scope["change"] = change
     return keyset_page(qs, sort="id", after=after, size=CASE_PAGE, scope=scope)
+
+
+# --- lane figures (grading.md §10.3) ----------------------------------------------------------
+
+
+@dataclass
+class LaneFigures:
+    """The stored lane and challenge figures the leaderboard has no room for: coverage,
+    macro means, dimension and compliance means, and per challenge the pass rate over n
+    graded cases and the coverage. From the lanes' stats (already loaded): no query."""
+
+    dimensions: list[str]
+    lanes: list[tuple[RunLane, dict[str, Any]]]
+    challenges: list[tuple[str, list[dict[str, Any] | None]]]
+
+    @property
+    def has_compliance(self) -> bool:
+        return any(stats.get("compliance_mean") is not None for _, stats in self.lanes)
+
+
+def lane_figures(lanes: Sequence[RunLane]) -> LaneFigures | None:
+    """None while no lane has its stored figures (the run has not completed)."""
+    stored = [(lane, lane.stats) for lane in lanes if lane.stats and "graded_cases" in lane.stats]
+    if not stored:
+        return None
+    dimensions: list[str] = []
+    challenge_keys: list[str] = []
+    for _, stats in stored:
+        for key in stats.get("dimension_means") or {}:
+            if key not in dimensions:
+                dimensions.append(key)
+        for key in stats.get("challenges") or {}:
+            if key not in challenge_keys:
+                challenge_keys.append(key)
+    challenges = [
+        (key, [(stats.get("challenges") or {}).get(key) for _, stats in stored])
+        for key in sorted(challenge_keys)
+    ]
+    return LaneFigures(dimensions=dimensions, lanes=stored, challenges=challenges)

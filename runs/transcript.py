@@ -37,6 +37,8 @@ class TranscriptItem:
     args: str = ""  # pretty JSON
     result: str = ""
     truncated: bool = False  # cut here for display, or captured truncated
+    cut: bool = False  # cut here for display: ``chars`` is the whole text's length
+    chars: int = 0
     binary: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -98,14 +100,14 @@ def _pretty(value: Any) -> str:
         return as_text(value)
 
 
-def _cut(text: str) -> tuple[str, bool]:
-    if len(text) > MAX_SHOWN_CHARS:
-        return text[:MAX_SHOWN_CHARS], True
+def _cut(text: str, limit: int | None = MAX_SHOWN_CHARS) -> tuple[str, bool]:
+    if limit is not None and len(text) > limit:
+        return text[:limit], True
     return text, False
 
 
-def _message_item(m: Any) -> TranscriptItem:
-    text, cut = _cut(m.content)
+def _message_item(m: Any, limit: int | None = MAX_SHOWN_CHARS) -> TranscriptItem:
+    text, cut = _cut(m.content, limit)
     return TranscriptItem(
         kind="message",
         evidence_id=f"message:{m.index}",
@@ -115,20 +117,27 @@ def _message_item(m: Any) -> TranscriptItem:
         role=m.role,
         origin=m.origin,
         truncated=cut,
+        cut=cut,
+        chars=len(m.content),
     )
 
 
-def _call_item(c: Any) -> TranscriptItem:
-    result, cut = _cut(_pretty(c.result))
+def _call_item(c: Any, limit: int | None = MAX_SHOWN_CHARS) -> TranscriptItem:
+    full = _pretty(c.result)
+    result, cut = _cut(full, limit)
+    full_args = _pretty(c.args)
+    args, args_cut = _cut(full_args, limit)
     return TranscriptItem(
         kind="tool_call",
         evidence_id=f"tool_call:{c.index}",
         anchor=f"ev-tool_call-{c.index}",
         title=c.name,
         status=c.status,
-        args=_pretty(c.args),
+        args=args,
         result=result,
-        truncated=cut,
+        truncated=cut or args_cut,
+        cut=cut or args_cut,
+        chars=max(len(full), len(full_args)),  # the longer text, the one cut
         meta={"id": c.id, "started_at": c.started_at, "ended_at": c.ended_at},
     )
 
@@ -155,11 +164,11 @@ def _interleave(messages: list[TranscriptItem], calls: list[TranscriptItem]) -> 
     return out
 
 
-def _file_items(evidence: Evidence) -> Iterable[TranscriptItem]:
+def _file_items(evidence: Evidence, limit: int | None = MAX_SHOWN_CHARS) -> Iterable[TranscriptItem]:
     for path in sorted(evidence.files):
         entry = evidence.files[path]
         binary = entry.content is None
-        text, cut = _cut(entry.content or "")
+        text, cut = _cut(entry.content or "", limit)
         yield TranscriptItem(
             kind="file",
             evidence_id=f"path:{path}",
@@ -167,17 +176,20 @@ def _file_items(evidence: Evidence) -> Iterable[TranscriptItem]:
             title=path,
             text=text,
             truncated=cut or entry.truncated,
+            cut=cut,
+            chars=len(entry.content or ""),
             binary=binary,
             meta={"size": entry.size, "sha256": entry.sha256, "captured_truncated": entry.truncated},
         )
 
 
-def transcript_items(evidence: Evidence) -> list[TranscriptItem]:
-    """Everything the transcript page shows, in display order (see the module docstring)."""
-    messages = [_message_item(m) for m in evidence.messages]
-    calls = [_call_item(c) for c in evidence.tool_calls] if evidence.channels.tool_calls else []
+def transcript_items(evidence: Evidence, *, limit: int | None = MAX_SHOWN_CHARS) -> list[TranscriptItem]:
+    """Everything the transcript page shows, in display order (see the module docstring);
+    each text cut at ``limit`` characters (None: whole, for the Markdown download)."""
+    messages = [_message_item(m, limit) for m in evidence.messages]
+    calls = [_call_item(c, limit) for c in evidence.tool_calls] if evidence.channels.tool_calls else []
     items = _interleave(messages, calls)
-    final, cut = _cut(evidence.final_output)
+    final, cut = _cut(evidence.final_output, limit)
     items.append(
         TranscriptItem(
             kind="final_output",
@@ -186,24 +198,39 @@ def transcript_items(evidence: Evidence) -> list[TranscriptItem]:
             title="Final output",
             text=final,
             truncated=cut,
+            cut=cut,
+            chars=len(evidence.final_output),
         )
     )
     items.extend(_file_items(evidence))
     for i, task in enumerate(evidence.tasks or []):
+        commands = "\n".join(task.executed_commands)
+        text, cut = _cut(commands, limit)
         items.append(
             TranscriptItem(
                 kind="task",
                 evidence_id=f"task:{i}",
                 anchor=f"ev-task-{i}",
                 title=task.description or f"Task {i}",
-                text="\n".join(task.executed_commands),
+                text=text,
+                truncated=cut,
+                cut=cut,
+                chars=len(commands),
                 meta={"plan": task.plan, "summary": task.summary},
             )
         )
     for n, line in enumerate(evidence.user_notes.splitlines(), start=1):
+        text, cut = _cut(line, limit)
         items.append(
             TranscriptItem(
-                kind="note", evidence_id=f"note:{n}", anchor=f"ev-note-{n}", title=f"Note line {n}", text=line
+                kind="note",
+                evidence_id=f"note:{n}",
+                anchor=f"ev-note-{n}",
+                title=f"Note line {n}",
+                text=text,
+                truncated=cut,
+                cut=cut,
+                chars=len(line),
             )
         )
     return items

@@ -84,6 +84,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         "candidate": candidate,
         "comparison": comparison,
         "result": comparison.result or {},
+        "unfinished": _unfinished(comparison.result or {}, baseline),
         "change": "",
         "filters": COMPARE_FILTERS,
         "poll_seconds": POLL_SECONDS,
@@ -109,6 +110,19 @@ def compare(request: HttpRequest) -> HttpResponse:
     if request.htmx and partial in ("result", "rows"):  # type: ignore[attr-defined]
         return render(request, TEMPLATES + f"compare.html#{partial}", {**context, "more": partial == "rows"})
     return render(request, TEMPLATES + "compare.html", context)
+
+
+def _unfinished(result: dict[str, Any], baseline: Run) -> list[dict[str, Any]]:
+    """Each run that was unfinished when the comparison was computed (``result.unfinished``:
+    ``[id, status, open items]``), as ``{side, status, open}``: its cases still to finish
+    are not in the comparison yet."""
+    out = []
+    for entry in result.get("unfinished") or []:
+        if isinstance(entry, list) and len(entry) == 3:
+            run_id, status, open_items = entry
+            side = "baseline" if run_id == str(baseline.id) else "candidate"
+            out.append({"side": side, "status": status, "open": open_items})
+    return out
 
 
 def _base_query(baseline: Run, candidate: Run, request: HttpRequest) -> str:

@@ -7,6 +7,7 @@ run, and the run through the workspace-scoped helper, so an outsider gets 404.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -26,13 +27,15 @@ from runs.results import (
     case_page,
     challenge_keys,
     file_check_paths,
+    grade_revision_document,
+    grade_revisions_of,
     item_for_run,
     lanes_of,
     progress_of,
     run_for_user,
     siblings_of,
 )
-from runs.transcript import anchor_for, transcript_items, transcript_markdown
+from runs.transcript import MAX_SHOWN_CHARS, anchor_for, transcript_items, transcript_markdown
 
 TEMPLATES = "runs/"
 STATUS_FILTERS = (
@@ -41,7 +44,7 @@ STATUS_FILTERS = (
     ("failed", "Failed"),
     ("unavailable", "Unavailable"),
     ("not_evaluated", "Not evaluated"),
-    ("error", "Evaluator error"),
+    ("error", "Error (grading failed)"),  # evaluator_error or infra_error (grading.md §2)
     ("infra_error", "Infra error"),
     ("config_error", "Config error"),
     ("cancelled", "Cancelled"),
@@ -192,11 +195,47 @@ def _expectations(
     return out
 
 
-def _details(details: Any, *, judge: bool = False) -> list[tuple[str, Any]]:
+# A detail value longer than this is cut on the page; grading.json (linked) has all of it.
+DETAIL_CHARS = 2_000
+# The agent's notes shown per bucket, each cut at NOTE_CHARS (grading.json has them all).
+NOTES_SHOWN = 50
+NOTE_CHARS = 2_000
+NOTE_BUCKETS = (
+    ("uncertainties", "Uncertainties"),
+    ("workarounds", "Workarounds"),
+    ("needs_review", "Needs review"),
+)
+
+
+def _notes(summary: Any) -> list[tuple[str, list[str], int]]:
+    """``(title, shown, more)`` per non-empty bucket of ``user_notes_summary``: the first
+    ``NOTES_SHOWN`` notes, each cut at ``NOTE_CHARS``; ``more`` is how many are left out."""
+    if not isinstance(summary, dict):
+        return []
+    out = []
+    for key, title in NOTE_BUCKETS:
+        items = [n for n in summary.get(key) or [] if isinstance(n, str)]
+        if items:
+            shown = [n if len(n) <= NOTE_CHARS else n[:NOTE_CHARS] + "…" for n in items[:NOTES_SHOWN]]
+            out.append((title, shown, len(items) - len(shown)))
+    return out
+
+
+def _details(details: Any, *, judge: bool = False) -> list[tuple[str, str, int]]:
+    """``(key, shown, cut)``: each detail as the JSON grading.json holds (``true``, ``null``,
+    double quotes, not a Python repr), strings as they are; ``cut`` characters past
+    ``DETAIL_CHARS`` are left out, so a huge value cannot swell the page."""
     if not isinstance(details, dict):
         return []
     hidden = ("citations", "samples") if judge else ("citations",)  # samples: their own table
-    return [(k, v) for k, v in details.items() if k not in hidden]
+    out = []
+    for key, value in details.items():
+        if key in hidden:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        cut = max(0, len(text) - DETAIL_CHARS)
+        out.append((str(key), text[:DETAIL_CHARS] if cut else text, cut))
+    return out
 
 
 def _other_lane(evidence_id: str, own_label: Any) -> bool:
@@ -259,10 +298,17 @@ def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse
     item = item_for_run(run, item_id)
     grade = item.grade or {}
     if request.GET.get("format") == "json":
+        name = f"grading-{item.id}"
+        if "revision" in request.GET:  # an earlier grade (a re-score archived it)
+            revision = request.GET["revision"]
+            grade = grade_revision_document(item, revision) if revision.isdigit() else None
+            if not grade:
+                raise Http404("This case has no such earlier grade.")
+            name += f"-revision-{int(revision)}"
         if not grade:
             raise Http404("This case has no grade.")
         response = JsonResponse(grade, json_dumps_params={"ensure_ascii": False, "indent": 2})
-        response["Content-Disposition"] = f'attachment; filename="grading-{item.id}.json"'
+        response["Content-Disposition"] = f'attachment; filename="{name}.json"'
         return response
     files = file_check_paths(run)
     transcript_url = reverse("run-transcript", args=[run.id, item.id]) if item.evidence else None
@@ -274,12 +320,14 @@ def case_detail(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse
         "expectations": _expectations(item, files, transcript_url),
         "claims": _claims(item, files),
         "feedback": grade.get("eval_feedback") or {},
+        "run_feedback": (run.stats or {}).get("eval_feedback") or {},
         "scorecard": grade.get("scorecard") or {},
         "gates": grade.get("gates") or {},
         "metrics": grade.get("execution_metrics") or {},
         "timing": grade.get("timing") or {},
-        "notes": grade.get("user_notes_summary") or {},
+        "notes": _notes(grade.get("user_notes_summary")),
         "attempts": attempts_of(item),
+        "revisions": grade_revisions_of(item),
         "siblings": siblings_of(item),
         "has_transcript": bool(item.evidence),
         "agent_metrics": ((item.evidence or {}).get("response") or {}).get("metrics") or {},
@@ -327,15 +375,18 @@ def transcript(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse:
     run = run_for_user(request, run_id)
     item = item_for_run(run, item_id)
     evidence = evidence_of(item, run)
-    items = transcript_items(evidence) if evidence is not None else []
     if request.GET.get("format") == "md":
-        response = HttpResponse(transcript_markdown(items), content_type="text/markdown; charset=utf-8")
+        # the download is the whole transcript: the page cuts long texts and points here
+        whole = transcript_items(evidence, limit=None) if evidence is not None else []
+        response = HttpResponse(transcript_markdown(whole), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="transcript-{item.id}.md"'
         return response
+    items = transcript_items(evidence) if evidence is not None else []
     context = {
         "run": run,
         "item": item,
         "items": items,
+        "shown_chars": MAX_SHOWN_CHARS,
         "markdown": transcript_markdown(items) if items else "",
         "metrics": (evidence.metrics if evidence is not None else None),
         "channels": (evidence.channels if evidence is not None else None),

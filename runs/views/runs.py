@@ -41,6 +41,7 @@ from runs.results import (
     GRID_PAGE,
     RUN_PAGE,
     grid_page,
+    lane_figures,
     lanes_of,
     leaderboard,
     progress_of,
@@ -390,7 +391,13 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
         grid_rows, grid = grid_page(run, lanes)
     except InvalidCursor:  # pragma: no cover - the first page has no cursor
         grid_rows, grid = [], None
-    context.update(grid_rows=grid_rows, grid=grid, grid_page_size=GRID_PAGE, lane_records=lane_records(lanes))
+    context.update(
+        grid_rows=grid_rows,
+        grid=grid,
+        grid_page_size=GRID_PAGE,
+        lane_records=lane_records(lanes),
+        figures=lane_figures(lanes),
+    )
     return render(request, TEMPLATES + "overview.html", context)
 
 
