@@ -21,6 +21,7 @@ from runs.models import (
     EvidenceLevel,
 )
 from runs.services.deployments import DeploymentError, url_field_name
+from runs.services.runs import MAX_REPETITIONS
 
 
 def _is_id(value: Any) -> bool:
@@ -330,7 +331,19 @@ class RunForm(forms.Form):
         label="Other deployments, by name",
         help_text="Names separated by commas; suggestions appear as you type.",
     )
-    repetitions = forms.IntegerField(min_value=1, max_value=10, initial=1, label="Repetitions")
+    repetitions = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_REPETITIONS,
+        initial=1,
+        label="Repetitions",
+        # Django's "Ensure this value is less than or equal to 10." named neither the field
+        # nor what it means; each message says both.
+        error_messages={
+            key: f"Repetitions must be a whole number from 1 to {MAX_REPETITIONS}: each case runs"
+            " this many times on each deployment."
+            for key in ("required", "invalid", "min_value", "max_value")
+        },
+    )
     name = forms.CharField(required=False, max_length=200, label="Name")
 
     def __init__(self, *args: Any, workspace: Any, **kwargs: Any) -> None:

@@ -90,6 +90,12 @@ def _form_page(
             "hx-params": "kind",
         }
     )
+    if form.is_bound and form.errors and form.data.get("secret") and "secret" not in form.errors:
+        # The password field is never sent back to the page: said, or the next save would
+        # store the deployment without the secret that was typed.
+        form.add_error(
+            "secret", "Type the secret again: it is not sent back to the page, and nothing was saved."
+        )
     workspace = deployment.workspace if deployment is not None else request.workspace  # type: ignore[attr-defined]
     url_field = url_field_name(form.kind_value)
     url = form.data.get(url_field) if form.is_bound else form.initial.get(url_field)
