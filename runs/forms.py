@@ -131,6 +131,26 @@ class DeploymentForm(forms.Form):
         " secret.",
     )
 
+    # The order templates/runs/deployments/form.html shows the fields in.
+    PAGE_ORDER = (
+        "name",
+        "kind",
+        "endpoint_url",
+        "base_url",
+        "model",
+        "system_prompt",
+        "temperature",
+        "max_tokens",
+        "extra_body",
+        "secret",
+        "clear_secret",
+        "max_in_flight",
+        "timeout_seconds",
+        "max_attempts",
+        "evidence_level",
+        "extra_headers",
+    )
+
     def __init__(self, *args: Any, deployment: Deployment | None = None, **kwargs: Any) -> None:
         self.deployment = deployment
         if deployment is not None and "initial" not in kwargs and not args:
@@ -261,7 +281,21 @@ class DeploymentForm(forms.Form):
         if field not in self.fields:
             self.add_error(None, exc.message)
             return
-        self.add_error(field, _labelled(exc.message, exc.field or "", field, self.fields[field]))
+        text = _labelled(exc.message, exc.field or "", field, self.fields[field])
+        if exc.code == "deployment_name_exists":
+            # The service's words name the clash; the page says the way out too.
+            text = f"{text[:1].upper()}{text[1:]}: choose another name, or open that deployment and edit it."
+        self.add_error(field, text)
+
+
+def focus_first_error(form: forms.Form, order: Any = None) -> None:
+    """Put ``autofocus`` on the first field (in ``order``, the page's order of the fields;
+    the form's by default) named in an error: a refused post opened at the top of the page,
+    the keyboard and screen reader user left to find what was wrong."""
+    for name in order or form.fields:
+        if name in form.errors and name in form.fields:
+            form.fields[name].widget.attrs["autofocus"] = True
+            return
 
 
 def _labelled(message: str, api_name: str, field: str, form_field: forms.Field) -> str:

@@ -25,7 +25,7 @@ from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from runs.access import get_deployment_for_user
 from runs.executors import AttemptOutcome
-from runs.forms import DeploymentForm
+from runs.forms import DeploymentForm, focus_first_error
 from runs.models import Deployment, DeploymentKind
 from runs.services import deployments as services
 from runs.services.deployments import DeploymentError, url_field_name
@@ -96,6 +96,8 @@ def _form_page(
         form.add_error(
             "secret", "Type the secret again: it is not sent back to the page, and nothing was saved."
         )
+    if form.is_bound:
+        focus_first_error(form, DeploymentForm.PAGE_ORDER)
     workspace = deployment.workspace if deployment is not None else request.workspace  # type: ignore[attr-defined]
     url_field = url_field_name(form.kind_value)
     url = form.data.get(url_field) if form.is_bound else form.initial.get(url_field)

@@ -76,3 +76,10 @@ def test_a_refused_repetitions_value_is_named_with_its_bounds(personas, value):
     assert re.search(rf'<input type="number" name="repetitions" value="{value}"', body)
     assert re.search(rf'<input type="checkbox" name="deployments" value="{agent.id}"[^>]*checked', body)
     assert Run.objects.count() == 0
+
+
+def test_the_deployment_forms_page_order_names_each_of_its_fields_once():
+    from runs.forms import DeploymentForm
+
+    order = DeploymentForm.PAGE_ORDER
+    assert len(order) == len(set(order)) and set(order) == set(DeploymentForm.base_fields)
