@@ -22,6 +22,7 @@ from runs.compare_tasks import compute_comparison
 from runs.models import Deployment, Run, RunComparison
 from runs.result_tasks import compute_result_summary
 from runs.seeding import seed_run
+from runs.services.deployments import deployment_create
 from tests.fakes.agent_server import FakeAgent, chat_ok, ok, server_error
 from tests.runs.runfactory import drive, echo_answer, publish
 
@@ -143,3 +144,25 @@ def test_a_comparison_still_computing_offers_a_reload_without_javascript(persona
     compute_comparison(RunComparison.objects.get(baseline=base, candidate=cand).id)
     page.get_by_test_id("reload-comparison").click()
     expect(page.get_by_test_id("verdict")).to_have_text(RunComparison.objects.get().result["verdict"])
+
+
+def test_a_deployments_kind_is_changed_on_its_edit_page_without_javascript(personas, no_js):
+    """The edit page's note said to "pick a kind from the links above", and only the new
+    deployment page had them: without JavaScript another kind's fields could not be shown."""
+    page = no_js
+    deployment = deployment_create(
+        workspace=personas.workspace, name="agent", kind="hosted_http", url="https://agent.example.com/run"
+    ).deployment
+    page.goto(f"/deployments/{deployment.public_id}/edit/")
+    page.get_by_role("link", name="OpenAI-compatible chat model").click()
+    expect(page.get_by_label("Name")).to_have_value("agent")
+    page.get_by_label("Base URL").fill("https://models.example.com/v1")
+    page.locator("#id_model").fill("small-model")
+    page.get_by_role("button", name="Save").click()
+    expect(message(page)).to_contain_text("Deployment agent saved.")
+    deployment.refresh_from_db()
+    assert (deployment.kind, deployment.url, deployment.model) == (
+        "openai_chat",
+        "https://models.example.com/v1",
+        "small-model",
+    )
