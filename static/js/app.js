@@ -175,3 +175,25 @@ document.addEventListener("DOMContentLoaded", () => {
   // A moment after the load, so the region is in the accessibility tree before its text changes.
   if (source && source.dataset.announce) setTimeout(() => announce(source.dataset.announce), 500);
 });
+
+// A button disabled while its request runs (hx-disabled-elt: "Test connection") loses the
+// keyboard focus to the page's body, and the focus stayed there once the answer came. The
+// element that had the focus when the request started gets it back when the request ends,
+// unless the focus went elsewhere meanwhile or the element left the page. htmx enables the
+// disabled elements after its afterRequest event: the focus is given on the next task.
+const focusedAtRequest = new WeakMap(); // by request: a poll running meanwhile has its own
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const active = document.activeElement;
+  if (event.detail.xhr && active && active !== document.body && event.detail.elt.contains(active)) {
+    focusedAtRequest.set(event.detail.xhr, active);
+  }
+});
+document.addEventListener("htmx:afterRequest", (event) => {
+  const element = event.detail.xhr && focusedAtRequest.get(event.detail.xhr);
+  if (!element) return;
+  focusedAtRequest.delete(event.detail.xhr);
+  setTimeout(() => {
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (lost && element.isConnected && !element.disabled) element.focus();
+  });
+});
