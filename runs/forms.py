@@ -432,6 +432,14 @@ class RunForm(forms.Form):
         )
         choices = [(s.key, s.key if s.name in ("", s.key) else f"{s.name} ({s.key})") for s in sets]
         self.fields["input_set"].choices = choices or [("", "none: one empty case per challenge")]  # type: ignore[attr-defined]
+        if self.shown_version is not None:
+            # Django's "Select a valid choice. set2 is not one of the available choices." named
+            # neither the field nor why (a set of another version, chosen before the version
+            # changed without JavaScript).
+            shown = f"{self.shown_version.pack.slug} v{self.shown_version.number}"
+            self.fields["input_set"].error_messages["invalid_choice"] = (
+                f"Input set %(value)s is not in {shown}: choose one of its input sets (listed now)."
+            )
 
         first = list(deployments.values_list("id", "name")[: DEPLOYMENTS_LISTED + 1])
         self.more_deployments = len(first) > DEPLOYMENTS_LISTED
@@ -495,6 +503,8 @@ class RunForm(forms.Form):
                 f"No pack named {self.typed_pack!r} in this workspace: type part of its slug "
                 "and pick one of the suggestions.",
             )
+            # No pack, no sets to choose from: the set's own error would only repeat this one.
+            self.errors.pop("input_set", None)
         elif "pack_version" in self.errors:
             return
         elif version is None and self.pack_obj is not None:

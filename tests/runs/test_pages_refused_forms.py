@@ -83,3 +83,28 @@ def test_the_deployment_forms_page_order_names_each_of_its_fields_once():
 
     order = DeploymentForm.PAGE_ORDER
     assert len(order) == len(set(order)) and set(order) == set(DeploymentForm.base_fields)
+
+
+def test_an_input_set_of_another_version_is_named_with_the_way_out(personas):
+    """Changed the version without JavaScript, the set of the old one was refused in Django's
+    words ("Select a valid choice. set2 is not one of the available choices."); and a pack
+    that does not exist was said twice, once as the input set's error."""
+    v1 = publish(personas.workspace, slug="beta", sets=2, number=1)
+    publish(personas.workspace, slug="beta", sets=3, number=2)
+    agent = hosted(personas.workspace, "https://agent.example.com/run")
+    owner = login(personas.owner)
+    posted = {
+        "pack": "beta",
+        "pack_version": v1.id,
+        "input_set": "set2",
+        "deployments": [agent.id],
+        "repetitions": "1",
+    }
+    body = owner.post("/runs/new/", posted).content.decode()
+    assert field_errors(body, "input_set").strip() == (
+        "Input set set2 is not in beta v1: choose one of its input sets (listed now)."
+    )
+    body = owner.post("/runs/new/", {**posted, "pack": "gamma"}).content.decode()
+    assert "No pack named" in field_errors(body, "pack")
+    assert 'id="id_input_set_error"' not in body
+    assert Run.objects.count() == 0
