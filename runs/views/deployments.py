@@ -16,7 +16,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods
 
 from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
 from agentclash_site.lib.outbound import KnownRefusal, known_refusal
@@ -231,9 +231,14 @@ def deployment_rotate_key(request: HttpRequest, deployment_id: Any) -> HttpRespo
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def deployment_test(request: HttpRequest, deployment_id: Any) -> HttpResponse:
-    deployment = get_deployment_for_user(request, deployment_id, write=True)
+    """POST: send one test request and show its outcome. Without JavaScript the outcome page
+    keeps this URL; a GET of it (the address bar's reload, a bookmark) was a 405 error page and
+    now lands on the deployment's page, which offers the test again: a GET calls nothing."""
+    deployment = get_deployment_for_user(request, deployment_id, write=request.method == "POST")
+    if request.method == "GET":
+        return redirect("deployment-detail", deployment_id=deployment.public_id)
     outcome: AttemptOutcome | None = None
     error = ""
     try:
