@@ -1,4 +1,7 @@
 // Small progressive enhancements; every page works without this file.
+// The page says it runs: what only works with this file (the copy buttons) is hidden
+// without it (static/css/app.css: html:not(.js)), rather than a button that does nothing.
+document.documentElement.classList.add("js");
 document.addEventListener("click", (event) => {
   const button = event.target.closest("[data-copy]");
   if (!button) return;

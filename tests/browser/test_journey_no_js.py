@@ -171,3 +171,18 @@ def test_a_deployments_kind_is_changed_on_its_edit_page_without_javascript(perso
         "https://models.example.com/v1",
         "small-model",
     )
+
+
+def test_copy_buttons_show_only_when_they_can_copy(personas, no_js, page, login):
+    """A "Copy" button needs static/js/app.js; without JavaScript it was shown and did nothing."""
+    no_js.goto("/deployments/new/?kind=trace_import")
+    no_js.get_by_label("Name").fill("traces")
+    no_js.get_by_role("button", name="Create deployment").click()
+    expect(no_js.locator("#signing-key")).to_be_visible()
+    expect(no_js.locator("[data-copy=signing-key]")).to_be_hidden()
+
+    login(personas.owner)
+    page.goto("/deployments/new/?kind=trace_import")
+    page.get_by_label("Name").fill("traces-2")
+    page.get_by_role("button", name="Create deployment").click()
+    expect(page.get_by_role("button", name="Copy")).to_be_visible()
