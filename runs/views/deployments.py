@@ -90,7 +90,8 @@ def _form_page(
             "hx-params": "kind",
         }
     )
-    if form.is_bound and form.errors and form.data.get("secret") and "secret" not in form.errors:
+    calls = form.kind_value != DeploymentKind.TRACE_IMPORT  # a trace import stores no secret
+    if form.is_bound and form.errors and calls and form.data.get("secret") and "secret" not in form.errors:
         # The password field is never sent back to the page: said, or the next save would
         # store the deployment without the secret that was typed.
         form.add_error(

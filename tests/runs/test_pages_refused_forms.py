@@ -51,6 +51,10 @@ def test_a_refused_deployment_form_says_to_type_the_secret_again(personas, edit)
     body = owner.post(url, {**posted, "secret": ""}).content.decode()
     assert "Model is required" in field_errors(body, "model")
     assert "Type the secret again" not in body
+    # A trace import stores no secret (its field is hidden): nothing to say about it either.
+    body = owner.post(url, {**posted, "kind": "trace_import", "name": ""}).content.decode()
+    assert "This field is required" in field_errors(body, "name")
+    assert "Type the secret again" not in body
     assert Deployment.objects.filter(name="agent").count() == 0
 
 
