@@ -21,6 +21,7 @@ from runs.models import (
     EvidenceLevel,
 )
 from runs.services.deployments import DeploymentError, url_field_name
+from runs.services.runs import MAX_REPETITIONS
 
 
 def _is_id(value: Any) -> bool:
@@ -128,6 +129,26 @@ class DeploymentForm(forms.Form):
         help_text="One per line, Name: value. The deployment's page shows them, the values of"
         " headers named like credentials (X-Api-Key, X-Auth-Token) as …; a key goes best in the"
         " secret.",
+    )
+
+    # The order templates/runs/deployments/form.html shows the fields in.
+    PAGE_ORDER = (
+        "name",
+        "kind",
+        "endpoint_url",
+        "base_url",
+        "model",
+        "system_prompt",
+        "temperature",
+        "max_tokens",
+        "extra_body",
+        "secret",
+        "clear_secret",
+        "max_in_flight",
+        "timeout_seconds",
+        "max_attempts",
+        "evidence_level",
+        "extra_headers",
     )
 
     def __init__(self, *args: Any, deployment: Deployment | None = None, **kwargs: Any) -> None:
@@ -260,7 +281,21 @@ class DeploymentForm(forms.Form):
         if field not in self.fields:
             self.add_error(None, exc.message)
             return
-        self.add_error(field, _labelled(exc.message, exc.field or "", field, self.fields[field]))
+        text = _labelled(exc.message, exc.field or "", field, self.fields[field])
+        if exc.code == "deployment_name_exists":
+            # The service's words name the clash; the page says the way out too.
+            text = f"{text[:1].upper()}{text[1:]}: choose another name, or open that deployment and edit it."
+        self.add_error(field, text)
+
+
+def focus_first_error(form: forms.Form, order: Any = None) -> None:
+    """Put ``autofocus`` on the first field (in ``order``, the page's order of the fields;
+    the form's by default) named in an error: a refused post opened at the top of the page,
+    the keyboard and screen reader user left to find what was wrong."""
+    for name in order or form.fields:
+        if name in form.errors and name in form.fields:
+            form.fields[name].widget.attrs["autofocus"] = True
+            return
 
 
 def _labelled(message: str, api_name: str, field: str, form_field: forms.Field) -> str:
@@ -330,7 +365,19 @@ class RunForm(forms.Form):
         label="Other deployments, by name",
         help_text="Names separated by commas; suggestions appear as you type.",
     )
-    repetitions = forms.IntegerField(min_value=1, max_value=10, initial=1, label="Repetitions")
+    repetitions = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_REPETITIONS,
+        initial=1,
+        label="Repetitions",
+        # Django's "Ensure this value is less than or equal to 10." named neither the field
+        # nor what it means; each message says both.
+        error_messages={
+            key: f"Repetitions must be a whole number from 1 to {MAX_REPETITIONS}: each case runs"
+            " this many times on each deployment."
+            for key in ("required", "invalid", "min_value", "max_value")
+        },
+    )
     name = forms.CharField(required=False, max_length=200, label="Name")
 
     def __init__(self, *args: Any, workspace: Any, **kwargs: Any) -> None:
@@ -385,6 +432,14 @@ class RunForm(forms.Form):
         )
         choices = [(s.key, s.key if s.name in ("", s.key) else f"{s.name} ({s.key})") for s in sets]
         self.fields["input_set"].choices = choices or [("", "none: one empty case per challenge")]  # type: ignore[attr-defined]
+        if self.shown_version is not None:
+            # Django's "Select a valid choice. set2 is not one of the available choices." named
+            # neither the field nor why (a set of another version, chosen before the version
+            # changed without JavaScript).
+            shown = f"{self.shown_version.pack.slug} v{self.shown_version.number}"
+            self.fields["input_set"].error_messages["invalid_choice"] = (
+                f"Input set %(value)s is not in {shown}: choose one of its input sets (listed now)."
+            )
 
         first = list(deployments.values_list("id", "name")[: DEPLOYMENTS_LISTED + 1])
         self.more_deployments = len(first) > DEPLOYMENTS_LISTED
@@ -448,6 +503,8 @@ class RunForm(forms.Form):
                 f"No pack named {self.typed_pack!r} in this workspace: type part of its slug "
                 "and pick one of the suggestions.",
             )
+            # No pack, no sets to choose from: the set's own error would only repeat this one.
+            self.errors.pop("input_set", None)
         elif "pack_version" in self.errors:
             return
         elif version is None and self.pack_obj is not None:

@@ -16,7 +16,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods
 
 from agentclash_site.lib.crypto import DecryptionError, decrypt_text, encrypt_text
 from agentclash_site.lib.outbound import KnownRefusal, known_refusal
@@ -25,7 +25,7 @@ from agentclash_site.workspaces.access import check_write, membership_for
 from agentclash_site.workspaces.views import member_page
 from runs.access import get_deployment_for_user
 from runs.executors import AttemptOutcome
-from runs.forms import DeploymentForm
+from runs.forms import DeploymentForm, focus_first_error
 from runs.models import Deployment, DeploymentKind
 from runs.services import deployments as services
 from runs.services.deployments import DeploymentError, url_field_name
@@ -90,6 +90,15 @@ def _form_page(
             "hx-params": "kind",
         }
     )
+    calls = form.kind_value != DeploymentKind.TRACE_IMPORT  # a trace import stores no secret
+    if form.is_bound and form.errors and calls and form.data.get("secret") and "secret" not in form.errors:
+        # The password field is never sent back to the page: said, or the next save would
+        # store the deployment without the secret that was typed.
+        form.add_error(
+            "secret", "Type the secret again: it is not sent back to the page, and nothing was saved."
+        )
+    if form.is_bound:
+        focus_first_error(form, DeploymentForm.PAGE_ORDER)
     workspace = deployment.workspace if deployment is not None else request.workspace  # type: ignore[attr-defined]
     url_field = url_field_name(form.kind_value)
     url = form.data.get(url_field) if form.is_bound else form.initial.get(url_field)
@@ -223,9 +232,14 @@ def deployment_rotate_key(request: HttpRequest, deployment_id: Any) -> HttpRespo
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def deployment_test(request: HttpRequest, deployment_id: Any) -> HttpResponse:
-    deployment = get_deployment_for_user(request, deployment_id, write=True)
+    """POST: send one test request and show its outcome. Without JavaScript the outcome page
+    keeps this URL; a GET of it (the address bar's reload, a bookmark) was a 405 error page and
+    now lands on the deployment's page, which offers the test again: a GET calls nothing."""
+    deployment = get_deployment_for_user(request, deployment_id, write=request.method == "POST")
+    if request.method == "GET":
+        return redirect("deployment-detail", deployment_id=deployment.public_id)
     outcome: AttemptOutcome | None = None
     error = ""
     try:

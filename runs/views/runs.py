@@ -33,7 +33,7 @@ from packs.models import Pack
 from runs import charts
 from runs.access import get_run_for_user
 from runs.documents import lane_counts
-from runs.forms import RunForm, last_name
+from runs.forms import RunForm, focus_first_error, last_name
 from runs.lane_settings import lane_records
 from runs.models import Deployment, DeploymentKind, LaneStatus, Run, RunLane, RunStatus
 from runs.result_tasks import result_summary_request
@@ -214,6 +214,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 return redirect("run-detail", run_id=run_id)
             else:
                 return redirect("run-detail", run_id=run.id)
+        focus_first_error(form)
         status = 400
     return render(request, TEMPLATES + "run_new.html", context, status=status)
 

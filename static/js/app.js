@@ -1,4 +1,7 @@
 // Small progressive enhancements; every page works without this file.
+// The page says it runs: what only works with this file (the copy buttons) is hidden
+// without it (static/css/app.css: html:not(.js)), rather than a button that does nothing.
+document.documentElement.classList.add("js");
 document.addEventListener("click", (event) => {
   const button = event.target.closest("[data-copy]");
   if (!button) return;
@@ -174,4 +177,26 @@ document.addEventListener("DOMContentLoaded", () => {
   const source = document.getElementById(note.slice(location.pathname.length + 1));
   // A moment after the load, so the region is in the accessibility tree before its text changes.
   if (source && source.dataset.announce) setTimeout(() => announce(source.dataset.announce), 500);
+});
+
+// A button disabled while its request runs (hx-disabled-elt: "Test connection") loses the
+// keyboard focus to the page's body, and the focus stayed there once the answer came. The
+// element that had the focus when the request started gets it back when the request ends,
+// unless the focus went elsewhere meanwhile or the element left the page. htmx enables the
+// disabled elements after its afterRequest event: the focus is given on the next task.
+const focusedAtRequest = new WeakMap(); // by request: a poll running meanwhile has its own
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const active = document.activeElement;
+  if (event.detail.xhr && active && active !== document.body && event.detail.elt.contains(active)) {
+    focusedAtRequest.set(event.detail.xhr, active);
+  }
+});
+document.addEventListener("htmx:afterRequest", (event) => {
+  const element = event.detail.xhr && focusedAtRequest.get(event.detail.xhr);
+  if (!element) return;
+  focusedAtRequest.delete(event.detail.xhr);
+  setTimeout(() => {
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (lost && element.isConnected && !element.disabled) element.focus();
+  });
 });

@@ -23,7 +23,7 @@ def suggested(body: str) -> list[str]:
 
 def filter_form(body: str) -> str:
     return re.search(
-        r'<form method="get" class="row-form panel" aria-label="Filter runs">.*?</form>', body, re.S
+        r'<form method="get" class="row-form panel" aria-label="Filter runs"[^>]*>.*?</form>', body, re.S
     ).group(0)
 
 

@@ -74,7 +74,10 @@ def test_a_set_of_another_version_is_refused_and_the_new_versions_sets_are_liste
         {"pack_version": one.id, "input_set": "set2", "deployments": [dep.id], "repetitions": "1"},
     )
     body = response.content.decode()
-    assert response.status_code == 400 and "set2 is not one of the available choices" in body
+    assert (
+        response.status_code == 400
+        and "Input set set2 is not in alpha v1: choose one of its input sets" in body
+    )
     assert options(body, "input_set") == ["set0"]
 
 

@@ -135,7 +135,7 @@ def test_the_new_run_form_shows_field_errors_and_creates_a_run(personas, run, ow
     body = response.content.decode()
     assert response.status_code == 400
     assert "This field is required." in body  # deployments
-    assert "greater than or equal to 1" in body
+    assert "Repetitions must be a whole number from 1 to 10" in body
     response = owner.post(
         "/runs/new/",
         {
