@@ -151,6 +151,10 @@ def _judge_cost(lane: RunLane, stats: dict[str, Any] | None = None) -> float | N
     (a provider that reports none, the heuristic judge), as its counters or, once
     completed, its stats say."""
     usage = (stats or {}).get("judge_usage") or {}
+    if "run_level" in usage:
+        # stored figures: every judge call of the lane, its share of the run-level passes too
+        return usage.get("cost_usd")
+    # live, or stats stored before they held the run-level passes: the lane's columns
     unknown = getattr(lane, "judge_costs_unknown", 0) or (
         usage.get("calls") and usage.get("cost_usd") is None
     )
@@ -188,8 +192,7 @@ def leaderboard(run: Run, lanes: Sequence[RunLane], summary: RunResultSummary | 
                 p95_ms=agent.get("latency_p95_ms"),
                 latency=hist,
                 agent_cost_usd=agent.get("cost_usd"),
-                # the lane's own judge spend, as its tokens beside it (the stats' judge_usage
-                # sums the grades' calls only, not the run's judge probes)
+                # the lane's judge spend, as its tokens beside it
                 judge_cost_usd=_judge_cost(lane, stats),
                 scored=stats.get("scored_cases"),
                 validity=stats.get("validity"),

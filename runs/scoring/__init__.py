@@ -108,9 +108,57 @@ def compute_stats(run: Run, *, critique: bool = False) -> dict[str, Any]:
     return {
         "scoring_revision": run.scoring_revision,
         "lanes": lane_docs,
+        "judge_usage": _judge_usage(lanes, lane_docs),
         "ranking": [standing.to_dict() for standing in ranking],
         "eval_feedback": feedback,
     }
+
+
+_USAGE_COUNTS = ("calls", "input_tokens", "output_tokens")
+
+
+def _judge_usage(lanes: list[RunLane], lane_docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every judge call of the run in ``judge_usage`` (grading.md §6.5), read after the
+    critique was booked. A lane's usage is its judge columns: its cases' calls (judges,
+    claims, its n_wise share) plus its share of the run-level passes (``critique.probe_judges``
+    and the LLM critique), which belong to no case and are split evenly over the lanes
+    (``runs.judging._charge_lanes``); that share is its ``run_level``. The run's usage (and
+    its ``run_level``) is the sum of its lanes'. Each lane document is updated in place."""
+    fresh = {
+        row["pk"]: row
+        for row in RunLane.objects.filter(pk__in=[lane.pk for lane in lanes]).values(
+            "pk", "judge_calls", "judge_input_tokens", "judge_output_tokens", "judge_cost_usd"
+        )
+    }
+    total = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    run_level = dict(total)
+    unknown = run_unknown = False
+    for lane, doc in zip(lanes, lane_docs, strict=True):
+        cases = doc.get("judge_usage") or {}
+        row = fresh.get(lane.pk) or {}
+        usage: dict[str, Any] = {key: int(row.get(f"judge_{key}") or 0) for key in _USAGE_COUNTS}
+        cost = float(row.get("judge_cost_usd") or 0.0)
+        # calls all of unknown cost (the heuristic judge, a provider that reports no usage):
+        # null, as the cases' sum says, not a known $0
+        usage["cost_usd"] = None if cases.get("cost_usd") is None and not cost else cost
+        share = {key: max(0, usage[key] - int(cases.get(key) or 0)) for key in _USAGE_COUNTS}
+        share["cost_usd"] = (
+            None if usage["cost_usd"] is None else max(0.0, round(cost - (cases.get("cost_usd") or 0.0), 9))
+        )
+        usage["run_level"] = share
+        doc["judge_usage"] = usage
+        for key in _USAGE_COUNTS:
+            total[key] += usage[key]
+            run_level[key] += share[key]
+        unknown = unknown or (usage["calls"] and usage["cost_usd"] is None)
+        run_unknown = run_unknown or (share["calls"] and share["cost_usd"] is None)
+        total["cost_usd"] += usage["cost_usd"] or 0.0
+        run_level["cost_usd"] += share["cost_usd"] or 0.0
+    if unknown and not total["cost_usd"]:
+        total["cost_usd"] = None
+    if run_unknown and not run_level["cost_usd"]:
+        run_level["cost_usd"] = None
+    return {**total, "run_level": run_level}
 
 
 # The order of ``stats["lanes"]``.

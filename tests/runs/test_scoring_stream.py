@@ -91,6 +91,14 @@ def _grade_items(run: Any, seed: int) -> None:
         items, ["grade", "status", "outcome_class", "reason_code", "score", "latency_ms", "input_tokens",
                 "output_tokens", "cost_usd"],
     )  # fmt: skip
+    for lane_id in lanes:  # the judge columns, as recording keeps them from each grade's judge_usage
+        used = [item.grade["judge_usage"] for item in items if item.lane_id == lane_id and item.grade]
+        RunLane.objects.filter(pk=lane_id).update(
+            judge_calls=sum(u["calls"] for u in used),
+            judge_input_tokens=sum(u["input_tokens"] for u in used),
+            judge_output_tokens=sum(u["output_tokens"] for u in used),
+            judge_cost_usd=sum(u["cost_usd"] for u in used),
+        )
 
 
 def _record_stats(run: Any) -> dict[str, Any]:
@@ -113,13 +121,33 @@ def _record_stats(run: Any) -> dict[str, Any]:
         by_lane[lane.deployment_name] = records
         agg = aggregate_lane(records, run_id=str(run.pk), deployment=lane.deployment_name)
         aggregates[lane.deployment_name] = agg
-        docs.append(agg.to_dict())
+        doc = agg.to_dict()
+        # every judge call of the lane: its columns (no run-level pass here: nothing more)
+        # (a lane without a graded case: cost unknown, as its cases' sum says)
+        cost = (
+            None
+            if doc["judge_usage"]["cost_usd"] is None and not lane.judge_cost_usd
+            else lane.judge_cost_usd
+        )
+        doc["judge_usage"] = {
+            "calls": lane.judge_calls,
+            "input_tokens": lane.judge_input_tokens,
+            "output_tokens": lane.judge_output_tokens,
+            "cost_usd": cost,
+            "run_level": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": cost and 0.0},
+        }
+        docs.append(doc)
     ranking = rank_lanes(by_lane, run_id=str(run.pk), aggregates=aggregates)
     spec = version_data(run.pack_version, run.input_set.key if run.input_set_id else None).spec
     feedback = run_health([r for rows in by_lane.values() for r in rows], spec).to_dict()
     return {
         "scoring_revision": run.scoring_revision,
         "lanes": docs,
+        "judge_usage": {
+            **{k: sum(d["judge_usage"][k] for d in docs) for k in ("calls", "input_tokens", "output_tokens")},
+            "cost_usd": sum(d["judge_usage"]["cost_usd"] or 0.0 for d in docs),
+            "run_level": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
+        },
         "ranking": [s.to_dict() for s in ranking],
         "eval_feedback": feedback,
     }
@@ -151,6 +179,9 @@ def test_streamed_stats_with_one_repetition_and_an_empty_lane(personas):
     run = create_run(personas.workspace, version, deps)
     _grade_items(run, seed=5)
     RunItem.objects.filter(lane__position=1, run=run).update(status="", grade=None)
+    RunLane.objects.filter(position=1, run=run).update(
+        judge_calls=0, judge_input_tokens=0, judge_output_tokens=0, judge_cost_usd=0.0
+    )
     assert compute_stats(run) == _record_stats(run)
 
 
