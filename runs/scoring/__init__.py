@@ -166,11 +166,18 @@ LANE_ORDER = ("position", "pk")
 
 
 def store_stats(run: Run, stats: dict[str, Any]) -> None:
-    """Writes ``stats`` (of ``compute_stats``) on the run, and each lane's aggregate on its lane."""
+    """Writes ``stats`` (of ``compute_stats``) on the run, and each lane's aggregate on its
+    lane; the run's judge columns = its ``judge_usage`` (its lanes' sums), a cancelled run's
+    too (its lanes' spend is final once its last item is written)."""
     lane_ids = RunLane.objects.filter(run_id=run.pk).order_by(*LANE_ORDER).values_list("pk", flat=True)
     for lane_id, doc in zip(lane_ids, stats["lanes"], strict=True):
         RunLane.objects.filter(pk=lane_id).update(stats=doc)
-    Run.objects.filter(pk=run.pk).update(stats=stats)
+    usage = stats.get("judge_usage")
+    judge = {}
+    if usage is not None:
+        judge = {f"judge_{key}": usage[key] for key in _USAGE_COUNTS}
+        judge["judge_cost_usd"] = usage["cost_usd"] or 0.0
+    Run.objects.filter(pk=run.pk).update(stats=stats, **judge)
     run.stats = stats
 
 

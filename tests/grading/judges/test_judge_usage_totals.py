@@ -91,3 +91,38 @@ def test_probe_claims_and_critique_calls_add_up_in_case_lane_and_run_usage(perso
         )
     rows = leaderboard(run, lanes_of(run))
     assert sum(row.judge_cost_usd for row in rows) == pytest.approx(usage["cost_usd"])
+
+
+def test_a_cancelled_run_keeps_its_judge_usage_on_the_run(personas, fake):
+    from runs.dispatch import dispatch_lane
+    from runs.scoring import check_run
+    from runs.services.operations import run_cancel
+
+    ws = personas.workspace
+    ws.allow_private_endpoints = True
+    ws.save()
+    JudgeProviderConfig.objects.create(workspace=ws, kind="openai", base_url=fake.base_url)
+    doc = yaml.safe_load(pack_yaml(slug="judged", cases=2))
+    spec = doc["version"]["evaluation_spec"]
+    spec["judge_mode"] = "hybrid"
+    spec["llm_judges"] = [
+        {"key": "j", "mode": "assertion", "assertion": "says the word", "model": "gpt-4o-mini"}
+    ]
+    spec["scorecard"]["dimensions"].append({"key": "q", "source": "llm_judge", "judge_key": "j", "weight": 0})
+    version = pack_version_publish(workspace=ws, data=yaml.safe_dump(doc).encode()).version
+    fake.default = by_mode(assertion=verdict({"pass": True}), claims=content('{"claims": []}'))
+    with FakeAgent() as agent:
+        agent.route("/a", ok(lambda rec: {"final_output": "word"}))
+        run = create_run(ws, version, [hosted(ws, agent.url_for("/a"), name=n) for n in ("one", "two")])
+        dispatch_lane(RunLane.objects.get(run=run, position=0).pk, time_slice=10)  # one lane graded
+    assert fake.calls > 0
+    run = run_cancel(run=Run.objects.get(pk=run.pk))
+    check_run(run.pk)  # the cancelled run's figures over what was graded
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "cancelled" and run.stats["judge_usage"]["calls"] == fake.calls
+    assert (run.judge_calls, run.judge_input_tokens, run.judge_output_tokens) == (
+        fake.calls,
+        120 * fake.calls,
+        30 * fake.calls,
+    )
+    assert run.judge_cost_usd == pytest.approx(run.stats["judge_usage"]["cost_usd"])
