@@ -28,6 +28,8 @@ MAX_SHOWN_CHARS = 200_000
 TRANSCRIPT_HEAD = 100
 TRANSCRIPT_TAIL = 10
 TRANSCRIPT_CHUNK = 200
+# ... and fewer when their texts are long: a window ends after this many characters shown.
+TRANSCRIPT_WINDOW_CHARS = 1_000_000
 # The anchors of conversation items, the only ones the first page may leave out.
 CONVERSATION_ANCHORS = ("ev-message-", "ev-tool_call-")
 
@@ -289,20 +291,31 @@ def transcript_window(
     tail), the count of those between them and the tail, the tail and the rest. Only the
     items shown are built (pretty-printed, cut), not the thousands between.
 
-    ``at``, the anchor of a message or tool call (an evidence link), starts the window a
-    couple of items before it when the first page would not show it."""
+    The window ends early once its texts reach ``TRANSCRIPT_WINDOW_CHARS``. ``at``, the
+    anchor of a message or tool call (an evidence link), makes it hold that item: the first
+    page does, else the window starts a couple of items before it."""
     order = _conversation(evidence)
     total = len(order)
     tail_from = max(total - tail, 0)
-    if at and not start and total > count + tail:
+    reach = -1  # the window goes at least this far, whatever its texts' length
+    if at and not start:
         position = next((n for n, entry in enumerate(order) if _entry_anchor(entry) == at), None)
-        if position is not None and count <= position < tail_from:
-            start, count = max(position - 2, 0), TRANSCRIPT_CHUNK
+        if position is not None and position < tail_from:
+            if position >= count:
+                start, count = max(position - 2, 0), TRANSCRIPT_CHUNK
+            reach = position
     start = min(max(start, 0), tail_from)
     end = min(start + count, tail_from)
     if start == 0 and total <= count + tail:  # nothing worth hiding
         end = tail_from
-    shown = [_conversation_item(entry, MAX_SHOWN_CHARS) for entry in order[start:end]]
+    shown: list[TranscriptItem] = []
+    size = 0
+    for position in range(start, end):  # long texts end the window early: the page stays small
+        if shown and size >= TRANSCRIPT_WINDOW_CHARS and position > reach:
+            end = position
+            break
+        shown.append(_conversation_item(order[position], MAX_SHOWN_CHARS))
+        size += len(shown[-1].text) + len(shown[-1].args) + len(shown[-1].result)
     hidden = tail_from - end
     return TranscriptWindow(
         start=start,

@@ -207,9 +207,9 @@ def test_a_long_transcript_loads_more_items_in_place_and_copies_its_markdown(
     page.goto(f"/runs/{run.id}/cases/{item.id}/transcript/")
     items = page.locator("ol.transcript > li.t-message, ol.transcript > li.t-tool_call")
     expect(items).to_have_count(100 + 10)
-    page.get_by_role("link", name="890 more items: show the next 200").click()
+    page.get_by_role("link", name="890 more items: show up to 200").click()
     expect(items).to_have_count(100 + 200 + 10)
-    expect(page.get_by_role("link", name="690 more items: show the next 200")).to_be_visible()
+    expect(page.get_by_role("link", name="690 more items: show up to 200")).to_be_visible()
 
     copy = page.locator('[data-testid="copy-markdown"]')
     expect(copy).to_have_text("Copy as Markdown")

@@ -12,7 +12,13 @@ import pytest
 
 from runs.models import Run, RunItem
 from runs.seeding import seed_run
-from runs.transcript import MAX_SHOWN_CHARS, TRANSCRIPT_CHUNK, TRANSCRIPT_HEAD, TRANSCRIPT_TAIL
+from runs.transcript import (
+    MAX_SHOWN_CHARS,
+    TRANSCRIPT_CHUNK,
+    TRANSCRIPT_HEAD,
+    TRANSCRIPT_TAIL,
+    TRANSCRIPT_WINDOW_CHARS,
+)
 from tests.clients import logged_in as login
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +63,7 @@ def test_a_huge_transcript_page_stays_small_and_copies_from_the_download(persona
     assert ids[0] == "ev-message-0" and "ev-message-4999" in ids[-TRANSCRIPT_TAIL:]
     assert 'id="ev-final_output"' in body
     hidden = 25000 - TRANSCRIPT_HEAD - TRANSCRIPT_TAIL
-    assert f"{hidden} more items: show the next {TRANSCRIPT_CHUNK}" in body
+    assert f"{hidden} more items: show up to {TRANSCRIPT_CHUNK}" in body
     assert f'href="{url}?from={TRANSCRIPT_HEAD}"' in body
     assert f'hx-get="{url}?from={TRANSCRIPT_HEAD}&amp;partial=items"' in body
     # Copy is a plain download link without script; app.js copies what it serves.
@@ -152,3 +158,21 @@ def test_an_evidence_link_to_a_hidden_tool_call_still_lands_on_it(personas, owne
     # an anchor the first page shows, or none the transcript has: the first page
     for at in ("ev-message-0", "ev-tool_call-999999"):
         assert _ids(owner.get(url, {"at": at}).content.decode())[0] == "ev-message-0"
+
+
+def test_long_texts_end_the_window_early(personas, owner):
+    # 100 messages of 20,000 characters each were a 2 MB first page: the window now ends
+    # once its texts reach TRANSCRIPT_WINDOW_CHARS, and "more" picks up from there.
+    run, item = _case(personas, messages=0, calls=0)
+    response = dict(item.evidence["response"])
+    response["messages"] = [{"role": "user", "content": f"{i} " + "w" * 20_000} for i in range(120)]
+    RunItem.objects.filter(id=item.id).update(evidence={"response": response, "timing": {}})
+    url = f"/runs/{run.id}/cases/{item.id}/transcript/"
+    per_page = TRANSCRIPT_WINDOW_CHARS // 20_000
+    body = owner.get(url).content.decode()
+    assert len(_ids(body)) == per_page + TRANSCRIPT_TAIL
+    assert f'href="{url}?from={per_page}"' in body
+    # an evidence link into the cut part of the first page still gets its item
+    body = owner.get(url, {"at": f"ev-message-{per_page + 20}"}).content.decode()
+    assert f'id="ev-message-{per_page + 20}"' in body
+    assert _ids(body)[0] == "ev-message-0"
