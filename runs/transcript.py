@@ -18,10 +18,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from grading.engine.types import Evidence, as_text
+from grading.engine.types import Evidence, ToolCall, as_text
 
 # A page shows at most this much of any one text; the rest stays in the export.
 MAX_SHOWN_CHARS = 200_000
+# The page shows the conversation's first TRANSCRIPT_HEAD and last TRANSCRIPT_TAIL items
+# (messages and tool calls); the ones between load TRANSCRIPT_CHUNK at a time (htmx), by
+# their position in the conversation. An agent with 20,000 tool calls made a page of many MB.
+TRANSCRIPT_HEAD = 100
+TRANSCRIPT_TAIL = 10
+TRANSCRIPT_CHUNK = 200
+# ... and fewer when their texts are long: a window ends after this many characters shown.
+TRANSCRIPT_WINDOW_CHARS = 1_000_000
+# The anchors of conversation items, the only ones the first page may leave out.
+CONVERSATION_ANCHORS = ("ev-message-", "ev-tool_call-")
 
 
 @dataclass(slots=True)
@@ -142,10 +152,10 @@ def _call_item(c: Any, limit: int | None = MAX_SHOWN_CHARS) -> TranscriptItem:
     )
 
 
-def _interleave(messages: list[TranscriptItem], calls: list[TranscriptItem]) -> list[TranscriptItem]:
+def _interleave(messages: list[Any], calls: list[Any]) -> list[Any]:
     tool_positions = [i for i, m in enumerate(messages) if m.role == "tool"]
-    before: dict[int, list[TranscriptItem]] = {}
-    rest: list[TranscriptItem] = []
+    before: dict[int, list[Any]] = {}
+    rest: list[Any] = []
     for n, call in enumerate(calls):
         if n < len(tool_positions):
             before.setdefault(tool_positions[n], []).append(call)
@@ -155,7 +165,7 @@ def _interleave(messages: list[TranscriptItem], calls: list[TranscriptItem]) -> 
     if rest:
         at = last_assistant if last_assistant is not None else len(messages)
         before.setdefault(at, []).extend(rest)
-    out: list[TranscriptItem] = []
+    out: list[Any] = []
     for i, m in enumerate(messages):
         out.extend(before.pop(i, []))
         out.append(m)
@@ -183,12 +193,19 @@ def _file_items(evidence: Evidence, limit: int | None = MAX_SHOWN_CHARS) -> Iter
         )
 
 
-def transcript_items(evidence: Evidence, *, limit: int | None = MAX_SHOWN_CHARS) -> list[TranscriptItem]:
-    """Everything the transcript page shows, in display order (see the module docstring);
-    each text cut at ``limit`` characters (None: whole, for the Markdown download)."""
-    messages = [_message_item(m, limit) for m in evidence.messages]
-    calls = [_call_item(c, limit) for c in evidence.tool_calls] if evidence.channels.tool_calls else []
-    items = _interleave(messages, calls)
+def _conversation(evidence: Evidence) -> list[Any]:
+    """The evidence's messages and tool calls in display order (see the module docstring)."""
+    calls = list(evidence.tool_calls) if evidence.channels.tool_calls else []
+    return _interleave(list(evidence.messages), calls)
+
+
+def _conversation_item(entry: Any, limit: int | None) -> TranscriptItem:
+    return _call_item(entry, limit) if isinstance(entry, ToolCall) else _message_item(entry, limit)
+
+
+def _after_conversation(evidence: Evidence, limit: int | None) -> list[TranscriptItem]:
+    """Final output, files, tasks and notes: what follows the conversation."""
+    items: list[TranscriptItem] = []
     final, cut = _cut(evidence.final_output, limit)
     items.append(
         TranscriptItem(
@@ -202,7 +219,7 @@ def transcript_items(evidence: Evidence, *, limit: int | None = MAX_SHOWN_CHARS)
             chars=len(evidence.final_output),
         )
     )
-    items.extend(_file_items(evidence))
+    items.extend(_file_items(evidence, limit))
     for i, task in enumerate(evidence.tasks or []):
         commands = "\n".join(task.executed_commands)
         text, cut = _cut(commands, limit)
@@ -234,6 +251,81 @@ def transcript_items(evidence: Evidence, *, limit: int | None = MAX_SHOWN_CHARS)
             )
         )
     return items
+
+
+def transcript_items(evidence: Evidence, *, limit: int | None = MAX_SHOWN_CHARS) -> list[TranscriptItem]:
+    """Everything the transcript shows, in display order (see the module docstring); each
+    text cut at ``limit`` characters (None: whole, for the Markdown download)."""
+    items = [_conversation_item(entry, limit) for entry in _conversation(evidence)]
+    return items + _after_conversation(evidence, limit)
+
+
+@dataclass(slots=True)
+class TranscriptWindow:
+    """What one transcript page (or its htmx fragment) shows of the conversation: ``shown``
+    from position ``start``, then ``hidden`` items from position ``more_from`` not shown
+    (loaded on demand), then the last few (``tail``) and what follows the conversation."""
+
+    start: int
+    shown: list[TranscriptItem]
+    more_from: int | None
+    hidden: int
+    tail: list[TranscriptItem]
+    after: list[TranscriptItem]
+    total: int
+
+
+def _entry_anchor(entry: Any) -> str:
+    return f"ev-tool_call-{entry.index}" if isinstance(entry, ToolCall) else f"ev-message-{entry.index}"
+
+
+def transcript_window(
+    evidence: Evidence,
+    *,
+    start: int = 0,
+    count: int = TRANSCRIPT_HEAD,
+    tail: int = TRANSCRIPT_TAIL,
+    at: str | None = None,
+) -> TranscriptWindow:
+    """The conversation items at positions ``start`` .. ``start + count`` (never into the
+    tail), the count of those between them and the tail, the tail and the rest. Only the
+    items shown are built (pretty-printed, cut), not the thousands between.
+
+    The window ends early once its texts reach ``TRANSCRIPT_WINDOW_CHARS``. ``at``, the
+    anchor of a message or tool call (an evidence link), makes it hold that item: the first
+    page does, else the window starts a couple of items before it."""
+    order = _conversation(evidence)
+    total = len(order)
+    tail_from = max(total - tail, 0)
+    reach = -1  # the window goes at least this far, whatever its texts' length
+    if at and not start:
+        position = next((n for n, entry in enumerate(order) if _entry_anchor(entry) == at), None)
+        if position is not None and position < tail_from:
+            if position >= count:
+                start, count = max(position - 2, 0), TRANSCRIPT_CHUNK
+            reach = position
+    start = min(max(start, 0), tail_from)
+    end = min(start + count, tail_from)
+    if start == 0 and total <= count + tail:  # nothing worth hiding
+        end = tail_from
+    shown: list[TranscriptItem] = []
+    size = 0
+    for position in range(start, end):  # long texts end the window early: the page stays small
+        if shown and size >= TRANSCRIPT_WINDOW_CHARS and position > reach:
+            end = position
+            break
+        shown.append(_conversation_item(order[position], MAX_SHOWN_CHARS))
+        size += len(shown[-1].text) + len(shown[-1].args) + len(shown[-1].result)
+    hidden = tail_from - end
+    return TranscriptWindow(
+        start=start,
+        shown=shown,
+        more_from=end if hidden else None,
+        hidden=hidden,
+        tail=[_conversation_item(entry, MAX_SHOWN_CHARS) for entry in order[tail_from:]],
+        after=_after_conversation(evidence, MAX_SHOWN_CHARS),
+        total=total,
+    )
 
 
 def _fence(text: str) -> str:

@@ -35,7 +35,15 @@ from runs.results import (
     run_for_user,
     siblings_of,
 )
-from runs.transcript import MAX_SHOWN_CHARS, anchor_for, transcript_items, transcript_markdown
+from runs.transcript import (
+    CONVERSATION_ANCHORS,
+    MAX_SHOWN_CHARS,
+    TRANSCRIPT_CHUNK,
+    anchor_for,
+    transcript_items,
+    transcript_markdown,
+    transcript_window,
+)
 
 TEMPLATES = "runs/"
 STATUS_FILTERS = (
@@ -175,7 +183,10 @@ def _ref(ref: str, files: dict[str, str]) -> dict[str, Any]:
     """An evidence id with its transcript anchor; ``file:<check>`` goes to the captured file."""
     if ref.startswith("file:") and ref[5:] in files:
         return {"id": ref, "anchor": anchor_for("path:" + files[ref[5:]])}
-    return {"id": ref, "anchor": anchor_for(ref)}
+    anchor = anchor_for(ref)
+    # A message or tool call may be among the items the transcript's first page leaves out:
+    # its link asks for the window holding it (?at=), so it still lands on the item.
+    return {"id": ref, "anchor": anchor, "at": bool(anchor) and anchor.startswith(CONVERSATION_ANCHORS)}
 
 
 def _expectations(
@@ -261,8 +272,10 @@ def _judge_samples(details: Any, files: dict[str, str], transcript_url: str | No
                 continue
             href = None
             if transcript_url and not _other_lane(cid, own):
-                anchor = _ref(cid, files)["anchor"]
-                href = f"{transcript_url}#{anchor}" if anchor else None
+                ref = _ref(cid, files)
+                anchor = ref["anchor"]
+                at = f"?at={anchor}" if ref["at"] else ""
+                href = f"{transcript_url}{at}#{anchor}" if anchor else None
             quote = c.get("quote") if isinstance(c, dict) else None
             cites.append({"id": cid, "quote": quote, "href": href})
         out.append({**sample, "citations": cites})
@@ -381,15 +394,28 @@ def transcript(request: HttpRequest, run_id: Any, item_id: int) -> HttpResponse:
         response = HttpResponse(transcript_markdown(whole), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="transcript-{item.id}.md"'
         return response
-    items = transcript_items(evidence) if evidence is not None else []
+    # ?from=N: the conversation from its N-th item (the "more" link; htmx loads only those
+    # items, ?partial=items, in place of the link). The page never builds the whole list.
+    start = request.GET.get("from", "")
+    start = int(start) if start.isascii() and start.isdigit() and len(start) < 10 else 0
+    partial = request.GET.get("partial") == "items" and request.headers.get("HX-Request") == "true"
+    window = None
+    if evidence is not None:
+        if start:
+            window = transcript_window(evidence, start=start, count=TRANSCRIPT_CHUNK)
+        else:  # ?at=: an evidence link's anchor, the page shows the window holding it
+            window = transcript_window(evidence, at=request.GET.get("at") or None)
     context = {
         "run": run,
         "item": item,
-        "items": items,
+        "window": window,
+        "chunk": TRANSCRIPT_CHUNK,
+        "fragment": partial,
         "shown_chars": MAX_SHOWN_CHARS,
-        "markdown": transcript_markdown(items) if items else "",
         "metrics": (evidence.metrics if evidence is not None else None),
         "channels": (evidence.channels if evidence is not None else None),
         "has_evidence": evidence is not None,
     }
+    if partial:
+        return render(request, TEMPLATES + "transcript.html#items", context)
     return render(request, TEMPLATES + "transcript.html", context)

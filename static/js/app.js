@@ -2,17 +2,40 @@
 // The page says it runs: what only works with this file (the copy buttons) is hidden
 // without it (static/css/app.css: html:not(.js)), rather than a button that does nothing.
 document.documentElement.classList.add("js");
+function copied(button, label) {
+  button.textContent = "Copied";
+  setTimeout(() => { button.textContent = label; }, 1500);
+}
 document.addEventListener("click", (event) => {
   const button = event.target.closest("[data-copy]");
   if (!button) return;
   const source = document.getElementById(button.dataset.copy);
   if (!source) return;
   const text = source.dataset.markdown || source.textContent;
-  navigator.clipboard.writeText(text).then(() => {
-    const label = button.textContent;
-    button.textContent = "Copied";
-    setTimeout(() => { button.textContent = label; }, 1500);
-  });
+  const label = button.textContent;
+  navigator.clipboard.writeText(text).then(() => copied(button, label));
+});
+
+// A link marked data-copy-url is a plain download without this file; with it, it copies what
+// the URL serves (the transcript's Markdown, fetched on click rather than embedded in the
+// page). If the fetch or the clipboard fails, the link downloads as it would without script.
+document.querySelectorAll("[data-copy-url]").forEach((link) => {
+  if (link.dataset.copyLabel) link.textContent = link.dataset.copyLabel;
+});
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("[data-copy-url]");
+  if (!link || !navigator.clipboard || !window.ClipboardItem) return;
+  event.preventDefault();
+  const label = link.textContent;
+  const text = fetch(link.dataset.copyUrl, { credentials: "same-origin" }).then((response) => {
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    return response.blob();
+  }).then((blob) => new Blob([blob], { type: "text/plain" }));
+  // The item is written while the click still counts as a user gesture (Safari), its text
+  // arriving when fetched.
+  navigator.clipboard.write([new ClipboardItem({ "text/plain": text })])
+    .then(() => copied(link, label))
+    .catch(() => { window.location.href = link.href; });
 });
 
 // A select marked data-autosubmit submits its form when changed (the workspace switcher).

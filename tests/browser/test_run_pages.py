@@ -186,3 +186,35 @@ def test_more_rows_on_the_case_list_and_the_grid_move_the_focus_to_the_first_loa
     expect(grid_more).to_have_count(0)
     expect(page.locator("#grid-body th[autofocus]")).to_be_focused()
     assert page.js_errors == []
+
+
+def test_a_long_transcript_loads_more_items_in_place_and_copies_its_markdown(
+    personas, login, page, live_server
+):
+    # The transcript rendered every item of a long conversation and embedded its Markdown
+    # for the Copy button; now "N more items" loads the next ones in place (htmx) and Copy
+    # fetches the Markdown download.
+    run = seed_run(workspace=personas.workspace, items=2, lanes=1, name="long")
+    item = RunItem.objects.filter(run=run).exclude(evidence=None).order_by("id").first()
+    response = dict(item.evidence["response"])
+    response["messages"] = [
+        {"role": ("user", "assistant")[i % 2], "content": f"message {i}"} for i in range(300)
+    ]
+    response["tool_calls"] = [{"name": "search", "args": {"q": f"query {i}"}} for i in range(700)]
+    RunItem.objects.filter(id=item.id).update(evidence={"response": response, "timing": {}})
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    login(personas.owner)
+    page.goto(f"/runs/{run.id}/cases/{item.id}/transcript/")
+    items = page.locator("ol.transcript > li.t-message, ol.transcript > li.t-tool_call")
+    expect(items).to_have_count(100 + 10)
+    page.get_by_role("link", name="890 more items: show up to 200").click()
+    expect(items).to_have_count(100 + 200 + 10)
+    expect(page.get_by_role("link", name="690 more items: show up to 200")).to_be_visible()
+
+    copy = page.locator('[data-testid="copy-markdown"]')
+    expect(copy).to_have_text("Copy as Markdown")
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert "`tool_call:699`" in copied and "`message:299`" in copied
+    assert page.js_errors == []

@@ -143,7 +143,7 @@ def test_the_claims_ledger_shows_every_claim_field_and_all_its_evidence(run, own
     assert len(rows) == 3
     first, second, third = (_text(r) for r in rows)
     assert "deterministic" in first and "verified" in first and "tests_ran" in first
-    assert f'href="/runs/{run.id}/cases/{item.id}/transcript/#ev-tool_call-0"' in rows[0]
+    assert f'href="/runs/{run.id}/cases/{item.id}/transcript/?at=ev-tool_call-0#ev-tool_call-0"' in rows[0]
     assert "llm" in second and "contradicted" in second and "case.expectations.answer" in second
     assert "llm" in third and "unverifiable" in third and "quality" in third
 

@@ -36,7 +36,9 @@ def test_a_dispatched_run_reads_back_through_every_page(personas):
     failed = RunItem.objects.get(run=run, case_key="c2")
     page = client.get(f"/runs/{run.id}/cases/{failed.id}/").content.decode()
     assert 'data-testid="case-status">FAILED<' in page
-    anchors = set(re.findall(rf'/runs/{run.id}/cases/{failed.id}/transcript/#([\w-]+)"', page))
+    anchors = set(
+        re.findall(rf'/runs/{run.id}/cases/{failed.id}/transcript/(?:\?at=[\w-]+)?#([\w-]+)"', page)
+    )
     assert "ev-final_output" in anchors
     transcript = client.get(f"/runs/{run.id}/cases/{failed.id}/transcript/").content.decode()
     for anchor in anchors:

@@ -361,7 +361,7 @@ def test_the_case_page_links_each_expectation_to_its_transcript_anchor(run, owne
     item = a_failed_item(run)
     body = owner.get(f"/runs/{run.id}/cases/{item.id}/").content.decode()
     assert "FAIL" in body and "query-then-write" in body and "Harbor Tools Ltd" in body
-    links = re.findall(rf'href="/runs/{run.id}/cases/{item.id}/transcript/#([\w-]+)"', body)
+    links = re.findall(rf'href="/runs/{run.id}/cases/{item.id}/transcript/(?:\?at=[\w-]+)?#([\w-]+)"', body)
     assert {"ev-tool_call-0", "ev-final_output", "ev-path-report_2e_json"} <= set(links)
     transcript = owner.get(f"/runs/{run.id}/cases/{item.id}/transcript/").content.decode()
     for anchor in links:
@@ -408,7 +408,7 @@ def test_the_transcript_escapes_agent_content_and_copies_as_markdown(run, owner)
     RunItem.objects.filter(id=item.id).update(evidence={"response": response, "timing": {}})
     body = owner.get(f"/runs/{run.id}/cases/{item.id}/transcript/").content.decode()
     assert evil not in body and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in body
-    assert 'id="ev-path-page_2e_html"' in body and 'data-copy="transcript-md"' in body
+    assert 'id="ev-path-page_2e_html"' in body and 'data-copy-url="' in body
     md = owner.get(f"/runs/{run.id}/cases/{item.id}/transcript/?format=md")
     assert md["Content-Type"].startswith("text/markdown") and evil in md.content.decode()
 
