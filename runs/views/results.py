@@ -182,7 +182,7 @@ def _params_without_after(request: HttpRequest) -> str:
 def _ref(ref: str, files: dict[str, str]) -> dict[str, Any]:
     """An evidence id with its transcript anchor; ``file:<check>`` goes to the captured file."""
     if ref.startswith("file:") and ref[5:] in files:
-        return {"id": ref, "anchor": anchor_for("path:" + files[ref[5:]])}
+        return {"id": ref, "anchor": anchor_for("path:" + files[ref[5:]]), "at": False}  # files: always shown
     anchor = anchor_for(ref)
     # A message or tool call may be among the items the transcript's first page leaves out:
     # its link asks for the window holding it (?at=), so it still lands on the item.

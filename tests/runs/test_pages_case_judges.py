@@ -79,3 +79,15 @@ def test_judge_samples_with_reasoning_and_clickable_citations_outsider_404(
     outsider = Client()
     outsider.force_login(personas.outsider)
     assert outsider.get(url).status_code == 404
+
+
+def test_a_judge_sample_citing_a_captured_file_links_to_the_file():
+    """A citation of ``file:<check>`` (the demo's judge cites the written result) made the case
+    page a 500 (KeyError 'at') once message and tool-call links gained their ``?at=`` window:
+    a captured file is always on the transcript's first page, so its link needs none."""
+    from runs.views.results import _judge_samples
+
+    details = {"mode": "assertion", "samples": [{"verdict": "pass", "citations": [{"id": "file:report"}]}]}
+    (sample,) = _judge_samples(details, {"report": "out/report.md"}, "/runs/r/cases/1/transcript/")
+    (citation,) = sample["citations"]
+    assert citation["href"].startswith("/runs/r/cases/1/transcript/#") and "?at=" not in citation["href"]
