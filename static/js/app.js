@@ -223,3 +223,17 @@ document.addEventListener("htmx:afterRequest", (event) => {
     if (lost && element.isConnected && !element.disabled) element.focus();
   });
 });
+
+// A link to a message or tool call of a transcript written without ?at= (an old bookmark, a
+// hand-typed address: the server never sees the #fragment) may name an item the first page
+// leaves out; the page then asks for the window holding it, as the case page's links do.
+(() => {
+  const id = decodeURIComponent(window.location.hash.slice(1));
+  if (!/^ev-(message|tool_call)-\d+$/.test(id) || document.getElementById(id)) return;
+  if (!document.querySelector("ol.transcript[data-windowed]")) return;
+  const url = new URL(window.location.href);
+  if (url.searchParams.get("at") === id) return; // asked already: the item does not exist
+  url.searchParams.delete("from");
+  url.searchParams.set("at", id);
+  window.location.replace(url.toString());
+})();

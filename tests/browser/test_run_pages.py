@@ -218,3 +218,25 @@ def test_a_long_transcript_loads_more_items_in_place_and_copies_its_markdown(
     copied = page.evaluate("navigator.clipboard.readText()")
     assert "`tool_call:699`" in copied and "`message:299`" in copied
     assert page.js_errors == []
+
+
+def test_a_bare_anchor_to_a_hidden_transcript_item_opens_the_window_holding_it(
+    personas, login, page, live_server
+):
+    # A link like transcript/#ev-tool_call-500 (a bookmark from before the transcript was
+    # paged) opened the first page, which leaves that item out: the server never sees the
+    # fragment. The page now asks for the window holding it (?at=) and lands on the item.
+    run = seed_run(workspace=personas.workspace, items=2, lanes=1, name="anchored")
+    item = RunItem.objects.filter(run=run).exclude(evidence=None).order_by("id").first()
+    response = dict(item.evidence["response"])
+    response["tool_calls"] = [{"name": "search", "args": {"q": f"query {i}"}} for i in range(700)]
+    RunItem.objects.filter(id=item.id).update(evidence={"response": response, "timing": {}})
+    login(personas.owner)
+    page.goto(f"/runs/{run.id}/cases/{item.id}/transcript/#ev-tool_call-500")
+    expect(page.locator("#ev-tool_call-500")).to_be_attached()
+    assert "at=ev-tool_call-500" in page.url and page.url.endswith("#ev-tool_call-500")
+    # an item that does not exist leaves the page where it is (no reload loop)
+    page.goto(f"/runs/{run.id}/cases/{item.id}/transcript/?at=ev-tool_call-9999#ev-tool_call-9999")
+    expect(page.locator("ol.transcript")).to_be_attached()
+    assert page.url.endswith("?at=ev-tool_call-9999#ev-tool_call-9999")
+    assert page.js_errors == []
