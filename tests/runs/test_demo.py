@@ -72,7 +72,19 @@ def test_every_page_of_the_demo_renders_with_its_judge(personas, monkeypatch):
     from django.test import Client
 
     from grading import demo as grading_demo
+    from grading.models import ModelPrice
+    from grading.pricing import DEFAULT_PRICES
 
+    # The admin price table, as its migration seeds it (an earlier transactional test's flush
+    # empties it): the demo pack caps its judge spend in dollars, priced from this table.
+    for model, price in DEFAULT_PRICES.items():
+        ModelPrice.objects.update_or_create(
+            model=model,
+            defaults={
+                "input_usd_per_million": price.input_per_million,
+                "output_usd_per_million": price.output_per_million,
+            },
+        )
     agent_port, judge_port = free_port(), free_port()
     monkeypatch.setenv("AGENTCLASH_DEMO_AGENT_URL", f"http://127.0.0.1:{agent_port}")
     workspace = personas.workspace
