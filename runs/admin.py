@@ -19,7 +19,7 @@ from agentclash_site.lib.admin import (
     SlugFilter,
     refused_delete,
 )
-from runs.lane_settings import _CREDENTIAL_PARAM as CREDENTIAL_PARAM
+from runs.lane_settings import is_credential_name
 from runs.models import Deployment, RunLane
 
 # Shown in place of a stored credential: the value of each ``config.extra_headers`` header
@@ -36,7 +36,7 @@ def _query_pairs(url: str) -> tuple[Any, list[tuple[str, str, str]]]:
 
 
 def _is_credential(name: str, sep: str) -> bool:
-    return bool(sep) and bool(CREDENTIAL_PARAM.search(unquote_plus(name)))
+    return bool(sep) and is_credential_name(unquote_plus(name))
 
 
 def _masked_url(url: str) -> str:
