@@ -271,13 +271,15 @@ def is_credential_name(name: str) -> bool:
     return bool(_CREDENTIAL_PARAM.search(name))
 
 
+def elided_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
+    """The headers with the values of those named like credentials (``X-Api-Key``,
+    ``X-Auth-Token``) elided (``…``), as :func:`shown_url` elides query keys."""
+    return {name: "…" if is_credential_name(str(name)) else value for name, value in headers.items()}
+
+
 def shown_headers(headers: Mapping[str, Any]) -> str:
-    """Extra headers for a page, one ``Name: value`` a line, the values of those named like
-    credentials (``X-Api-Key``, ``X-Auth-Token``) elided as :func:`shown_url` elides them."""
-    return "\n".join(
-        f"{name}: …" if is_credential_name(str(name)) else f"{name}: {value}"
-        for name, value in headers.items()
-    )
+    """Extra headers for a page, one ``Name: value`` a line (:func:`elided_headers`)."""
+    return "\n".join(f"{name}: {value}" for name, value in elided_headers(headers).items())
 
 
 def shown_url(url: str) -> str:

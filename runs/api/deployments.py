@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from agentclash_site.lib.api import ApiError, ApiView, ClosedInput
 from agentclash_site.workspaces.access import get_workspace_for_user, membership_for
 from runs.access import get_deployment_for_user
-from runs.lane_settings import is_credential_name, shown_url
+from runs.lane_settings import elided_headers, shown_url
 from runs.models import Deployment, DeploymentKind, EvidenceLevel
 from runs.services import deployments as services
 from runs.services.deployments import DeploymentError, url_field_name
@@ -69,8 +69,7 @@ def viewer_document(document: dict[str, Any]) -> dict[str, Any]:
     config = shown.get("config")
     headers = config.get("extra_headers") if isinstance(config, dict) else None
     if isinstance(headers, dict):
-        elided = {name: "…" if is_credential_name(str(name)) else value for name, value in headers.items()}
-        shown["config"] = {**config, "extra_headers": elided}
+        shown["config"] = {**config, "extra_headers": elided_headers(headers)}
     return shown
 
 
